@@ -1,0 +1,213 @@
+//! QEMU, plain or under libvirt or Proxmox VE.
+//!
+//! vCPU threads are named `CPU <n>/KVM` (or `/TCG`, `/HVF`, ...) when QEMU runs with
+//! `-name ...,debug-threads=on`, which libvirt and Proxmox set by default.
+
+use super::{Family, ProcessView, VmIdentity, flag_value, normalise_uuid};
+use crate::wire::Hypervisor;
+
+pub const FAMILY: Family = Family {
+    hypervisor: Hypervisor::Qemu,
+    recognise,
+    vcpu_index,
+};
+
+fn is_qemu_program(name: &str) -> bool {
+    name.starts_with("qemu-system-") || name == "qemu-kvm" || name == "kvm"
+}
+
+fn recognise(p: &ProcessView) -> Option<VmIdentity> {
+    // `comm` is truncated to 15 bytes ("qemu-system-x86") and `-name ...,process=X` renames it,
+    // so argv[0] is asked too.
+    if !(is_qemu_program(p.comm) || is_qemu_program(p.program())) {
+        return None;
+    }
+    let name = flag_value(p.argv, "-name").and_then(|v| {
+        let options = split_options(v);
+        let guest = options.iter().find_map(|o| o.strip_prefix("guest="));
+        let bare = options.iter().find(|o| !o.contains('='));
+        guest.or(bare.map(String::as_str)).map(str::to_string)
+    });
+    let proxmox_id = flag_value(p.argv, "-id");
+    let name = name
+        .or_else(|| proxmox_id.map(|id| format!("vm{id}")))
+        .unwrap_or_else(|| format!("qemu-{}", p.pid));
+    let mut id = VmIdentity::new(Hypervisor::Qemu, name);
+    id.uuid = flag_value(p.argv, "-uuid").and_then(normalise_uuid);
+    id.vcpus_hint = flag_value(p.argv, "-smp").and_then(smp_cpus);
+    id.boot_args = flag_value(p.argv, "-append").map(str::to_string);
+    id.management = if proxmox_id.is_some() {
+        Some("proxmox".into())
+    } else if p.argv.iter().any(|a| a.contains("/libvirt/")) {
+        // libvirt's monitor socket and domain directories live under .../libvirt/qemu/.
+        Some("libvirt".into())
+    } else {
+        None
+    };
+    Some(id)
+}
+
+/// Splits a QEMU option string on commas; a doubled comma is a literal comma in a value.
+fn split_options(value: &str) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut chars = value.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ',' {
+            if chars.peek() == Some(&',') {
+                chars.next();
+                parts.last_mut().unwrap().push(',');
+            } else {
+                parts.push(String::new());
+            }
+        } else {
+            parts.last_mut().unwrap().push(c);
+        }
+    }
+    parts
+}
+
+/// vCPUs from `-smp`: `N`, `cpus=N`, or the product of the topology when only that is given.
+fn smp_cpus(value: &str) -> Option<u32> {
+    let options = split_options(value);
+    let mut topology = 1u32;
+    let mut has_topology = false;
+    for option in &options {
+        if let Ok(n) = option.parse::<u32>() {
+            return Some(n);
+        }
+        match option.split_once('=') {
+            Some(("cpus", n)) => return n.parse().ok(),
+            Some(("sockets" | "dies" | "clusters" | "cores" | "threads", n)) => {
+                topology = topology.checked_mul(n.parse().ok()?)?;
+                has_topology = true;
+            }
+            _ => {}
+        }
+    }
+    has_topology.then_some(topology)
+}
+
+fn vcpu_index(thread: &str) -> Option<u32> {
+    let (index, accel) = thread.strip_prefix("CPU ")?.split_once('/')?;
+    (!accel.is_empty()).then_some(())?;
+    index.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discover::argv;
+
+    fn identify(comm: &str, line: &str) -> Option<VmIdentity> {
+        let a = argv(line);
+        recognise(&ProcessView {
+            pid: 99,
+            comm,
+            argv: &a,
+        })
+    }
+
+    #[test]
+    fn libvirt_command_line_gives_name_uuid_vcpus_and_management() {
+        let id = identify(
+            "qemu-system-x86",
+            "/usr/bin/qemu-system-x86_64 -name guest=web-01,debug-threads=on -S \
+             -object secret,id=masterKey0,file=/var/lib/libvirt/qemu/domain-3-web-01/master-key.aes \
+             -machine pc-q35-7.2 -m 2048 -smp 4,sockets=4,cores=1,threads=1 \
+             -uuid 7D3B2C1A-0000-4000-8000-00000000ABCD -no-user-config",
+        )
+        .unwrap();
+        assert_eq!(id.name, "web-01");
+        assert_eq!(
+            id.uuid.as_deref(),
+            Some("7d3b2c1a-0000-4000-8000-00000000abcd")
+        );
+        assert_eq!(id.vcpus_hint, Some(4));
+        assert_eq!(id.management.as_deref(), Some("libvirt"));
+    }
+
+    #[test]
+    fn proxmox_command_line_is_recognised_by_its_id() {
+        let id = identify(
+            "kvm",
+            "/usr/bin/kvm -id 104 -name db-02,debug-threads=on -smp 2,sockets=1,cores=2,maxcpus=2 \
+             -uuid 0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9",
+        )
+        .unwrap();
+        assert_eq!(id.name, "db-02");
+        assert_eq!(id.management.as_deref(), Some("proxmox"));
+        assert_eq!(id.vcpus_hint, Some(2));
+    }
+
+    #[test]
+    fn plain_qemu_with_direct_kernel_boot_reports_its_boot_args() {
+        let a: Vec<String> = [
+            "qemu-system-x86_64",
+            "-accel",
+            "tcg",
+            "-smp",
+            "2",
+            "-kernel",
+            "vmlinuz",
+            "-append",
+            "console=ttyS0 nohz=off",
+        ]
+        .map(String::from)
+        .to_vec();
+        let id = recognise(&ProcessView {
+            pid: 7,
+            comm: "qemu-system-x86",
+            argv: &a,
+        })
+        .unwrap();
+        assert_eq!(id.name, "qemu-7");
+        assert_eq!(id.boot_args.as_deref(), Some("console=ttyS0 nohz=off"));
+        assert_eq!(id.management, None);
+        assert_eq!(id.uuid, None);
+    }
+
+    #[test]
+    fn renamed_process_is_still_found_by_argv0() {
+        let id = identify("web-01", "qemu-system-aarch64 -name web-01,process=web-01").unwrap();
+        assert_eq!(id.name, "web-01");
+    }
+
+    #[test]
+    fn doubled_commas_are_literal_in_names() {
+        let id = identify(
+            "qemu-system-x86",
+            "qemu-system-x86_64 -name guest=a,,b,debug-threads=on",
+        )
+        .unwrap();
+        assert_eq!(id.name, "a,b");
+    }
+
+    #[test]
+    fn smp_forms() {
+        for (value, cpus) in [
+            ("2", Some(2)),
+            ("cpus=8,maxcpus=16", Some(8)),
+            ("sockets=2,cores=4,threads=2", Some(16)),
+            ("maxcpus=4", None),
+            ("sockets=x", None),
+        ] {
+            assert_eq!(smp_cpus(value), cpus, "-smp {value}");
+        }
+    }
+
+    #[test]
+    fn vcpu_thread_names() {
+        for (thread, index) in [
+            ("CPU 0/KVM", Some(0)),
+            ("CPU 13/TCG", Some(13)),
+            ("CPU 1/HVF", Some(1)),
+            ("CPU x/KVM", None),
+            ("CPU 0/", None),
+            ("call_rcu", None),
+            ("IO mon_iothread", None),
+            ("worker", None),
+        ] {
+            assert_eq!(vcpu_index(thread), index, "{thread}");
+        }
+    }
+}

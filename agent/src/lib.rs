@@ -1,0 +1,21 @@
+//! tickscope agent library.
+//!
+//! `wire` is the report format shared with the server; it is all the server links. The rest
+//! (discovery, sampling, the HTTP client) is the agent itself, behind the `cli` feature.
+
+pub mod wire;
+
+#[cfg(feature = "cli")]
+pub mod client;
+#[cfg(feature = "cli")]
+pub mod discover;
+#[cfg(feature = "cli")]
+pub mod error;
+#[cfg(feature = "cli")]
+pub mod host;
+#[cfg(feature = "cli")]
+pub mod procfs;
+#[cfg(feature = "cli")]
+pub mod report;
+#[cfg(feature = "cli")]
+pub mod sampler;

@@ -1,0 +1,222 @@
+//! Per-interval measurement of every VM on the host.
+//!
+//! Each call to [`Sampler::cycle`] reads the VMs' counters once and returns what changed since the
+//! previous call. Cost matters more than anything here (the agent must not become the noisy
+//! neighbour it hunts for), so a process is identified once and remembered by (pid, start time);
+//! after that a VM costs one `stat` read, one directory listing of its threads and one `status`
+//! read per vCPU thread per cycle, and every other process costs nothing but its directory entry.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::discover::{self, Family, ProcessView, VmIdentity};
+use crate::procfs::ProcFs;
+use crate::wire::{GuestSample, WakeupsSource};
+
+/// Every this many cycles, processes remembered as "not a VM" are looked at again, in case a pid
+/// was reused between two cycles by a new VM process.
+const FULL_RESCAN_EVERY_CYCLES: u64 = 30;
+
+/// What one cycle measured since the previous one.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// Unix time in milliseconds of the previous cycle.
+    pub start_ms: i64,
+    /// Unix time in milliseconds of this cycle.
+    pub end_ms: i64,
+    /// Exact time between the two cycles, from the monotonic clock.
+    pub length: Duration,
+    /// VMs present at both cycles.
+    pub guests: Vec<GuestSample>,
+}
+
+pub struct Sampler {
+    proc: ProcFs,
+    clk_tck: f64,
+    processes: HashMap<u32, Tracked>,
+    cycles: u64,
+    last: Option<(Instant, i64)>,
+}
+
+enum Tracked {
+    /// Looked at once; not a VM. Costs nothing until the next full rescan.
+    Other,
+    Vm(Box<VmState>),
+}
+
+struct VmState {
+    start_ticks: u64,
+    family: &'static Family,
+    identity: VmIdentity,
+    /// Every thread seen so far, with whether it is a vCPU thread.
+    threads: HashMap<u32, bool>,
+    /// Counters at the previous cycle.
+    previous: Option<Counters>,
+}
+
+struct Counters {
+    cpu_ticks: u64,
+    /// Context switches so far of each counted thread.
+    switches: HashMap<u32, u64>,
+}
+
+impl Sampler {
+    /// `clk_tck` is the kernel's `USER_HZ` (`sysconf(_SC_CLK_TCK)`, 100 on Linux).
+    pub fn new(proc_root: impl AsRef<Path>, clk_tck: u64) -> Self {
+        Sampler {
+            proc: ProcFs::new(proc_root.as_ref()),
+            clk_tck: clk_tck.max(1) as f64,
+            processes: HashMap::new(),
+            cycles: 0,
+            last: None,
+        }
+    }
+
+    /// Reads every VM's counters now. Returns `None` on the first call, which only sets the
+    /// starting point.
+    pub fn cycle(&mut self) -> std::io::Result<Option<Measured>> {
+        let now = Instant::now();
+        let now_ms = unix_ms(SystemTime::now());
+        self.cycles += 1;
+        let pids = self.proc.pids()?;
+        let present: HashSet<u32> = pids.iter().copied().collect();
+        let full_rescan = self.cycles % FULL_RESCAN_EVERY_CYCLES == 0;
+        self.processes.retain(|pid, tracked| {
+            present.contains(pid) && !(full_rescan && matches!(tracked, Tracked::Other))
+        });
+
+        let mut guests = Vec::new();
+        for pid in pids {
+            if matches!(self.processes.get(&pid), Some(Tracked::Other)) {
+                continue;
+            }
+            let Some(stat) = self.proc.stat(pid) else {
+                continue; // exited since the listing
+            };
+            let known_vm = matches!(
+                self.processes.get(&pid),
+                Some(Tracked::Vm(vm)) if vm.start_ticks == stat.start_ticks
+            );
+            if !known_vm {
+                let tracked = self.identify(pid, &stat.comm, stat.start_ticks);
+                self.processes.insert(pid, tracked);
+            }
+            if let Some(Tracked::Vm(vm)) = self.processes.get_mut(&pid) {
+                let counted = count_threads(&mut self.proc, pid, vm);
+                let counters = Counters {
+                    cpu_ticks: stat.cpu_ticks,
+                    switches: counted.switches,
+                };
+                if let Some(previous) = &vm.previous {
+                    guests.push(GuestSample {
+                        hypervisor: vm.identity.hypervisor,
+                        management: vm.identity.management.clone(),
+                        name: vm.identity.name.clone(),
+                        uuid: vm.identity.uuid.clone(),
+                        pid,
+                        vcpus: counted.vcpus,
+                        host_cpu_seconds: counters.cpu_ticks.saturating_sub(previous.cpu_ticks)
+                            as f64
+                            / self.clk_tck,
+                        vcpu_wakeups: wakeups_between(previous, &counters),
+                        wakeups_source: counted.source,
+                        boot_args: vm.identity.boot_args.clone(),
+                    });
+                }
+                vm.previous = Some(counters);
+            }
+        }
+
+        let measured = self.last.map(|(then, then_ms)| Measured {
+            start_ms: then_ms,
+            end_ms: now_ms,
+            length: now.duration_since(then),
+            guests,
+        });
+        self.last = Some((now, now_ms));
+        Ok(measured)
+    }
+
+    fn identify(&mut self, pid: u32, comm: &str, start_ticks: u64) -> Tracked {
+        let argv = self.proc.cmdline(pid);
+        let view = ProcessView {
+            pid,
+            comm,
+            argv: &argv,
+        };
+        match discover::recognise(&view) {
+            Some((family, mut identity)) => {
+                if let Some(config) = identity.config_file.clone() {
+                    if let Some(text) = self.proc.read_file(Path::new(&config)) {
+                        discover::vmware::apply_vmx(&mut identity, &text);
+                    }
+                }
+                Tracked::Vm(Box::new(VmState {
+                    start_ticks,
+                    family,
+                    identity,
+                    threads: HashMap::new(),
+                    previous: None,
+                }))
+            }
+            None => Tracked::Other,
+        }
+    }
+}
+
+struct Counted {
+    vcpus: u32,
+    source: WakeupsSource,
+    switches: HashMap<u32, u64>,
+}
+
+/// Lists the VM's threads, names the new ones, and reads the context switches of its vCPU
+/// threads, or of all threads when none has a recognisable vCPU name.
+fn count_threads(proc: &mut ProcFs, pid: u32, vm: &mut VmState) -> Counted {
+    let tids = proc.tids(pid).unwrap_or_default();
+    vm.threads.retain(|tid, _| tids.contains(tid));
+    for &tid in &tids {
+        if !vm.threads.contains_key(&tid) {
+            let is_vcpu = proc
+                .thread_name(pid, tid)
+                .is_some_and(|name| (vm.family.vcpu_index)(&name).is_some());
+            vm.threads.insert(tid, is_vcpu);
+        }
+    }
+    let vcpu_threads = vm.threads.values().filter(|&&v| v).count() as u32;
+    let (source, vcpus) = if vcpu_threads > 0 {
+        (WakeupsSource::VcpuThreads, vcpu_threads)
+    } else {
+        (
+            WakeupsSource::WholeProcess,
+            vm.identity.vcpus_hint.unwrap_or(1).max(1),
+        )
+    };
+    let switches = vm
+        .threads
+        .iter()
+        .filter(|&(_, &is_vcpu)| is_vcpu || vcpu_threads == 0)
+        .filter_map(|(&tid, _)| Some((tid, proc.thread_switches(pid, tid)?)))
+        .collect();
+    Counted {
+        vcpus,
+        source,
+        switches,
+    }
+}
+
+/// Wake-ups of the threads counted at both ends of the interval. A thread that started or ended
+/// inside the interval is left out rather than guessed at.
+fn wakeups_between(previous: &Counters, now: &Counters) -> u64 {
+    now.switches
+        .iter()
+        .filter_map(|(tid, &count)| Some(count.saturating_sub(*previous.switches.get(tid)?)))
+        .sum()
+}
+
+pub fn unix_ms(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,191 @@
+//! The report an agent sends to the server: wire format v1, defined once and shared.
+//!
+//! The agent serialises these types and the server deserialises them (it depends on this crate
+//! with the CLI feature off). Unknown fields are ignored and unknown enum values fall back to
+//! `Other`, so a newer agent can talk to an older server. Validation of the values happens at the
+//! server's edge; these types only describe the shape.
+
+use serde::{Deserialize, Serialize};
+
+/// The path reports are posted to; the version is in the path.
+pub const REPORTS_PATH: &str = "/api/v1/reports";
+
+/// One measurement interval on one hypervisor host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub agent: AgentInfo,
+    /// Counts up by one per report within one agent run (`agent.run_id`), starting at 0. The
+    /// server stores each (agent id, run id, seq) once, so a resent report is harmless.
+    pub seq: u64,
+    pub host: HostInfo,
+    pub interval: Interval,
+    pub guests: Vec<GuestSample>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    /// Stable identity of the agent's host (its /etc/machine-id where there is one).
+    pub id: String,
+    /// Random identity of this agent process, new at every start, so a restarted agent's
+    /// sequence numbers do not collide with the previous run's.
+    pub run_id: String,
+    /// The agent's version (its crate version).
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub name: String,
+    /// Logical CPUs online on the host.
+    pub cpus: u32,
+    /// Host kernel release (`uname -r`).
+    pub kernel: String,
+    /// `/sys/module/kvm/parameters/halt_poll_ns` where KVM is loaded: host-side halt polling turns
+    /// guest idle time into host CPU, which must not be blamed on the guest's tick.
+    #[serde(default)]
+    pub kvm_halt_poll_ns: Option<u64>,
+}
+
+/// The measured interval. Wall-clock ends are for display and storage; the exact length comes from
+/// the monotonic clock, because rates are divided by it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Unix time in milliseconds when the interval began.
+    pub start_ms: i64,
+    /// Unix time in milliseconds when the interval ended.
+    pub end_ms: i64,
+    /// Exact length from the monotonic clock, in nanoseconds.
+    pub length_ns: u64,
+}
+
+/// What one VM did during the interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuestSample {
+    pub hypervisor: Hypervisor,
+    /// How the VM is managed where the agent can tell (`libvirt`, `proxmox`), else absent.
+    #[serde(default)]
+    pub management: Option<String>,
+    /// The VM's name as its hypervisor knows it. Comes from the host's process table: hostile.
+    pub name: String,
+    /// SMBIOS/DMI UUID where the hypervisor exposes one (QEMU `-uuid`, VMware `uuid.bios`).
+    #[serde(default)]
+    pub uuid: Option<String>,
+    /// Host process id of the VM.
+    pub pid: u32,
+    /// Number of virtual CPUs.
+    pub vcpus: u32,
+    /// Host CPU time the whole VM process used in the interval (utime + stime of all its threads),
+    /// in core-seconds.
+    pub host_cpu_seconds: f64,
+    /// Context switches (voluntary + involuntary) of the threads counted, summed over the interval:
+    /// each one is a wake-up of a vCPU thread on the host.
+    pub vcpu_wakeups: u64,
+    /// Which threads `vcpu_wakeups` and `vcpus` were measured from.
+    pub wakeups_source: WakeupsSource,
+    /// The guest kernel's command line when the host can see it (direct kernel boot:
+    /// QEMU `-append`, cloud-hypervisor `--cmdline`). Hostile, like every VM-supplied string.
+    #[serde(default)]
+    pub boot_args: Option<String>,
+}
+
+/// Hypervisor family, as recognised from the VM process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hypervisor {
+    Qemu,
+    Virtualbox,
+    Vmware,
+    Firecracker,
+    CloudHypervisor,
+    /// A family this version does not know (sent by a newer agent).
+    #[serde(other)]
+    Other,
+}
+
+impl Hypervisor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hypervisor::Qemu => "qemu",
+            Hypervisor::Virtualbox => "virtualbox",
+            Hypervisor::Vmware => "vmware",
+            Hypervisor::Firecracker => "firecracker",
+            Hypervisor::CloudHypervisor => "cloud_hypervisor",
+            Hypervisor::Other => "other",
+        }
+    }
+}
+
+/// Where the wake-up count came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WakeupsSource {
+    /// The VM's vCPU threads, recognised by their names (`CPU 0/KVM`, `EMT-1`, `fc_vcpu 0`, ...).
+    VcpuThreads,
+    /// No vCPU thread names were recognisable, so every thread of the process was counted: the
+    /// figure includes I/O and emulator threads and is an upper bound for the vCPUs.
+    WholeProcess,
+    #[serde(other)]
+    Other,
+}
+
+impl WakeupsSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WakeupsSource::VcpuThreads => "vcpu_threads",
+            WakeupsSource::WholeProcess => "whole_process",
+            WakeupsSource::Other => "other",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_json() -> serde_json::Value {
+        serde_json::json!({
+            "agent": {"id": "m1", "run_id": "r1", "version": "0.1.0"},
+            "seq": 7,
+            "host": {"name": "hv1", "cpus": 8, "kernel": "6.1.0"},
+            "interval": {"start_ms": 1000, "end_ms": 11000, "length_ns": 10_000_000_000u64},
+            "guests": [{
+                "hypervisor": "qemu", "name": "web1", "pid": 42, "vcpus": 2,
+                "host_cpu_seconds": 0.5, "vcpu_wakeups": 1200, "wakeups_source": "vcpu_threads"
+            }]
+        })
+    }
+
+    #[test]
+    fn report_round_trips_through_json() {
+        let report: Report = serde_json::from_value(sample_json()).unwrap();
+        let again: Report = serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();
+        assert_eq!(report, again);
+        assert_eq!(report.guests[0].hypervisor, Hypervisor::Qemu);
+        assert_eq!(report.host.kvm_halt_poll_ns, None);
+    }
+
+    #[test]
+    fn unknown_fields_and_values_from_newer_agents_are_tolerated() {
+        let mut json = sample_json();
+        json["future_field"] = serde_json::json!({"x": 1});
+        json["guests"][0]["hypervisor"] = serde_json::json!("bhyve");
+        json["guests"][0]["wakeups_source"] = serde_json::json!("ebpf");
+        json["guests"][0]["numa_nodes"] = serde_json::json!(2);
+        let report: Report = serde_json::from_value(json).unwrap();
+        assert_eq!(report.guests[0].hypervisor, Hypervisor::Other);
+        assert_eq!(report.guests[0].wakeups_source, WakeupsSource::Other);
+    }
+
+    #[test]
+    fn hypervisor_names_on_the_wire_match_as_str() {
+        for h in [
+            Hypervisor::Qemu,
+            Hypervisor::Virtualbox,
+            Hypervisor::Vmware,
+            Hypervisor::Firecracker,
+            Hypervisor::CloudHypervisor,
+        ] {
+            assert_eq!(serde_json::to_value(h).unwrap(), h.as_str());
+        }
+    }
+}

@@ -1,0 +1,375 @@
+//! Discovery and sampling on `/proc` trees: one recorded from a real QEMU guest, and one built per
+//! hypervisor family from the process and thread names each family uses.
+
+use std::fs;
+use std::path::Path;
+
+use tickscope_agent::sampler::Sampler;
+use tickscope_agent::wire::{GuestSample, Hypervisor, WakeupsSource};
+
+const CLK_TCK: u64 = 100;
+
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            fs::create_dir_all(&target).unwrap();
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn recorded_qemu_tcg_guest_is_measured_from_its_vcpu_threads() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qemu-tcg-nohz-off");
+    let proc = tempfile::tempdir().unwrap();
+    copy_tree(&fixture.join("t0"), proc.path());
+    let mut sampler = Sampler::new(proc.path(), CLK_TCK);
+    assert!(
+        sampler.cycle().unwrap().is_none(),
+        "first cycle only sets the start"
+    );
+    copy_tree(&fixture.join("t1"), proc.path());
+    let measured = sampler.cycle().unwrap().unwrap();
+
+    assert_eq!(measured.guests.len(), 1);
+    let g = &measured.guests[0];
+    assert_eq!(g.hypervisor, Hypervisor::Qemu);
+    assert_eq!(g.name, "t2");
+    assert_eq!(g.pid, 8156);
+    assert_eq!(g.vcpus, 2);
+    assert_eq!(g.wakeups_source, WakeupsSource::VcpuThreads);
+    // utime+stime went from 913 to 964 ticks; the two `CPU n/TCG` threads switched 1369 and 1382
+    // times. The main loop thread's 1721 switches are not vCPU wake-ups and must not count.
+    assert!(
+        (g.host_cpu_seconds - 0.51).abs() < 1e-9,
+        "{}",
+        g.host_cpu_seconds
+    );
+    assert_eq!(g.vcpu_wakeups, 1369 + 1382);
+    assert_eq!(g.boot_args.as_deref(), Some("console=ttyS0 quiet nohz=off"));
+}
+
+/// A process in a fake `/proc`: its stat line, argv, and threads with names and switch counts.
+struct FakeProcess<'a> {
+    pid: u32,
+    comm: &'a str,
+    argv: &'a [&'a str],
+    cpu_ticks: u64,
+    start_ticks: u64,
+    threads: &'a [(u32, &'a str, u64)],
+}
+
+fn write_process(root: &Path, p: &FakeProcess) {
+    let dir = root.join(p.pid.to_string());
+    fs::create_dir_all(&dir).unwrap();
+    // Fields 14 and 15 are utime and stime, 22 the start time.
+    let utime = p.cpu_ticks / 2;
+    let stime = p.cpu_ticks - utime;
+    fs::write(
+        dir.join("stat"),
+        format!(
+            "{} ({}) S 1 {} 1 0 -1 4194560 100 0 0 0 {utime} {stime} 0 0 20 0 {} 0 {} 100000 100",
+            p.pid,
+            p.comm,
+            p.pid,
+            p.threads.len(),
+            p.start_ticks
+        ),
+    )
+    .unwrap();
+    let mut cmdline = p.argv.join("\0");
+    cmdline.push('\0');
+    fs::write(dir.join("cmdline"), cmdline).unwrap();
+    let _ = fs::remove_dir_all(dir.join("task"));
+    for (tid, name, switches) in p.threads {
+        let t = dir.join(format!("task/{tid}"));
+        fs::create_dir_all(&t).unwrap();
+        fs::write(t.join("comm"), format!("{name}\n")).unwrap();
+        let voluntary = switches * 9 / 10;
+        fs::write(
+            t.join("status"),
+            format!(
+                "Name:\t{name}\nState:\tS (sleeping)\nvoluntary_ctxt_switches:\t{voluntary}\n\
+                 nonvoluntary_ctxt_switches:\t{}\n",
+                switches - voluntary
+            ),
+        )
+        .unwrap();
+    }
+}
+
+/// Writes the process, samples, advances its counters, and returns what the sampler measured.
+fn measure_one(
+    p: FakeProcess,
+    cpu_ticks_later: u64,
+    switches_added: &[u64],
+) -> Option<GuestSample> {
+    let proc = tempfile::tempdir().unwrap();
+    // Processes that are not VMs must be passed over.
+    for (pid, comm, argv) in [
+        (1, "systemd", "/sbin/init"),
+        (300, "qemu-img", "qemu-img info disk.qcow2"),
+        (301, "bash", "-bash"),
+    ] {
+        let argv: Vec<&str> = argv.split(' ').collect();
+        write_process(
+            proc.path(),
+            &FakeProcess {
+                pid,
+                comm,
+                argv: &argv,
+                cpu_ticks: 5,
+                start_ticks: 1,
+                threads: &[(pid, comm, 10)],
+            },
+        );
+    }
+    write_process(proc.path(), &p);
+    let mut sampler = Sampler::new(proc.path(), CLK_TCK);
+    assert!(sampler.cycle().unwrap().is_none());
+    let later: Vec<(u32, &str, u64)> = p
+        .threads
+        .iter()
+        .zip(switches_added)
+        .map(|(&(tid, name, n), added)| (tid, name, n + added))
+        .collect();
+    write_process(
+        proc.path(),
+        &FakeProcess {
+            cpu_ticks: cpu_ticks_later,
+            threads: &later,
+            ..p
+        },
+    );
+    let mut guests = sampler.cycle().unwrap().unwrap().guests;
+    assert!(
+        guests.len() <= 1,
+        "non-VM processes were reported: {guests:?}"
+    );
+    guests.pop()
+}
+
+#[test]
+fn each_hypervisor_family_is_found_with_its_vcpu_threads() {
+    struct Case<'a> {
+        family: Hypervisor,
+        comm: &'a str,
+        argv: &'a [&'a str],
+        threads: &'a [(u32, &'a str, u64)],
+        added: &'a [u64],
+        name: &'a str,
+        vcpus: u32,
+        wakeups: u64,
+    }
+    let cases = [
+        Case {
+            family: Hypervisor::Qemu,
+            comm: "qemu-system-x86",
+            argv: &[
+                "/usr/bin/qemu-system-x86_64",
+                "-name",
+                "guest=web,debug-threads=on",
+                "-smp",
+                "2",
+            ],
+            threads: &[
+                (10, "qemu-system-x86", 50),
+                (11, "CPU 0/KVM", 100),
+                (12, "CPU 1/KVM", 100),
+                (13, "IO mon_iothread", 5),
+            ],
+            added: &[999, 1000, 2000, 999],
+            name: "web",
+            vcpus: 2,
+            wakeups: 3000,
+        },
+        Case {
+            family: Hypervisor::Virtualbox,
+            comm: "VBoxHeadless",
+            argv: &[
+                "/usr/lib/virtualbox/VBoxHeadless",
+                "--comment",
+                "slitaz",
+                "--startvm",
+                "3f1e2d4c-5b6a-4798-8a9b-0c1d2e3f4a5b",
+            ],
+            threads: &[
+                (20, "VBoxHeadless", 1),
+                (21, "EMT-0", 10),
+                (22, "EMT-1", 10),
+                (23, "TimerLR", 10),
+            ],
+            added: &[500, 100, 200, 5000],
+            name: "slitaz",
+            vcpus: 2,
+            wakeups: 300,
+        },
+        Case {
+            family: Hypervisor::Vmware,
+            comm: "vmware-vmx",
+            argv: &[
+                "/usr/lib/vmware/bin/vmware-vmx",
+                "-s",
+                "vmx.stdio.keep=TRUE",
+                "/vm/fc6/fc6.vmx",
+            ],
+            threads: &[
+                (30, "vmware-vmx", 1),
+                (31, "vmx-vcpu-0", 1),
+                (32, "vmx-mks", 1),
+            ],
+            added: &[50, 1000, 70],
+            name: "fc6",
+            vcpus: 1,
+            wakeups: 1000,
+        },
+        Case {
+            family: Hypervisor::Firecracker,
+            comm: "firecracker",
+            argv: &[
+                "/usr/bin/firecracker",
+                "--id",
+                "fn-1",
+                "--api-sock",
+                "/run/fc.sock",
+            ],
+            threads: &[
+                (40, "firecracker", 1),
+                (41, "fc_api", 1),
+                (42, "fc_vcpu 0", 3),
+            ],
+            added: &[1, 1, 40],
+            name: "fn-1",
+            vcpus: 1,
+            wakeups: 40,
+        },
+        Case {
+            family: Hypervisor::CloudHypervisor,
+            comm: "cloud-hyperviso",
+            argv: &[
+                "/usr/bin/cloud-hypervisor",
+                "--api-socket",
+                "path=/run/ch/edge.sock",
+                "--cpus",
+                "boot=4",
+            ],
+            threads: &[
+                (50, "cloud-hyperviso", 1),
+                (51, "vmm", 1),
+                (52, "vcpu0", 1),
+                (53, "vcpu1", 1),
+                (54, "vcpu2", 1),
+                (55, "vcpu3", 1),
+            ],
+            added: &[9, 9, 10, 20, 30, 40],
+            name: "edge",
+            vcpus: 4,
+            wakeups: 100,
+        },
+    ];
+    for case in cases {
+        let g = measure_one(
+            FakeProcess {
+                pid: 1000,
+                comm: case.comm,
+                argv: case.argv,
+                cpu_ticks: 200,
+                start_ticks: 5000,
+                threads: case.threads,
+            },
+            450,
+            case.added,
+        )
+        .unwrap_or_else(|| panic!("{:?} not found", case.family));
+        assert_eq!(g.hypervisor, case.family);
+        assert_eq!(g.name, case.name, "{:?}", case.family);
+        assert_eq!(g.vcpus, case.vcpus, "{:?}", case.family);
+        assert_eq!(
+            g.wakeups_source,
+            WakeupsSource::VcpuThreads,
+            "{:?}",
+            case.family
+        );
+        assert_eq!(g.vcpu_wakeups, case.wakeups, "{:?}", case.family);
+        assert!((g.host_cpu_seconds - 2.5).abs() < 1e-9, "{:?}", case.family);
+    }
+}
+
+#[test]
+fn vm_without_vcpu_thread_names_falls_back_to_the_whole_process() {
+    // QEMU without debug-threads=on: every thread carries the process name.
+    let g = measure_one(
+        FakeProcess {
+            pid: 2000,
+            comm: "qemu-system-x86",
+            argv: &["qemu-system-x86_64", "-smp", "cpus=3", "-name", "legacy"],
+            cpu_ticks: 100,
+            start_ticks: 7,
+            threads: &[
+                (2000, "qemu-system-x86", 10),
+                (2001, "qemu-system-x86", 10),
+                (2002, "qemu-system-x86", 10),
+            ],
+        },
+        110,
+        &[100, 200, 300],
+    )
+    .unwrap();
+    assert_eq!(g.wakeups_source, WakeupsSource::WholeProcess);
+    assert_eq!(g.vcpus, 3, "vCPUs come from -smp when threads do not say");
+    assert_eq!(g.vcpu_wakeups, 600);
+    assert!((g.host_cpu_seconds - 0.1).abs() < 1e-9);
+}
+
+#[test]
+fn a_reused_pid_starts_a_new_measurement_instead_of_a_bogus_delta() {
+    let proc = tempfile::tempdir().unwrap();
+    let write = |start_ticks, cpu_ticks, switches| {
+        write_process(
+            proc.path(),
+            &FakeProcess {
+                pid: 3000,
+                comm: "firecracker",
+                argv: &["firecracker", "--id", "a"],
+                cpu_ticks,
+                start_ticks,
+                threads: &[(3001, "fc_vcpu 0", switches)],
+            },
+        )
+    };
+    write(100, 5000, 90_000);
+    let mut sampler = Sampler::new(proc.path(), CLK_TCK);
+    sampler.cycle().unwrap();
+    // The VM restarted with the same pid: its counters start again from nearly zero.
+    fs::remove_dir_all(proc.path().join("3000")).unwrap();
+    write(900, 10, 20);
+    let measured = sampler.cycle().unwrap().unwrap();
+    assert!(measured.guests.is_empty(), "{:?}", measured.guests);
+    write(900, 30, 70);
+    let g = sampler.cycle().unwrap().unwrap().guests.pop().unwrap();
+    assert_eq!(g.vcpu_wakeups, 50);
+    assert!((g.host_cpu_seconds - 0.2).abs() < 1e-9);
+}
+
+#[test]
+fn a_vm_that_exits_is_no_longer_reported() {
+    let proc = tempfile::tempdir().unwrap();
+    let vm = FakeProcess {
+        pid: 4000,
+        comm: "firecracker",
+        argv: &["firecracker", "--id", "gone"],
+        cpu_ticks: 1,
+        start_ticks: 1,
+        threads: &[(4001, "fc_vcpu 0", 1)],
+    };
+    write_process(proc.path(), &vm);
+    let mut sampler = Sampler::new(proc.path(), CLK_TCK);
+    sampler.cycle().unwrap();
+    assert_eq!(sampler.cycle().unwrap().unwrap().guests.len(), 1);
+    fs::remove_dir_all(proc.path().join("4000")).unwrap();
+    assert!(sampler.cycle().unwrap().unwrap().guests.is_empty());
+}
