@@ -81,7 +81,7 @@ impl Sampler {
         self.cycles += 1;
         let pids = self.proc.pids()?;
         let present: HashSet<u32> = pids.iter().copied().collect();
-        let full_rescan = self.cycles % FULL_RESCAN_EVERY_CYCLES == 0;
+        let full_rescan = self.cycles.is_multiple_of(FULL_RESCAN_EVERY_CYCLES);
         self.processes.retain(|pid, tracked| {
             present.contains(pid) && !(full_rescan && matches!(tracked, Tracked::Other))
         });
@@ -147,10 +147,12 @@ impl Sampler {
         };
         match discover::recognise(&view) {
             Some((family, mut identity)) => {
-                if let Some(config) = identity.config_file.clone() {
-                    if let Some(text) = self.proc.read_file(Path::new(&config)) {
-                        discover::vmware::apply_vmx(&mut identity, &text);
-                    }
+                if let Some(text) = identity
+                    .config_file
+                    .clone()
+                    .and_then(|config| self.proc.read_file(Path::new(&config)))
+                {
+                    discover::vmware::apply_vmx(&mut identity, &text);
                 }
                 Tracked::Vm(Box::new(VmState {
                     start_ticks,

@@ -113,6 +113,20 @@ impl Hypervisor {
             Hypervisor::Other => "other",
         }
     }
+
+    /// The family named by [`Hypervisor::as_str`]; `Other` for any other name.
+    pub fn from_name(name: &str) -> Hypervisor {
+        [
+            Hypervisor::Qemu,
+            Hypervisor::Virtualbox,
+            Hypervisor::Vmware,
+            Hypervisor::Firecracker,
+            Hypervisor::CloudHypervisor,
+        ]
+        .into_iter()
+        .find(|h| h.as_str() == name)
+        .unwrap_or(Hypervisor::Other)
+    }
 }
 
 /// Where the wake-up count came from.
@@ -186,6 +200,8 @@ mod tests {
             Hypervisor::CloudHypervisor,
         ] {
             assert_eq!(serde_json::to_value(h).unwrap(), h.as_str());
+            assert_eq!(Hypervisor::from_name(h.as_str()), h);
         }
+        assert_eq!(Hypervisor::from_name("bhyve"), Hypervisor::Other);
     }
 }

@@ -1,1 +1,12 @@
+//! tickscope server: ingest → store → analyse → render.
 
+pub mod analysis;
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod db;
+pub mod demo;
+pub mod error;
+pub mod fleet;
+pub mod ingest;
+pub mod web;

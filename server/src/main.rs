@@ -1,1 +1,175 @@
-fn main() {}
+//! `tickscope-server`: stores what the agents measure and serves the dashboard and API.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use tracing_subscriber::EnvFilter;
+
+use tickscope_server::app::{self, AppState, Options};
+use tickscope_server::auth::{self, Role};
+use tickscope_server::db::Db;
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "tickscope server: ranks idle VMs by the host CPU their ticking kernels waste"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the dashboard and the API.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "TICKSCOPE_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: String,
+        #[command(flatten)]
+        db: DbArg,
+        /// Fill the database with a simulated fleet that keeps reporting, labelled as demo data
+        /// on every page. Use a database of its own (the default is `./tickscope-demo.db`).
+        #[arg(long)]
+        demo: bool,
+    },
+    /// Manage API tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create a token and print it (last line of stdout). Only its hash is stored.
+    Add {
+        /// What the token is for, e.g. the host it will run on.
+        name: String,
+        #[arg(long, value_enum)]
+        role: RoleArg,
+        #[command(flatten)]
+        db: DbArg,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RoleArg {
+    Agent,
+    Viewer,
+}
+
+#[derive(clap::Args)]
+struct DbArg {
+    /// SQLite database file; created on first use.
+    #[arg(long = "db", env = "TICKSCOPE_DB")]
+    path: Option<PathBuf>,
+}
+
+impl DbArg {
+    fn path(&self, demo: bool) -> PathBuf {
+        self.path.clone().unwrap_or_else(|| {
+            PathBuf::from(if demo {
+                "tickscope-demo.db"
+            } else {
+                "tickscope.db"
+            })
+        })
+    }
+}
+
+async fn open_db(path: &Path) -> Result<Db> {
+    Db::open(path)
+        .await
+        .with_context(|| format!("cannot open the database {}", path.display()))
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("TICKSCOPE_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Serve { listen, db, demo } => serve(&listen, &db.path(demo), demo).await,
+        Command::Token {
+            command: TokenCommand::Add { name, role, db },
+        } => {
+            let role = match role {
+                RoleArg::Agent => Role::Agent,
+                RoleArg::Viewer => Role::Viewer,
+            };
+            let db = open_db(&db.path(false)).await?;
+            let token = auth::new_token()?;
+            db.insert_token(
+                &name,
+                role.as_str(),
+                &auth::token_hash(&token),
+                app::now_ms(),
+            )
+            .await?;
+            db.close().await;
+            println!(
+                "Created {} token {name:?}. It is shown only this once:",
+                role.as_str()
+            );
+            println!("{token}");
+            Ok(())
+        }
+    }
+}
+
+async fn serve(listen: &str, db_path: &Path, demo: bool) -> Result<()> {
+    let db = open_db(db_path).await?;
+    tracing::info!(
+        db = %db_path.display(),
+        journal_mode = %db.journal_mode().await?,
+        "database ready"
+    );
+    if demo {
+        tickscope_server::demo::start(db.clone())
+            .await
+            .context("cannot fill the demo database")?;
+    }
+    let state = AppState {
+        db: db.clone(),
+        options: Arc::new(Options { demo }),
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    tracing::info!(
+        "tickscope-server listening on http://{}",
+        listener.local_addr()?
+    );
+    axum::serve(listener, app::router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("server failed")?;
+    db.close().await;
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM (systemd stop), letting in-flight requests finish.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,289 @@
+//! How a guest's timer tick behaves, judged from the host side.
+//!
+//! An idle vCPU that ticks periodically is woken by its timer interrupt HZ times a second
+//! (100, 250, 300 or 1000); a tickless (NO_HZ) idle vCPU only when there is work, typically a few
+//! to a few dozen times a second. On this project's reference machine (DESIGN.md §2), idle
+//! tickless guests woke 10-41 times per vCPU per second and a `nohz=off` 250 Hz guest 560-750;
+//! under KVM each tick is roughly one wake-up, under TCG two or three. A vCPU thread that is busy
+//! most of the time is either doing work or polling instead of halting (`idle=poll`,
+//! haltpoll), which the host alone cannot tell apart.
+
+use serde::Serialize;
+
+use super::boot_args;
+use super::{Rates, Window};
+
+/// Per-vCPU host CPU above which a guest is busy (or polling), not idle, in % of a core.
+pub const BUSY_CPU_PCT_PER_VCPU: f64 = 50.0;
+/// Wake-ups per vCPU per second from which an idle guest is taken to tick periodically: just
+/// under the lowest common CONFIG_HZ (100), and more than twice what idle tickless guests showed.
+pub const PERIODIC_MIN_WAKEUPS_PER_VCPU_S: f64 = 90.0;
+/// Windows shorter than this are too short to judge, in seconds.
+pub const MIN_WINDOW_S: f64 = 2.0;
+/// CONFIG_HZ values Linux offers on x86 and most architectures.
+pub const KERNEL_HZ_VALUES: [u32; 4] = [100, 250, 300, 1000];
+/// How close a wake-up rate must be to a HZ value to be read as that HZ, as a fraction.
+const HZ_MATCH_TOLERANCE: f64 = 0.12;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TickMode {
+    Tickless,
+    Periodic,
+    Polling,
+    Busy,
+    Unknown,
+}
+
+impl TickMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TickMode::Tickless => "tickless",
+            TickMode::Periodic => "periodic",
+            TickMode::Polling => "polling",
+            TickMode::Busy => "busy",
+            TickMode::Unknown => "unknown",
+        }
+    }
+
+    /// Idle but costing host CPU because of how it waits: what tickscope hunts.
+    pub fn is_wasteful(self) -> bool {
+        matches!(self, TickMode::Periodic | TickMode::Polling)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    Low,
+    Medium,
+    High,
+}
+
+impl Confidence {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confidence::Low => "low",
+            Confidence::Medium => "medium",
+            Confidence::High => "high",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Classification {
+    pub mode: TickMode,
+    /// The tick rate, when the wake-up rate sits on a CONFIG_HZ value.
+    pub estimated_hz: Option<u32>,
+    pub confidence: Confidence,
+    /// Sentences that say what the verdict rests on, with the numbers.
+    pub evidence: Vec<String>,
+}
+
+/// Classifies a guest from its window and rates (`None` rates: nothing to divide by).
+pub fn classify(window: &Window, rates: Option<&Rates>) -> Classification {
+    let Some(rates) = rates.filter(|_| window.length_s >= MIN_WINDOW_S) else {
+        return Classification {
+            mode: TickMode::Unknown,
+            estimated_hz: None,
+            confidence: Confidence::Low,
+            evidence: vec![format!(
+                "Not enough measured time yet ({:.1} s; at least {MIN_WINDOW_S} s needed).",
+                window.length_s
+            )],
+        };
+    };
+    let mut evidence = vec![format!(
+        "Host CPU {:.2} % of a core over {} vCPU(s) ({:.2} % per vCPU); {:.0} wake-ups per vCPU per second, measured over {:.0} s.",
+        rates.host_cpu_pct,
+        window.vcpus,
+        rates.cpu_pct_per_vcpu,
+        rates.wakeups_per_vcpu_s,
+        window.length_s
+    )];
+    if !window.wakeups_from_vcpu_threads {
+        evidence.push(
+            "No vCPU threads could be told apart in this VM's process, so wake-ups were counted over all its threads: the per-vCPU figure is an upper bound."
+                .into(),
+        );
+    }
+    let args = window.boot_args.as_deref();
+    let idle_poll = boot_args::has(args, "idle", "poll");
+    let nohz_off = boot_args::has(args, "nohz", "off");
+    // Confidence that rests on a rate alone is at most medium, and low when the rate is an upper
+    // bound; the command line the host sees can confirm it.
+    let rate_confidence = |clear: bool| match (window.wakeups_from_vcpu_threads, clear) {
+        (true, true) => Confidence::Medium,
+        _ => Confidence::Low,
+    };
+
+    let (mode, confidence) = if rates.cpu_pct_per_vcpu >= BUSY_CPU_PCT_PER_VCPU {
+        if idle_poll {
+            evidence.push(format!(
+                "vCPUs run {:.0} % of the time and the kernel command line has `idle=poll`: idle vCPUs spin instead of halting.",
+                rates.cpu_pct_per_vcpu
+            ));
+            (TickMode::Polling, Confidence::High)
+        } else {
+            evidence.push(format!(
+                "vCPUs run {:.0} % of the time (busy from {BUSY_CPU_PCT_PER_VCPU} %). From the host this cannot be told apart from an idle guest that polls (`idle=poll`, cpuidle-haltpoll): the guest's own idle time will tell.",
+                rates.cpu_pct_per_vcpu
+            ));
+            (TickMode::Busy, Confidence::Low)
+        }
+    } else if rates.wakeups_per_vcpu_s >= PERIODIC_MIN_WAKEUPS_PER_VCPU_S {
+        evidence.push(format!(
+            "{:.0} wake-ups per vCPU per second is at or above {PERIODIC_MIN_WAKEUPS_PER_VCPU_S}, the rate of a periodic tick (CONFIG_HZ 100-1000); idle tickless guests wake far less often.",
+            rates.wakeups_per_vcpu_s
+        ));
+        if nohz_off {
+            evidence.push("The kernel command line has `nohz=off`, which keeps the tick running on idle CPUs.".into());
+            (TickMode::Periodic, Confidence::High)
+        } else {
+            evidence.push("From the host alone, a busy user space in a tickless guest could also wake vCPUs this often.".into());
+            (
+                TickMode::Periodic,
+                rate_confidence(rates.wakeups_per_vcpu_s >= 2.0 * PERIODIC_MIN_WAKEUPS_PER_VCPU_S),
+            )
+        }
+    } else {
+        evidence.push(format!(
+            "{:.0} wake-ups per vCPU per second is below {PERIODIC_MIN_WAKEUPS_PER_VCPU_S}: the tick stops when the vCPUs are idle.",
+            rates.wakeups_per_vcpu_s
+        ));
+        (
+            TickMode::Tickless,
+            rate_confidence(rates.wakeups_per_vcpu_s <= PERIODIC_MIN_WAKEUPS_PER_VCPU_S / 2.0),
+        )
+    };
+    let estimated_hz = if mode == TickMode::Periodic {
+        estimate_hz(rates.wakeups_per_vcpu_s)
+    } else {
+        None
+    };
+    if let Some(hz) = estimated_hz {
+        evidence.push(format!("The wake-up rate matches CONFIG_HZ={hz}."));
+    }
+    Classification {
+        mode,
+        estimated_hz,
+        confidence,
+        evidence,
+    }
+}
+
+/// The CONFIG_HZ value a wake-up rate matches, if it sits within the tolerance of one.
+/// Emulators that wake a vCPU thread more than once per tick give rates that match none.
+pub fn estimate_hz(wakeups_per_vcpu_s: f64) -> Option<u32> {
+    KERNEL_HZ_VALUES.into_iter().find(|&hz| {
+        (wakeups_per_vcpu_s - f64::from(hz)).abs() <= HZ_MATCH_TOLERANCE * f64::from(hz)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickscope_agent::wire::Hypervisor;
+
+    fn window(vcpus: u32, cpu_pct: f64, wakeups_per_vcpu_s: f64, args: Option<&str>) -> Window {
+        let length_s = 60.0;
+        Window {
+            hypervisor: Hypervisor::Qemu,
+            vcpus,
+            host_cpu_s: cpu_pct / 100.0 * length_s,
+            length_s,
+            vcpu_s: f64::from(vcpus) * length_s,
+            wakeups: (wakeups_per_vcpu_s * f64::from(vcpus) * length_s) as u64,
+            wakeups_from_vcpu_threads: true,
+            boot_args: args.map(str::to_string),
+        }
+    }
+
+    fn classify_window(w: &Window) -> Classification {
+        classify(w, w.rates().as_ref())
+    }
+
+    /// Rows are the figures measured on real TCG guests (DESIGN.md §2) and typical KVM ones.
+    #[test]
+    fn modes_from_measured_guests() {
+        use Confidence::*;
+        use TickMode::*;
+        let cases = [
+            // (vcpus, host CPU %, wake-ups/vCPU/s, boot args, mode, confidence, estimated Hz)
+            (1, 0.3, 38.0, None, Tickless, Medium, None),
+            (2, 0.2, 10.5, None, Tickless, Medium, None),
+            (
+                1,
+                5.3,
+                650.0,
+                Some("console=ttyS0 nohz=off"),
+                Periodic,
+                High,
+                None,
+            ),
+            (2, 8.6, 572.0, Some("nohz=off"), Periodic, High, None),
+            (
+                1,
+                4.6,
+                262.0,
+                Some("nohz=off highres=off"),
+                Periodic,
+                High,
+                Some(250),
+            ),
+            (1, 99.3, 485.0, Some("idle=poll"), Polling, High, None),
+            (1, 99.3, 485.0, None, Busy, Low, None),
+            (4, 3.0, 1004.0, None, Periodic, Medium, Some(1000)),
+            (1, 1.0, 101.0, None, Periodic, Low, Some(100)),
+            (1, 0.5, 60.0, None, Tickless, Low, None),
+        ];
+        for (vcpus, cpu, wakeups, args, mode, confidence, hz) in cases {
+            let c = classify_window(&window(vcpus, cpu, wakeups, args));
+            assert_eq!(
+                (c.mode, c.confidence, c.estimated_hz),
+                (mode, confidence, hz),
+                "{vcpus} vCPU, {cpu} %, {wakeups}/s, {args:?}: {:?}",
+                c.evidence
+            );
+            assert!(!c.evidence.is_empty());
+        }
+    }
+
+    #[test]
+    fn whole_process_counts_lower_the_confidence() {
+        let mut w = window(1, 5.0, 700.0, None);
+        w.wakeups_from_vcpu_threads = false;
+        let c = classify_window(&w);
+        assert_eq!(
+            (c.mode, c.confidence),
+            (TickMode::Periodic, Confidence::Low)
+        );
+        assert!(c.evidence.iter().any(|e| e.contains("upper bound")));
+    }
+
+    #[test]
+    fn too_short_or_empty_windows_are_unknown() {
+        let mut w = window(1, 5.0, 700.0, None);
+        w.length_s = 1.0;
+        w.vcpu_s = 1.0;
+        assert_eq!(classify_window(&w).mode, TickMode::Unknown);
+        let mut w = window(1, 5.0, 700.0, None);
+        w.length_s = 0.0;
+        assert_eq!(w.rates(), None);
+        assert_eq!(classify_window(&w).mode, TickMode::Unknown);
+    }
+
+    #[test]
+    fn hz_is_estimated_only_near_a_kernel_hz_value() {
+        for (rate, hz) in [
+            (98.0, Some(100)),
+            (250.0, Some(250)),
+            (290.0, Some(300)),
+            (1100.0, Some(1000)),
+            (560.0, None),
+            (180.0, None),
+        ] {
+            assert_eq!(estimate_hz(rate), hz, "{rate}");
+        }
+    }
+}

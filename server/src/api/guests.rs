@@ -1,0 +1,110 @@
+//! `GET /api/v1/guests` and `GET /api/v1/guests/{id}`: the ranking, for viewers.
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+
+use crate::analysis::suggest::Suggestion;
+use crate::app::{AppState, now_ms};
+use crate::auth::{Caller, Role};
+use crate::error::{AppError, AppResult};
+use crate::fleet::{self, AnalysedGuest, Totals};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/guests", get(list))
+        .route("/api/v1/guests/{id}", get(one))
+}
+
+/// One guest as the API shows it: flat, with units in the names.
+#[derive(Serialize)]
+struct GuestJson {
+    id: i64,
+    name: String,
+    uuid: Option<String>,
+    host: String,
+    hypervisor: String,
+    management: Option<String>,
+    vcpus: u32,
+    /// Host CPU used, in % of one host core.
+    host_cpu_pct: Option<f64>,
+    /// vCPU wake-ups per vCPU per second.
+    wakeups_per_vcpu: Option<f64>,
+    tick_mode: &'static str,
+    tick_mode_confidence: &'static str,
+    estimated_hz: Option<u32>,
+    evidence: Vec<String>,
+    /// Host CPU wasted beyond the tickless baseline, in % of one host core.
+    wasted_cpu_pct: f64,
+    baseline_cpu_pct_per_vcpu: f64,
+    baseline_learned_from_guests: usize,
+    waste_reasoning: String,
+    suggestions: Vec<Suggestion>,
+    boot_args: Option<String>,
+    last_seen_ms: i64,
+    window_s: f64,
+    intervals: i64,
+}
+
+impl From<AnalysedGuest> for GuestJson {
+    fn from(g: AnalysedGuest) -> Self {
+        let v = g.verdict;
+        GuestJson {
+            id: g.id,
+            name: g.name,
+            uuid: g.uuid,
+            host: g.host,
+            hypervisor: g.hypervisor,
+            management: g.management,
+            vcpus: g.vcpus,
+            host_cpu_pct: v.rates.map(|r| r.host_cpu_pct),
+            wakeups_per_vcpu: v.rates.map(|r| r.wakeups_per_vcpu_s),
+            tick_mode: v.classification.mode.as_str(),
+            tick_mode_confidence: v.classification.confidence.as_str(),
+            estimated_hz: v.classification.estimated_hz,
+            evidence: v.classification.evidence,
+            wasted_cpu_pct: v.waste.wasted_cpu_pct,
+            baseline_cpu_pct_per_vcpu: v.waste.baseline.cpu_pct_per_vcpu,
+            baseline_learned_from_guests: v.waste.baseline.learned_from_guests,
+            waste_reasoning: v.waste.reasoning,
+            suggestions: v.suggestions,
+            boot_args: g.boot_args,
+            last_seen_ms: g.last_seen_ms,
+            window_s: g.window_s,
+            intervals: g.intervals,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct GuestList {
+    guests: Vec<GuestJson>,
+    totals: Totals,
+    generated_ms: i64,
+}
+
+async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<GuestList>> {
+    caller.require(Role::Viewer)?;
+    let now = now_ms();
+    let guests = fleet::ranked_guests(&state.db, now).await?;
+    Ok(Json(GuestList {
+        totals: fleet::totals(&guests),
+        guests: guests.into_iter().map(GuestJson::from).collect(),
+        generated_ms: now,
+    }))
+}
+
+async fn one(
+    State(state): State<AppState>,
+    caller: Caller,
+    id: Result<Path<i64>, PathRejection>,
+) -> AppResult<Json<GuestJson>> {
+    caller.require(Role::Viewer)?;
+    let Path(id) = id.map_err(|_| AppError::NotFound("a guest id is a number".into()))?;
+    let guest = fleet::guest(&state.db, id, now_ms())
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("no guest {id}")))?;
+    Ok(Json(guest.into()))
+}

@@ -1,0 +1,41 @@
+//! `POST /api/v1/reports`: where agents' reports come in.
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use tickscope_agent::wire::{REPORTS_PATH, Report};
+
+use crate::app::{AppState, now_ms};
+use crate::auth::{Caller, Role};
+use crate::db::StoreOutcome;
+use crate::error::{AppError, AppResult};
+use crate::ingest;
+
+/// A report of 10,000 guests is about 3 MB of JSON.
+const MAX_REPORT_BYTES: usize = 16 * 1024 * 1024;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(REPORTS_PATH, post(receive))
+        .layer(DefaultBodyLimit::max(MAX_REPORT_BYTES))
+}
+
+async fn receive(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: Result<Json<Report>, JsonRejection>,
+) -> AppResult<Json<Value>> {
+    caller.require(Role::Agent)?;
+    let Json(report) = body.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    let now = now_ms();
+    let report = ingest::validate(report, now)?;
+    let outcome = state.db.store_report(&report, caller.token_id, now).await?;
+    Ok(Json(match outcome {
+        StoreOutcome::Stored { report_id } => {
+            json!({"status": "stored", "report_id": report_id, "guests": report.guests.len()})
+        }
+        StoreOutcome::Duplicate => json!({"status": "duplicate"}),
+    }))
+}

@@ -1,0 +1,60 @@
+//! All SQL lives here: one function per statement (or per transaction), SQLite via sqlx.
+//!
+//! Queries are checked at run time (`query_as` + `FromRow`), so a fresh clone builds without a
+//! database; every function is exercised by the tests against a real SQLite file.
+
+mod guests;
+mod reports;
+mod tokens;
+
+pub use guests::{GuestWindowRow, SampleRow};
+pub use reports::StoreOutcome;
+pub use tokens::TokenRow;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+use crate::error::AppResult;
+
+/// The migrations in `migrations/`, embedded in the binary and run at start-up.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+#[derive(Clone)]
+pub struct Db {
+    pool: SqlitePool,
+}
+
+impl Db {
+    /// Opens (creating if needed) the database file and brings its schema up to date.
+    pub async fn open(path: &Path) -> AppResult<Db> {
+        let options = SqliteConnectOptions::from_str("sqlite:")?
+            .filename(path)
+            .create_if_missing(true)
+            // WAL lets the dashboard read while an agent's report is written; FULL sync means a
+            // report acknowledged to an agent survives a power cut, not only a crash.
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Db { pool })
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// The journal mode in force, for the start-up log and tests.
+    pub async fn journal_mode(&self) -> AppResult<String> {
+        Ok(sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+}

@@ -1,0 +1,129 @@
+use super::Db;
+use crate::error::{AppError, AppResult};
+use crate::ingest::ValidReport;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreOutcome {
+    Stored {
+        report_id: i64,
+    },
+    /// This (agent, run, seq) was stored before; nothing was written.
+    Duplicate,
+}
+
+impl Db {
+    /// Stores a report whole, in one transaction, or not at all.
+    pub async fn store_report(
+        &self,
+        report: &ValidReport,
+        token_id: i64,
+        now_ms: i64,
+    ) -> AppResult<StoreOutcome> {
+        // IMMEDIATE takes the write lock up front, so two copies of one report arriving at once
+        // queue behind each other and the second sees the first instead of failing.
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let seen: Option<i64> = sqlx::query_scalar(
+            "SELECT id FROM reports WHERE agent_id = ? AND run_id = ? AND seq = ?",
+        )
+        .bind(&report.agent_id)
+        .bind(&report.run_id)
+        .bind(report.seq)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if seen.is_some() {
+            return Ok(StoreOutcome::Duplicate);
+        }
+
+        let host = &report.host;
+        let host_id: i64 = sqlx::query_scalar(
+            "INSERT INTO hosts (name, cpus, kernel, agent_version, kvm_halt_poll_ns, first_seen_ms, last_report_ms)
+             VALUES (?, ?, ?, ?, ?, ?, ?)
+             ON CONFLICT (name) DO UPDATE SET
+                cpus = excluded.cpus, kernel = excluded.kernel,
+                agent_version = excluded.agent_version, kvm_halt_poll_ns = excluded.kvm_halt_poll_ns,
+                last_report_ms = MAX(last_report_ms, excluded.last_report_ms)
+             RETURNING id",
+        )
+        .bind(&host.name)
+        .bind(host.cpus)
+        .bind(&host.kernel)
+        .bind(&report.agent_version)
+        .bind(host.kvm_halt_poll_ns)
+        .bind(now_ms)
+        .bind(now_ms)
+        .fetch_one(&mut *tx)
+        .await?;
+
+        let report_id: i64 = sqlx::query_scalar(
+            "INSERT INTO reports (host_id, token_id, agent_id, run_id, seq, start_ms, end_ms, length_ms, received_ms)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(host_id)
+        .bind(token_id)
+        .bind(&report.agent_id)
+        .bind(&report.run_id)
+        .bind(report.seq)
+        .bind(report.start_ms)
+        .bind(report.end_ms)
+        .bind(report.length_ms)
+        .bind(now_ms)
+        .fetch_one(&mut *tx)
+        .await?;
+
+        for guest in &report.guests {
+            let guest_id: i64 = sqlx::query_scalar(
+                "INSERT INTO guests (host_id, hypervisor, identity, name, uuid, management, vcpus, pid, boot_args, first_seen_ms, last_seen_ms)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (host_id, hypervisor, identity) DO UPDATE SET
+                    name = excluded.name, uuid = excluded.uuid, management = excluded.management,
+                    vcpus = excluded.vcpus, pid = excluded.pid, boot_args = excluded.boot_args,
+                    last_seen_ms = MAX(last_seen_ms, excluded.last_seen_ms)
+                 RETURNING id",
+            )
+            .bind(host_id)
+            .bind(guest.hypervisor)
+            .bind(&guest.identity)
+            .bind(&guest.name)
+            .bind(&guest.uuid)
+            .bind(&guest.management)
+            .bind(guest.vcpus)
+            .bind(guest.pid)
+            .bind(&guest.boot_args)
+            .bind(now_ms)
+            .bind(now_ms)
+            .fetch_one(&mut *tx)
+            .await?;
+
+            sqlx::query(
+                "INSERT INTO samples (guest_id, report_id, end_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups, wakeups_source)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(guest_id)
+            .bind(report_id)
+            .bind(report.end_ms)
+            .bind(report.length_ms)
+            .bind(guest.vcpus)
+            .bind(guest.host_cpu_s)
+            .bind(guest.vcpu_wakeups)
+            .bind(guest.wakeups_source)
+            .execute(&mut *tx)
+            .await?;
+        }
+
+        sqlx::query("UPDATE tokens SET last_used_ms = ? WHERE id = ?")
+            .bind(now_ms)
+            .bind(token_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(StoreOutcome::Stored { report_id })
+    }
+
+    /// Rows in the reports and samples tables, for checking that refused input stored nothing.
+    pub async fn count_reports_and_samples(&self) -> AppResult<(i64, i64)> {
+        sqlx::query_as("SELECT (SELECT COUNT(*) FROM reports), (SELECT COUNT(*) FROM samples)")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(AppError::from)
+    }
+}

@@ -1,0 +1,205 @@
+//! A simulated fleet for `serve --demo`, so a newcomer's first command shows a populated
+//! dashboard. Its reports go through the same validation and storage as an agent's; the figures
+//! follow what real guests measured on the reference machine (DESIGN.md §2), with noise.
+//! Every page says the data is simulated.
+
+use std::time::Duration;
+
+use tickscope_agent::wire::{
+    AgentInfo, GuestSample, HostInfo, Hypervisor, Interval, Report, WakeupsSource,
+};
+
+use crate::app::now_ms;
+use crate::auth;
+use crate::db::Db;
+use crate::error::AppResult;
+use crate::ingest;
+
+const INTERVAL_MS: i64 = 10_000;
+/// Reports written at start-up, so the figures average over a full window at once.
+const BACKFILL_INTERVALS: i64 = 36;
+
+/// A simulated guest: (name, hypervisor, vCPUs, host CPU % per vCPU, wake-ups per vCPU per s,
+/// kernel command line visible on the host).
+type GuestSpec = (
+    &'static str,
+    Hypervisor,
+    u32,
+    f64,
+    f64,
+    Option<&'static str>,
+);
+
+const HOSTS: &[(&str, u32, &[GuestSpec])] = &[
+    (
+        "demo-hv-01",
+        32,
+        &[
+            ("web-01", Hypervisor::Qemu, 2, 0.2, 21.0, None),
+            ("web-02", Hypervisor::Qemu, 2, 0.25, 24.0, None),
+            ("db-legacy", Hypervisor::Qemu, 4, 4.1, 1004.0, None),
+            (
+                "ci-runner",
+                Hypervisor::Qemu,
+                1,
+                5.3,
+                650.0,
+                Some("console=ttyS0 nohz=off"),
+            ),
+            ("build-box", Hypervisor::Qemu, 2, 78.0, 300.0, None),
+        ],
+    ),
+    (
+        "demo-hv-02",
+        16,
+        &[
+            ("slitaz-justX", Hypervisor::Virtualbox, 1, 4.5, 1000.0, None),
+            (
+                "ubuntu-6.10-server",
+                Hypervisor::Vmware,
+                1,
+                0.9,
+                100.0,
+                None,
+            ),
+            ("fedora-core-6", Hypervisor::Vmware, 1, 4.8, 1000.0, None),
+            (
+                "rt-lab",
+                Hypervisor::Qemu,
+                1,
+                99.3,
+                485.0,
+                Some("idle=poll quiet"),
+            ),
+        ],
+    ),
+    (
+        "demo-hv-03",
+        64,
+        &[
+            ("fn-thumbnail", Hypervisor::Firecracker, 1, 0.3, 38.0, None),
+            ("fn-resize", Hypervisor::Firecracker, 1, 0.35, 41.0, None),
+            (
+                "edge-proxy",
+                Hypervisor::CloudHypervisor,
+                2,
+                4.6,
+                262.0,
+                Some("console=hvc0 nohz=off highres=off"),
+            ),
+        ],
+    ),
+];
+
+/// Fills the database with a backfill of reports, then keeps the fleet reporting every 10 s.
+pub async fn start(db: Db) -> AppResult<()> {
+    // The demo's reports need a token to be stored against; this one is never shown or usable.
+    let token = auth::new_token()?;
+    let token_id = db
+        .insert_token(
+            "demo fleet (simulated)",
+            "agent",
+            &auth::token_hash(&token),
+            now_ms(),
+        )
+        .await?;
+    let run_id = format!("demo-{}", now_ms());
+    let mut fleet = Fleet {
+        seq: 0,
+        noise: Noise(now_ms() as u64 | 1),
+        run_id,
+    };
+    let now = now_ms();
+    for i in (0..BACKFILL_INTERVALS).rev() {
+        fleet
+            .report_all(&db, token_id, now - i * INTERVAL_MS)
+            .await?;
+    }
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_millis(INTERVAL_MS as u64));
+        ticker.tick().await;
+        loop {
+            ticker.tick().await;
+            if let Err(e) = fleet.report_all(&db, token_id, now_ms()).await {
+                tracing::warn!(error = %e, "demo fleet could not report");
+            }
+        }
+    });
+    Ok(())
+}
+
+struct Fleet {
+    seq: u64,
+    noise: Noise,
+    run_id: String,
+}
+
+impl Fleet {
+    async fn report_all(&mut self, db: &Db, token_id: i64, end_ms: i64) -> AppResult<()> {
+        for (host, cpus, guests) in HOSTS {
+            let report = self.report(host, *cpus, guests, end_ms);
+            let valid = ingest::validate(report, now_ms())?;
+            db.store_report(&valid, token_id, now_ms()).await?;
+        }
+        Ok(())
+    }
+
+    fn report(&mut self, host: &str, cpus: u32, guests: &[GuestSpec], end_ms: i64) -> Report {
+        self.seq += 1;
+        let length_s = INTERVAL_MS as f64 / 1000.0;
+        let guests = guests
+            .iter()
+            .enumerate()
+            .map(
+                |(i, &(name, hypervisor, vcpus, cpu_pct, wakeups, boot_args))| {
+                    let v = f64::from(vcpus);
+                    GuestSample {
+                        hypervisor,
+                        management: (hypervisor == Hypervisor::Qemu).then(|| "libvirt".to_string()),
+                        name: name.to_string(),
+                        uuid: Some(format!("00000000-0000-4000-8000-{:06}{:06}", cpus, i)),
+                        pid: 10_000 + cpus * 100 + i as u32,
+                        vcpus,
+                        host_cpu_seconds: cpu_pct / 100.0 * v * length_s * self.noise.factor(),
+                        vcpu_wakeups: (wakeups * v * length_s * self.noise.factor()) as u64,
+                        wakeups_source: WakeupsSource::VcpuThreads,
+                        boot_args: boot_args.map(str::to_string),
+                    }
+                },
+            )
+            .collect();
+        Report {
+            agent: AgentInfo {
+                id: format!("{host}-simulated"),
+                run_id: self.run_id.clone(),
+                version: format!("{} (demo)", env!("CARGO_PKG_VERSION")),
+            },
+            seq: self.seq,
+            host: HostInfo {
+                name: host.to_string(),
+                cpus,
+                kernel: "6.1.0-57-amd64 (simulated)".into(),
+                kvm_halt_poll_ns: Some(200_000),
+            },
+            interval: Interval {
+                start_ms: end_ms - INTERVAL_MS,
+                end_ms,
+                length_ns: INTERVAL_MS as u64 * 1_000_000,
+            },
+            guests,
+        }
+    }
+}
+
+/// A small deterministic generator for ±10 % noise: no RNG crate for a demo.
+struct Noise(u64);
+
+impl Noise {
+    fn factor(&mut self) -> f64 {
+        // xorshift64
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        0.9 + 0.2 * (self.0 % 10_000) as f64 / 10_000.0
+    }
+}

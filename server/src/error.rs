@@ -1,0 +1,92 @@
+//! The server's one error type, and how it reaches a client.
+//!
+//! API errors are JSON: `{"error": {"code": "...", "message": "...", "field": "..."}}`. Details
+//! of internal failures are logged, never sent.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    BadRequest(String),
+    /// A value in a request is not acceptable; `field` names it (`guests[2].vcpus`).
+    #[error("{field}: {reason}")]
+    Invalid { field: String, reason: String },
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl AppError {
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        AppError::Invalid {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AppError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            AppError::Forbidden(_) => StatusCode::FORBIDDEN,
+            AppError::NotFound(_) => StatusCode::NOT_FOUND,
+            AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            AppError::Unauthorized(_) => "unauthorized",
+            AppError::Forbidden(_) => "forbidden",
+            AppError::NotFound(_) => "not_found",
+            AppError::BadRequest(_) => "bad_request",
+            AppError::Invalid { .. } => "invalid",
+            AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => "internal",
+        }
+    }
+
+    /// The message a client may see: internal details stay in the log.
+    pub fn public_message(&self) -> String {
+        if self.status().is_server_error() {
+            tracing::error!(error = %self, "request failed");
+            "internal error; the server log has the details".to_string()
+        } else {
+            self.to_string()
+        }
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"code": self.code(), "message": self.public_message()});
+        if let AppError::Invalid { field, .. } = &self {
+            body["field"] = json!(field);
+        }
+        let mut response = (self.status(), Json(json!({ "error": body }))).into_response();
+        if let AppError::Unauthorized(_) = self {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}
+
+pub type AppResult<T> = Result<T, AppError>;

@@ -1,0 +1,144 @@
+//! The fleet as the pages and the API show it: stored windows, analysed per host, ranked.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use tickscope_agent::wire::Hypervisor;
+
+use crate::analysis::{self, Verdict, Window};
+use crate::db::{Db, GuestWindowRow};
+use crate::error::AppResult;
+
+/// Samples from this far back (before a guest's newest one) are averaged into its figures.
+pub const ANALYSIS_WINDOW_MS: i64 = 5 * 60 * 1000;
+/// Guests not reported for this long are left out of the ranking (shut down or moved).
+pub const ACTIVE_WITHIN_MS: i64 = 15 * 60 * 1000;
+
+/// One guest with what the analysis made of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct AnalysedGuest {
+    pub id: i64,
+    pub name: String,
+    pub uuid: Option<String>,
+    pub host: String,
+    pub host_id: i64,
+    pub hypervisor: String,
+    pub management: Option<String>,
+    pub vcpus: u32,
+    pub pid: i64,
+    pub boot_args: Option<String>,
+    pub last_seen_ms: i64,
+    /// How many report intervals the figures average over.
+    pub intervals: i64,
+    pub window_s: f64,
+    pub verdict: Verdict,
+}
+
+impl AnalysedGuest {
+    pub fn wasted_cpu_pct(&self) -> f64 {
+        self.verdict.waste.wasted_cpu_pct
+    }
+}
+
+fn window(row: &GuestWindowRow) -> Window {
+    Window {
+        hypervisor: Hypervisor::from_name(&row.hypervisor),
+        vcpus: row.vcpus,
+        host_cpu_s: row.host_cpu_s,
+        length_s: row.length_ms / 1000.0,
+        vcpu_s: row.vcpu_ms / 1000.0,
+        wakeups: u64::try_from(row.wakeups).unwrap_or(0),
+        wakeups_from_vcpu_threads: row.all_from_vcpu_threads,
+        boot_args: row.boot_args.clone(),
+    }
+}
+
+/// Analyses rows host by host (each host learns its own baseline).
+fn analyse(rows: Vec<GuestWindowRow>) -> Vec<AnalysedGuest> {
+    let mut by_host: BTreeMap<i64, Vec<GuestWindowRow>> = BTreeMap::new();
+    for row in rows {
+        by_host.entry(row.host_id).or_default().push(row);
+    }
+    let mut guests = Vec::new();
+    for rows in by_host.into_values() {
+        let windows: Vec<Window> = rows.iter().map(window).collect();
+        let verdicts = analysis::analyse_host(&windows);
+        for (row, verdict) in rows.into_iter().zip(verdicts) {
+            guests.push(AnalysedGuest {
+                id: row.id,
+                window_s: row.length_ms / 1000.0,
+                name: row.name,
+                uuid: row.uuid,
+                host: row.host_name,
+                host_id: row.host_id,
+                hypervisor: row.hypervisor,
+                management: row.management,
+                vcpus: row.vcpus,
+                pid: row.pid,
+                boot_args: row.boot_args,
+                last_seen_ms: row.last_seen_ms,
+                intervals: row.intervals,
+                verdict,
+            });
+        }
+    }
+    guests
+}
+
+/// Active guests, most wasteful first; ties by host CPU, then name.
+pub async fn ranked_guests(db: &Db, now_ms: i64) -> AppResult<Vec<AnalysedGuest>> {
+    let rows = db
+        .active_guest_windows(now_ms - ACTIVE_WITHIN_MS, ANALYSIS_WINDOW_MS)
+        .await?;
+    let mut guests = analyse(rows);
+    guests.sort_by(|a, b| {
+        b.wasted_cpu_pct()
+            .total_cmp(&a.wasted_cpu_pct())
+            .then_with(|| {
+                let cpu = |g: &AnalysedGuest| g.verdict.rates.map_or(0.0, |r| r.host_cpu_pct);
+                cpu(b).total_cmp(&cpu(a))
+            })
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    Ok(guests)
+}
+
+/// One guest, active or not, analysed against its host's active peers as in the ranking;
+/// `None` if there is no such guest.
+pub async fn guest(db: &Db, guest_id: i64, now_ms: i64) -> AppResult<Option<AnalysedGuest>> {
+    let Some(host_id) = db.guest_host_id(guest_id).await? else {
+        return Ok(None);
+    };
+    let rows = db
+        .host_guest_windows(
+            host_id,
+            guest_id,
+            now_ms - ACTIVE_WITHIN_MS,
+            ANALYSIS_WINDOW_MS,
+        )
+        .await?;
+    Ok(analyse(rows).into_iter().find(|g| g.id == guest_id))
+}
+
+/// Fleet totals for the overview.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Totals {
+    pub guests: usize,
+    pub hosts: usize,
+    pub ticking: usize,
+    /// Summed waste, in host cores.
+    pub wasted_cores: f64,
+}
+
+pub fn totals(guests: &[AnalysedGuest]) -> Totals {
+    let hosts: std::collections::BTreeSet<i64> = guests.iter().map(|g| g.host_id).collect();
+    Totals {
+        guests: guests.len(),
+        hosts: hosts.len(),
+        ticking: guests
+            .iter()
+            .filter(|g| g.verdict.classification.mode.is_wasteful())
+            .count(),
+        wasted_cores: guests.iter().map(|g| g.wasted_cpu_pct()).sum::<f64>() / 100.0,
+    }
+}

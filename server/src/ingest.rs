@@ -1,0 +1,338 @@
+//! The edge where a report from an agent becomes trusted data: parse, don't validate.
+//!
+//! A wire [`Report`] is turned into a [`ValidReport`] once; behind this point nothing needs
+//! checking again. A report with any bad value is refused whole, naming the field.
+
+use std::collections::HashSet;
+
+use tickscope_agent::wire::{GuestSample, Report};
+
+use crate::error::{AppError, AppResult};
+
+/// Limits on what one report may hold: far above any real host, low enough to keep one bad
+/// report from costing the server much.
+pub const MAX_GUESTS: usize = 10_000;
+pub const MAX_NAME_CHARS: usize = 256;
+pub const MAX_BOOT_ARGS_CHARS: usize = 4096;
+pub const MAX_VCPUS: u32 = 4096;
+pub const MAX_HOST_CPUS: u32 = 65_536;
+/// No vCPU thread is woken more often than this, per second (a periodic tick is at most 1000).
+pub const MAX_WAKEUPS_PER_VCPU_S: f64 = 1_000_000.0;
+pub const MIN_INTERVAL_MS: f64 = 100.0;
+pub const MAX_INTERVAL_MS: f64 = 86_400_000.0;
+/// How far ahead of the server's clock a report may end, in milliseconds.
+pub const MAX_CLOCK_SKEW_MS: i64 = 600_000;
+/// CPU time is counted in clock ticks (10 ms), so a VM can appear to use slightly more than the
+/// interval allows: this much slack per host CPU, in seconds.
+const CPU_TICK_SLACK_S: f64 = 0.05;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidReport {
+    pub agent_id: String,
+    pub run_id: String,
+    pub agent_version: String,
+    pub seq: i64,
+    pub host: ValidHost,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub length_ms: f64,
+    pub guests: Vec<ValidGuest>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidHost {
+    pub name: String,
+    pub cpus: u32,
+    pub kernel: String,
+    pub kvm_halt_poll_ns: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidGuest {
+    pub hypervisor: &'static str,
+    /// UUID when known, else the name: what makes this guest the same guest tomorrow.
+    pub identity: String,
+    pub name: String,
+    pub uuid: Option<String>,
+    pub management: Option<String>,
+    pub pid: u32,
+    pub vcpus: u32,
+    pub host_cpu_s: f64,
+    pub vcpu_wakeups: i64,
+    pub wakeups_source: &'static str,
+    pub boot_args: Option<String>,
+}
+
+/// Checks a report against the server's clock (`now_ms`).
+pub fn validate(report: Report, now_ms: i64) -> AppResult<ValidReport> {
+    let agent_id = text("agent.id", report.agent.id, 128)?;
+    let run_id = text("agent.run_id", report.agent.run_id, 128)?;
+    let agent_version = text("agent.version", report.agent.version, 64)?;
+    let seq = i64::try_from(report.seq).map_err(|_| AppError::invalid("seq", "too large"))?;
+
+    let host = ValidHost {
+        name: text("host.name", report.host.name, 253)?,
+        cpus: in_range("host.cpus", report.host.cpus, 1, MAX_HOST_CPUS)?,
+        kernel: text_or_empty("host.kernel", report.host.kernel, MAX_NAME_CHARS)?,
+        kvm_halt_poll_ns: report
+            .host
+            .kvm_halt_poll_ns
+            .map(|ns| {
+                i64::try_from(ns)
+                    .map_err(|_| AppError::invalid("host.kvm_halt_poll_ns", "too large"))
+            })
+            .transpose()?,
+    };
+
+    let interval = report.interval;
+    if interval.end_ms < interval.start_ms {
+        return Err(AppError::invalid(
+            "interval.end_ms",
+            "ends before it starts",
+        ));
+    }
+    if interval.end_ms > now_ms + MAX_CLOCK_SKEW_MS {
+        return Err(AppError::invalid(
+            "interval.end_ms",
+            "is more than 10 minutes ahead of the server's clock; check the host's clock",
+        ));
+    }
+    let length_ms = interval.length_ns as f64 / 1e6;
+    if !(MIN_INTERVAL_MS..=MAX_INTERVAL_MS).contains(&length_ms) {
+        return Err(AppError::invalid(
+            "interval.length_ns",
+            format!("must be between {MIN_INTERVAL_MS} ms and one day"),
+        ));
+    }
+
+    if report.guests.len() > MAX_GUESTS {
+        return Err(AppError::invalid(
+            "guests",
+            format!("more than {MAX_GUESTS} guests in one report"),
+        ));
+    }
+    let mut identities = HashSet::new();
+    let guests = report
+        .guests
+        .into_iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let mut guest = validate_guest(&format!("guests[{i}]"), g, &host, length_ms)?;
+            // Two VMs on one host may share a name (plain QEMU without -uuid): keep them apart.
+            if !identities.insert(guest.identity.clone()) {
+                guest.identity = format!("{}#pid{}", guest.identity, guest.pid);
+                identities.insert(guest.identity.clone());
+            }
+            Ok(guest)
+        })
+        .collect::<AppResult<Vec<_>>>()?;
+
+    Ok(ValidReport {
+        agent_id,
+        run_id,
+        agent_version,
+        seq,
+        host,
+        start_ms: interval.start_ms,
+        end_ms: interval.end_ms,
+        length_ms,
+        guests,
+    })
+}
+
+fn validate_guest(
+    at: &str,
+    g: GuestSample,
+    host: &ValidHost,
+    length_ms: f64,
+) -> AppResult<ValidGuest> {
+    let field = |name: &str| format!("{at}.{name}");
+    let name = text(&field("name"), g.name, MAX_NAME_CHARS)?;
+    let uuid = g
+        .uuid
+        .map(|u| {
+            normalise_uuid(&u).ok_or_else(|| AppError::invalid(field("uuid"), "is not a UUID"))
+        })
+        .transpose()?;
+    let vcpus = in_range(
+        &field("vcpus"),
+        g.vcpus,
+        1,
+        MAX_VCPUS.min(host.cpus.saturating_mul(64)),
+    )?;
+    let length_s = length_ms / 1000.0;
+    let max_cpu_s = (length_s + CPU_TICK_SLACK_S) * f64::from(host.cpus);
+    if !(g.host_cpu_seconds.is_finite() && (0.0..=max_cpu_s).contains(&g.host_cpu_seconds)) {
+        return Err(AppError::invalid(
+            field("host_cpu_seconds"),
+            format!("must be between 0 and the interval × host CPUs ({max_cpu_s:.2} s)"),
+        ));
+    }
+    let max_wakeups = MAX_WAKEUPS_PER_VCPU_S * f64::from(vcpus) * length_s;
+    if g.vcpu_wakeups as f64 > max_wakeups {
+        return Err(AppError::invalid(
+            field("vcpu_wakeups"),
+            format!("more than {MAX_WAKEUPS_PER_VCPU_S} per vCPU per second is not a real rate"),
+        ));
+    }
+    let vcpu_wakeups = i64::try_from(g.vcpu_wakeups)
+        .map_err(|_| AppError::invalid(field("vcpu_wakeups"), "too large"))?;
+    let management = g
+        .management
+        .map(|m| text(&field("management"), m, 64))
+        .transpose()?;
+    let boot_args = g
+        .boot_args
+        .map(|a| text_or_empty(&field("boot_args"), a, MAX_BOOT_ARGS_CHARS))
+        .transpose()?;
+    let identity = uuid.clone().unwrap_or_else(|| format!("name:{name}"));
+    Ok(ValidGuest {
+        hypervisor: g.hypervisor.as_str(),
+        identity,
+        name,
+        uuid,
+        management,
+        pid: g.pid,
+        vcpus,
+        host_cpu_s: g.host_cpu_seconds,
+        vcpu_wakeups,
+        wakeups_source: g.wakeups_source.as_str(),
+        boot_args,
+    })
+}
+
+fn in_range(field: &str, value: u32, min: u32, max: u32) -> AppResult<u32> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(AppError::invalid(
+            field,
+            format!("must be between {min} and {max}"),
+        ))
+    }
+}
+
+/// A non-empty string of at most `max_chars` characters without control characters.
+fn text(field: &str, value: String, max_chars: usize) -> AppResult<String> {
+    if value.trim().is_empty() {
+        return Err(AppError::invalid(field, "must not be empty"));
+    }
+    text_or_empty(field, value, max_chars)
+}
+
+fn text_or_empty(field: &str, value: String, max_chars: usize) -> AppResult<String> {
+    if value.chars().count() > max_chars {
+        return Err(AppError::invalid(
+            field,
+            format!("longer than {max_chars} characters"),
+        ));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(AppError::invalid(field, "contains control characters"));
+    }
+    Ok(value)
+}
+
+fn normalise_uuid(text: &str) -> Option<String> {
+    let uuid = text.trim().to_ascii_lowercase();
+    let groups: Vec<&str> = uuid.split('-').collect();
+    let ok = groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups
+            .iter()
+            .all(|g| g.chars().all(|c| c.is_ascii_hexdigit()));
+    ok.then_some(uuid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const NOW: i64 = 1_800_000_000_000;
+
+    fn report() -> serde_json::Value {
+        json!({
+            "agent": {"id": "m1", "run_id": "r1", "version": "0.1.0"},
+            "seq": 3,
+            "host": {"name": "hv1", "cpus": 4, "kernel": "6.1.0-57-amd64"},
+            "interval": {"start_ms": NOW - 10_000, "end_ms": NOW, "length_ns": 10_000_000_000u64},
+            "guests": [{
+                "hypervisor": "qemu", "name": "web", "uuid": "7D3B2C1A-0000-4000-8000-00000000ABCD",
+                "pid": 42, "vcpus": 2, "host_cpu_seconds": 0.8, "vcpu_wakeups": 12000,
+                "wakeups_source": "vcpu_threads", "boot_args": "nohz=off"
+            }]
+        })
+    }
+
+    fn check(value: serde_json::Value) -> AppResult<ValidReport> {
+        validate(serde_json::from_value(value).unwrap(), NOW)
+    }
+
+    #[test]
+    fn a_good_report_becomes_typed_values() {
+        let r = check(report()).unwrap();
+        assert_eq!(r.length_ms, 10_000.0);
+        let g = &r.guests[0];
+        assert_eq!(g.identity, "7d3b2c1a-0000-4000-8000-00000000abcd");
+        assert_eq!(g.hypervisor, "qemu");
+        assert_eq!(g.wakeups_source, "vcpu_threads");
+    }
+
+    #[test]
+    fn bad_values_are_refused_naming_the_field() {
+        let cases: [(&str, serde_json::Value, &str); 12] = [
+            (
+                "/guests/0/host_cpu_seconds",
+                json!(-0.1),
+                "guests[0].host_cpu_seconds",
+            ),
+            (
+                "/guests/0/host_cpu_seconds",
+                json!(41.0),
+                "guests[0].host_cpu_seconds",
+            ),
+            ("/guests/0/vcpus", json!(0), "guests[0].vcpus"),
+            (
+                "/guests/0/vcpu_wakeups",
+                json!(30_000_000u64),
+                "guests[0].vcpu_wakeups",
+            ),
+            ("/guests/0/name", json!(""), "guests[0].name"),
+            ("/guests/0/name", json!("evil\u{1b}[31m"), "guests[0].name"),
+            ("/guests/0/name", json!("x".repeat(300)), "guests[0].name"),
+            ("/guests/0/uuid", json!("not-a-uuid"), "guests[0].uuid"),
+            ("/host/cpus", json!(0), "host.cpus"),
+            (
+                "/interval/end_ms",
+                json!(NOW + 3_600_000),
+                "interval.end_ms",
+            ),
+            ("/interval/length_ns", json!(1000), "interval.length_ns"),
+            ("/interval/start_ms", json!(NOW + 1), "interval.end_ms"),
+        ];
+        for (pointer, value, field) in cases {
+            let mut r = report();
+            *r.pointer_mut(pointer).unwrap() = value.clone();
+            match check(r) {
+                Err(AppError::Invalid { field: f, .. }) => {
+                    assert_eq!(f, field, "{pointer} = {value}")
+                }
+                other => panic!("{pointer} = {value} was not refused: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn guests_sharing_a_name_on_one_host_stay_apart() {
+        let mut r = report();
+        let mut g = r["guests"][0].clone();
+        g.as_object_mut().unwrap().remove("uuid");
+        g["pid"] = json!(43);
+        let mut g2 = g.clone();
+        g2["pid"] = json!(44);
+        r["guests"] = json!([g, g2]);
+        let v = check(r).unwrap();
+        assert_eq!(v.guests[0].identity, "name:web");
+        assert_eq!(v.guests[1].identity, "name:web#pid44");
+    }
+}

@@ -1,0 +1,149 @@
+//! Page handlers: load, analyse, render.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+
+use super::view::{self, GuestRow};
+use crate::analysis::suggest::Suggestion;
+use crate::app::{AppState, now_ms};
+use crate::error::AppError;
+use crate::fleet::{self, AnalysedGuest, Totals};
+
+/// An error shown as a page rather than as JSON.
+pub struct PageError(AppError);
+
+impl From<AppError> for PageError {
+    fn from(e: AppError) -> Self {
+        PageError(e)
+    }
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage {
+    demo: bool,
+    status: u16,
+    message: String,
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let status = self.0.status();
+        let page = ErrorPage {
+            demo: false,
+            status: status.as_u16(),
+            message: self.0.public_message(),
+        };
+        match page.render() {
+            Ok(html) => (status, axum::response::Html(html)).into_response(),
+            Err(_) => (status, self.0.public_message()).into_response(),
+        }
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "overview.html")]
+pub struct OverviewPage {
+    demo: bool,
+    totals: Totals,
+    wasted_cores: String,
+    rows: Vec<GuestRow>,
+    generated: String,
+}
+
+pub async fn overview(State(state): State<AppState>) -> Result<OverviewPage, PageError> {
+    let now = now_ms();
+    let guests = fleet::ranked_guests(&state.db, now).await?;
+    let totals = fleet::totals(&guests);
+    Ok(OverviewPage {
+        demo: state.options.demo,
+        wasted_cores: format!("{:.2}", totals.wasted_cores),
+        totals,
+        rows: guests.iter().map(GuestRow::new).collect(),
+        generated: view::time(now),
+    })
+}
+
+struct SampleLine {
+    end: String,
+    length_s: String,
+    host_cpu: String,
+    wakeups: String,
+    source: String,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "guest.html")]
+pub struct GuestPage {
+    demo: bool,
+    guest: AnalysedGuest,
+    row: GuestRow,
+    last_seen: String,
+    confidence: &'static str,
+    suggestions: Vec<(Suggestion, String)>,
+    samples: Vec<SampleLine>,
+}
+
+pub async fn guest(
+    State(state): State<AppState>,
+    id: Result<Path<i64>, PathRejection>,
+) -> Result<GuestPage, PageError> {
+    let not_found = || AppError::NotFound("There is no such guest.".into());
+    let Path(id) = id.map_err(|_| not_found())?;
+    let now = now_ms();
+    let guest = fleet::guest(&state.db, id, now)
+        .await?
+        .ok_or_else(not_found)?;
+    let samples = state
+        .db
+        .recent_samples(id, 30)
+        .await?
+        .into_iter()
+        .map(|s| SampleLine {
+            end: view::time(s.end_ms),
+            length_s: format!("{:.1}", s.length_ms / 1000.0),
+            host_cpu: view::pct(100.0 * s.host_cpu_s * 1000.0 / s.length_ms.max(1.0)),
+            wakeups: view::rate(
+                s.vcpu_wakeups as f64 / (f64::from(s.vcpus.max(1)) * s.length_ms.max(1.0) / 1000.0),
+            ),
+            source: s.wakeups_source,
+        })
+        .collect();
+    let suggestions = guest
+        .verdict
+        .suggestions
+        .iter()
+        .map(|s| {
+            let saving = s.saving_cpu_pct.map_or("unknown".into(), |p| {
+                format!("about {} of a host core", view::pct(p))
+            });
+            (s.clone(), saving)
+        })
+        .collect();
+    Ok(GuestPage {
+        demo: state.options.demo,
+        row: GuestRow::new(&guest),
+        last_seen: format!(
+            "{} ({})",
+            view::time(guest.last_seen_ms),
+            view::ago(guest.last_seen_ms, now)
+        ),
+        confidence: guest.verdict.classification.confidence.as_str(),
+        suggestions,
+        samples,
+        guest,
+    })
+}
+
+/// For requests to paths that do not exist: JSON under `/api/`, a page elsewhere.
+pub async fn not_found(uri: axum::http::Uri) -> Response {
+    let error = AppError::NotFound(format!("There is nothing at {}.", uri.path()));
+    if uri.path().starts_with("/api/") {
+        error.into_response()
+    } else {
+        PageError(error).into_response()
+    }
+}

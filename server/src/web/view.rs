@@ -1,0 +1,90 @@
+//! Figures formatted for people: units, rounding and dates in one place.
+
+use chrono::{DateTime, Utc};
+
+use crate::fleet::AnalysedGuest;
+
+/// A percentage of a core with sensible precision: small values keep two decimals.
+pub fn pct(value: f64) -> String {
+    if value >= 10.0 {
+        format!("{value:.1} %")
+    } else {
+        format!("{value:.2} %")
+    }
+}
+
+pub fn rate(value: f64) -> String {
+    format!("{value:.0}")
+}
+
+/// A Unix-milliseconds time as UTC, to the second.
+pub fn time(ms: i64) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|| "—".into())
+}
+
+/// How long ago, roughly, for "last seen".
+pub fn ago(ms: i64, now_ms: i64) -> String {
+    let s = (now_ms - ms).max(0) / 1000;
+    match s {
+        0..60 => format!("{s} s ago"),
+        60..3600 => format!("{} min ago", s / 60),
+        3600..86400 => format!("{} h ago", s / 3600),
+        _ => format!("{} d ago", s / 86400),
+    }
+}
+
+/// One row of the ranking table.
+pub struct GuestRow {
+    pub id: i64,
+    pub name: String,
+    pub host: String,
+    pub hypervisor: String,
+    pub vcpus: u32,
+    pub host_cpu: String,
+    pub wakeups: String,
+    pub mode: &'static str,
+    pub hz: String,
+    pub waste: String,
+    pub suggestion: String,
+}
+
+impl GuestRow {
+    pub fn new(g: &AnalysedGuest) -> Self {
+        let v = &g.verdict;
+        GuestRow {
+            id: g.id,
+            name: g.name.clone(),
+            host: g.host.clone(),
+            hypervisor: g.hypervisor.clone(),
+            vcpus: g.vcpus,
+            host_cpu: v.rates.map_or("—".into(), |r| pct(r.host_cpu_pct)),
+            wakeups: v.rates.map_or("—".into(), |r| rate(r.wakeups_per_vcpu_s)),
+            mode: v.classification.mode.as_str(),
+            hz: v
+                .classification
+                .estimated_hz
+                .map_or(String::new(), |hz| format!("{hz} Hz")),
+            waste: pct(v.waste.wasted_cpu_pct),
+            suggestion: v
+                .suggestions
+                .first()
+                .map_or(String::new(), |s| s.change.clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_read_well() {
+        assert_eq!(pct(0.234), "0.23 %");
+        assert_eq!(pct(99.34), "99.3 %");
+        assert_eq!(ago(0, 59_000), "59 s ago");
+        assert_eq!(ago(0, 7_200_000), "2 h ago");
+        assert_eq!(time(0), "1970-01-01 00:00:00 UTC");
+    }
+}
