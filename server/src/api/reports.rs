@@ -28,7 +28,11 @@ async fn receive(
     body: Result<Json<Report>, JsonRejection>,
 ) -> AppResult<Json<Value>> {
     caller.require(Role::Agent)?;
-    let Json(report) = body.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    let Json(report) = body.map_err(|e| match e {
+        // Well-formed JSON of the wrong shape: say which part.
+        JsonRejection::JsonDataError(e) => AppError::invalid("body", e.body_text()),
+        other => AppError::BadRequest(other.body_text()),
+    })?;
     let now = now_ms();
     let report = ingest::validate(report, now)?;
     let outcome = state.db.store_report(&report, caller.token_id, now).await?;

@@ -1,0 +1,378 @@
+//! The HTTP API and pages, called in-process through the router against a real SQLite file.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use tickscope_server::app::{self, AppState, Options};
+use tickscope_server::auth;
+use tickscope_server::db::Db;
+
+struct Server {
+    _dir: tempfile::TempDir,
+    db: Db,
+    router: Router,
+    agent_token: String,
+    viewer_token: String,
+}
+
+async fn server() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(&dir.path().join("t.db")).await.unwrap();
+    let mut tokens = vec![];
+    for role in ["agent", "viewer"] {
+        let token = auth::new_token().unwrap();
+        db.insert_token(role, role, &auth::token_hash(&token), app::now_ms())
+            .await
+            .unwrap();
+        tokens.push(token);
+    }
+    let state = AppState {
+        db: db.clone(),
+        options: Arc::new(Options::default()),
+    };
+    Server {
+        _dir: dir,
+        db,
+        router: app::router(state),
+        viewer_token: tokens.pop().unwrap(),
+        agent_token: tokens.pop().unwrap(),
+    }
+}
+
+struct Reply {
+    status: StatusCode,
+    content_type: String,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+impl Server {
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<String>,
+    ) -> Reply {
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        if body.is_some() {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+        }
+        let request = request.body(Body::from(body.unwrap_or_default())).unwrap();
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        Reply {
+            status,
+            content_type,
+            body: String::from_utf8(bytes.to_vec()).unwrap(),
+        }
+    }
+
+    async fn post_report(&self, token: Option<&str>, report: &Value) -> Reply {
+        self.call(
+            Method::POST,
+            "/api/v1/reports",
+            token,
+            Some(report.to_string()),
+        )
+        .await
+    }
+
+    async fn stored(&self) -> (i64, i64) {
+        self.db.count_reports_and_samples().await.unwrap()
+    }
+}
+
+fn guest(
+    name: &str,
+    vcpus: u32,
+    cpu_pct: f64,
+    wakeups_per_vcpu_s: f64,
+    boot_args: Option<&str>,
+) -> Value {
+    json!({
+        "hypervisor": "qemu", "name": name, "pid": 4000 + vcpus, "vcpus": vcpus,
+        "host_cpu_seconds": cpu_pct / 100.0 * 10.0,
+        "vcpu_wakeups": (wakeups_per_vcpu_s * f64::from(vcpus) * 10.0) as u64,
+        "wakeups_source": "vcpu_threads", "boot_args": boot_args
+    })
+}
+
+fn report(seq: u64, guests: Vec<Value>) -> Value {
+    let end = app::now_ms() - 1000;
+    json!({
+        "agent": {"id": "machine-1", "run_id": "run-1", "version": "0.1.0"},
+        "seq": seq,
+        "host": {"name": "hv1", "cpus": 8, "kernel": "6.1.0-57-cloud-amd64"},
+        "interval": {"start_ms": end - 10_000, "end_ms": end, "length_ns": 10_000_000_000u64},
+        "guests": guests
+    })
+}
+
+fn fleet_report(seq: u64) -> Value {
+    report(
+        seq,
+        vec![
+            guest("quiet", 1, 0.3, 38.0, None),
+            guest("ticker-1", 1, 5.3, 650.0, Some("console=ttyS0 nohz=off")),
+            guest("ticker-2", 2, 8.6, 572.0, Some("console=ttyS0 nohz=off")),
+        ],
+    )
+}
+
+#[tokio::test]
+async fn a_report_is_stored_and_ranked_by_waste() {
+    let s = server().await;
+    let reply = s.post_report(Some(&s.agent_token), &fleet_report(0)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.json()["status"], "stored");
+    assert_eq!(s.stored().await, (1, 3));
+
+    let reply = s
+        .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let guests = reply.json()["guests"].as_array().unwrap().clone();
+    let names: Vec<&str> = guests.iter().map(|g| g["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ticker-2", "ticker-1", "quiet"]);
+    let modes: Vec<&str> = guests
+        .iter()
+        .map(|g| g["tick_mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["periodic", "periodic", "tickless"]);
+    for g in &guests {
+        for field in [
+            "uuid",
+            "host",
+            "hypervisor",
+            "vcpus",
+            "host_cpu_pct",
+            "wakeups_per_vcpu",
+            "wasted_cpu_pct",
+            "suggestions",
+        ] {
+            assert!(g.get(field).is_some(), "{field} missing in {g}");
+        }
+    }
+    assert_eq!(guests[0]["suggestions"][0]["rule"], "remove_nohz_off");
+    assert!((guests[1]["host_cpu_pct"].as_f64().unwrap() - 5.3).abs() < 1e-9);
+    assert!((guests[1]["wakeups_per_vcpu"].as_f64().unwrap() - 650.0).abs() < 1e-9);
+    assert!(guests[2]["wasted_cpu_pct"].as_f64().unwrap() < 1.0);
+    assert!(guests[2]["suggestions"].as_array().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn replayed_report_is_acknowledged_but_not_stored_twice() {
+    let s = server().await;
+    let r = fleet_report(7);
+    assert_eq!(
+        s.post_report(Some(&s.agent_token), &r).await.json()["status"],
+        "stored"
+    );
+    let again = s.post_report(Some(&s.agent_token), &r).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.json()["status"], "duplicate");
+    assert_eq!(s.stored().await, (1, 3));
+    // The next sequence number is a new report; a new run may reuse sequence numbers.
+    assert_eq!(
+        s.post_report(Some(&s.agent_token), &fleet_report(8))
+            .await
+            .json()["status"],
+        "stored"
+    );
+    let mut restarted = fleet_report(7);
+    restarted["agent"]["run_id"] = json!("run-2");
+    assert_eq!(
+        s.post_report(Some(&s.agent_token), &restarted).await.json()["status"],
+        "stored"
+    );
+    assert_eq!(s.stored().await, (3, 9));
+}
+
+#[tokio::test]
+async fn refused_reports_get_a_json_error_and_store_nothing() {
+    let s = server().await;
+    let good = fleet_report(1);
+    let mut negative = fleet_report(1);
+    negative["guests"][1]["host_cpu_seconds"] = json!(-1.0);
+    let cases: Vec<(Option<&str>, String, StatusCode, &str)> = vec![
+        (
+            None,
+            good.to_string(),
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
+        (
+            Some("tks_not-a-real-token"),
+            good.to_string(),
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
+        (
+            Some(&s.viewer_token),
+            good.to_string(),
+            StatusCode::FORBIDDEN,
+            "forbidden",
+        ),
+        (
+            Some(&s.agent_token),
+            "{not json".into(),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            Some(&s.agent_token),
+            json!({"seq": 1}).to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+        ),
+        (
+            Some(&s.agent_token),
+            negative.to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+        ),
+    ];
+    for (token, body, status, code) in cases {
+        let reply = s
+            .call(Method::POST, "/api/v1/reports", token, Some(body.clone()))
+            .await;
+        assert_eq!(reply.status, status, "{body}: {}", reply.body);
+        assert!(
+            reply.content_type.starts_with("application/json"),
+            "{}",
+            reply.content_type
+        );
+        let error = &reply.json()["error"];
+        assert_eq!(error["code"], code, "{body}");
+        assert!(!error["message"].as_str().unwrap().is_empty());
+        assert_eq!(s.stored().await, (0, 0), "{body} stored something");
+    }
+    let reply = s.post_report(Some(&s.agent_token), &negative).await;
+    assert_eq!(reply.json()["error"]["field"], "guests[1].host_cpu_seconds");
+}
+
+#[tokio::test]
+async fn reading_the_ranking_needs_a_viewer_token() {
+    let s = server().await;
+    let none = s.call(Method::GET, "/api/v1/guests", None, None).await;
+    assert_eq!(none.status, StatusCode::UNAUTHORIZED);
+    let agent = s
+        .call(Method::GET, "/api/v1/guests", Some(&s.agent_token), None)
+        .await;
+    assert_eq!(agent.status, StatusCode::FORBIDDEN);
+    let missing = s
+        .call(
+            Method::GET,
+            "/api/v1/guests/999",
+            Some(&s.viewer_token),
+            None,
+        )
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing.json()["error"]["code"], "not_found");
+}
+
+/// Whether `text` appears HTML-escaped (as `&lt;` or `&#60;`) in `html`.
+fn escaped(html: &str, text: &str) -> bool {
+    let named = text.replace('<', "&lt;").replace('>', "&gt;");
+    let numeric = text.replace('<', "&#60;").replace('>', "&#62;");
+    html.contains(&named) || html.contains(&numeric)
+}
+
+#[tokio::test]
+async fn hostile_vm_names_and_command_lines_are_escaped_in_pages() {
+    let s = server().await;
+    let evil = "<script>alert('x')</script>";
+    let r = report(
+        1,
+        vec![guest(
+            evil,
+            1,
+            5.0,
+            700.0,
+            Some("nohz=off \"><img src=x onerror=alert(1)>"),
+        )],
+    );
+    assert_eq!(
+        s.post_report(Some(&s.agent_token), &r).await.status,
+        StatusCode::OK
+    );
+
+    let overview = s.call(Method::GET, "/", None, None).await;
+    assert_eq!(overview.status, StatusCode::OK);
+    assert!(overview.content_type.starts_with("text/html"));
+    assert!(!overview.body.contains(evil), "raw VM name in the overview");
+    assert!(escaped(&overview.body, "<script>"), "{}", overview.body);
+
+    let id = s
+        .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
+        .await
+        .json()["guests"][0]["id"]
+        .clone();
+    let page = s
+        .call(Method::GET, &format!("/guests/{id}"), None, None)
+        .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(!page.body.contains(evil));
+    assert!(!page.body.contains("<img src=x"));
+    assert!(escaped(&page.body, "<img src=x"));
+}
+
+#[tokio::test]
+async fn guest_page_shows_figures_evidence_and_suggestions() {
+    let s = server().await;
+    s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
+    let guests = s
+        .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
+        .await
+        .json();
+    let id = &guests["guests"][0]["id"];
+    let page = s
+        .call(Method::GET, &format!("/guests/{id}"), None, None)
+        .await;
+    assert_eq!(page.status, StatusCode::OK);
+    for text in [
+        "ticker-2",
+        "periodic",
+        "nohz=off",
+        "Expected saving",
+        "wake-ups per vCPU per second",
+    ] {
+        assert!(
+            page.body.contains(text),
+            "{text} missing from the guest page"
+        );
+    }
+    let missing = s.call(Method::GET, "/guests/12345", None, None).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(missing.content_type.starts_with("text/html"));
+    let bad = s.call(Method::GET, "/guests/abc", None, None).await;
+    assert_eq!(bad.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn the_database_runs_in_wal_mode() {
+    let s = server().await;
+    assert_eq!(s.db.journal_mode().await.unwrap(), "wal");
+}
