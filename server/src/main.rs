@@ -93,6 +93,8 @@ async fn main() -> Result<()> {
             EnvFilter::try_from_env("TICKSCOPE_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: not in the journal, nor in a test reading the log.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match Cli::parse().command {
         Command::Serve { listen, db, demo } => serve(&listen, &db.path(demo), demo).await,
