@@ -72,6 +72,7 @@ impl MeasureArgs {
 }
 
 fn main() -> Result<()> {
+    raise_open_file_limit();
     match Cli::parse().command {
         Command::Once { measure } => once(&measure),
         Command::Run {
@@ -138,6 +139,23 @@ fn run(server: &str, token: &str, args: &MeasureArgs) -> Result<()> {
         } else {
             // Fell behind (suspend, overload): start a fresh schedule rather than burst.
             deadline = now;
+        }
+    }
+}
+
+/// The sampler keeps each VM's counter files open (one plus one per vCPU): lift the soft limit on
+/// open files to the hard one, as a host with hundreds of VMs would otherwise exhaust 1024.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
 }

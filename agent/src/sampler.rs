@@ -2,20 +2,21 @@
 //!
 //! Each call to [`Sampler::cycle`] reads the VMs' counters once and returns what changed since the
 //! previous call. Cost matters more than anything here (the agent must not become the noisy
-//! neighbour it hunts for), so a process is identified once and remembered by (pid, start time);
-//! after that a VM costs one `stat` read, one directory listing of its threads and one `status`
-//! read per vCPU thread per cycle, and every other process costs nothing but its directory entry.
+//! neighbour it hunts for), so a process is identified once and remembered, and a VM's counter
+//! files are kept open and re-read with one `pread` each: in steady state a VM costs one read of
+//! its `stat` and one of each vCPU thread's `schedstat` per cycle, and every other process costs
+//! nothing but its directory entry.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::discover::{self, Family, ProcessView, VmIdentity};
-use crate::procfs::ProcFs;
+use crate::procfs::{OpenFile, ProcFs, SwitchesFile};
 use crate::wire::{GuestSample, WakeupsSource};
 
-/// Every this many cycles, processes remembered as "not a VM" are looked at again, in case a pid
-/// was reused between two cycles by a new VM process.
+/// Every this many cycles, processes remembered as "not a VM" are looked at again (a pid may have
+/// been reused by a new VM between two cycles), and VMs' thread names are read again.
 const FULL_RESCAN_EVERY_CYCLES: u64 = 30;
 
 /// What one cycle measured since the previous one.
@@ -46,13 +47,23 @@ enum Tracked {
 }
 
 struct VmState {
+    /// Process start time, in clock ticks after boot: with the pid, the process's identity.
     start_ticks: u64,
     family: &'static Family,
     identity: VmIdentity,
-    /// Every thread seen so far, with whether it is a vCPU thread.
-    threads: HashMap<u32, bool>,
+    /// `/proc/<pid>/stat`, open for as long as this process lives.
+    stat: OpenFile,
+    /// Thread count when the threads were last listed; a change means listing them again.
+    listed_threads: Option<u64>,
+    threads: HashMap<u32, Thread>,
     /// Counters at the previous cycle.
     previous: Option<Counters>,
+}
+
+struct Thread {
+    is_vcpu: bool,
+    /// Where its context switches are read, opened when it is first counted.
+    switches: Option<(OpenFile, SwitchesFile)>,
 }
 
 struct Counters {
@@ -88,44 +99,59 @@ impl Sampler {
 
         let mut guests = Vec::new();
         for pid in pids {
-            if matches!(self.processes.get(&pid), Some(Tracked::Other)) {
-                continue;
-            }
-            let Some(stat) = self.proc.stat(pid) else {
-                continue; // exited since the listing
-            };
-            let known_vm = matches!(
-                self.processes.get(&pid),
-                Some(Tracked::Vm(vm)) if vm.start_ticks == stat.start_ticks
-            );
-            if !known_vm {
-                let tracked = self.identify(pid, &stat.comm, stat.start_ticks);
-                self.processes.insert(pid, tracked);
-            }
-            if let Some(Tracked::Vm(vm)) = self.processes.get_mut(&pid) {
-                let counted = count_threads(&mut self.proc, pid, vm);
-                let counters = Counters {
-                    cpu_ticks: stat.cpu_ticks,
-                    switches: counted.switches,
-                };
-                if let Some(previous) = &vm.previous {
-                    guests.push(GuestSample {
-                        hypervisor: vm.identity.hypervisor,
-                        management: vm.identity.management.clone(),
-                        name: vm.identity.name.clone(),
-                        uuid: vm.identity.uuid.clone(),
-                        pid,
-                        vcpus: counted.vcpus,
-                        host_cpu_seconds: counters.cpu_ticks.saturating_sub(previous.cpu_ticks)
-                            as f64
-                            / self.clk_tck,
-                        vcpu_wakeups: wakeups_between(previous, &counters),
-                        wakeups_source: counted.source,
-                        boot_args: vm.identity.boot_args.clone(),
-                    });
+            let known = match self.processes.get_mut(&pid) {
+                Some(Tracked::Other) => continue,
+                Some(Tracked::Vm(vm)) => {
+                    if full_rescan {
+                        vm.threads.clear();
+                    }
+                    self.proc
+                        .read_stat(&vm.stat)
+                        .filter(|stat| stat.start_ticks == vm.start_ticks)
                 }
-                vm.previous = Some(counters);
+                None => None,
+            };
+            // A new process, or a VM whose process has gone (its open stat no longer reads once
+            // the process exits, and a reused pid has another start time): identify whatever
+            // has this pid now.
+            let stat = match known {
+                Some(stat) => stat,
+                None => {
+                    let Some(file) = self.proc.open_stat(pid) else {
+                        continue; // exited since the listing
+                    };
+                    let Some(stat) = self.proc.read_stat(&file) else {
+                        continue;
+                    };
+                    let tracked = self.identify(pid, &stat.comm, stat.start_ticks, file);
+                    self.processes.insert(pid, tracked);
+                    stat
+                }
+            };
+            let Some(Tracked::Vm(vm)) = self.processes.get_mut(&pid) else {
+                continue;
+            };
+            let counted = count_threads(&mut self.proc, pid, vm, stat.num_threads);
+            let counters = Counters {
+                cpu_ticks: stat.cpu_ticks,
+                switches: counted.switches,
+            };
+            if let Some(previous) = &vm.previous {
+                guests.push(GuestSample {
+                    hypervisor: vm.identity.hypervisor,
+                    management: vm.identity.management.clone(),
+                    name: vm.identity.name.clone(),
+                    uuid: vm.identity.uuid.clone(),
+                    pid,
+                    vcpus: counted.vcpus,
+                    host_cpu_seconds: counters.cpu_ticks.saturating_sub(previous.cpu_ticks) as f64
+                        / self.clk_tck,
+                    vcpu_wakeups: wakeups_between(previous, &counters),
+                    wakeups_source: counted.source,
+                    boot_args: vm.identity.boot_args.clone(),
+                });
             }
+            vm.previous = Some(counters);
         }
 
         let measured = self.last.map(|(then, then_ms)| Measured {
@@ -138,7 +164,7 @@ impl Sampler {
         Ok(measured)
     }
 
-    fn identify(&mut self, pid: u32, comm: &str, start_ticks: u64) -> Tracked {
+    fn identify(&mut self, pid: u32, comm: &str, start_ticks: u64, stat: OpenFile) -> Tracked {
         let argv = self.proc.cmdline(pid);
         let view = ProcessView {
             pid,
@@ -158,6 +184,8 @@ impl Sampler {
                     start_ticks,
                     family,
                     identity,
+                    stat,
+                    listed_threads: None,
                     threads: HashMap::new(),
                     previous: None,
                 }))
@@ -173,20 +201,30 @@ struct Counted {
     switches: HashMap<u32, u64>,
 }
 
-/// Lists the VM's threads, names the new ones, and reads the context switches of its vCPU
-/// threads, or of all threads when none has a recognisable vCPU name.
-fn count_threads(proc: &mut ProcFs, pid: u32, vm: &mut VmState) -> Counted {
-    let tids = proc.tids(pid).unwrap_or_default();
-    vm.threads.retain(|tid, _| tids.contains(tid));
-    for &tid in &tids {
-        if !vm.threads.contains_key(&tid) {
-            let is_vcpu = proc
-                .thread_name(pid, tid)
-                .is_some_and(|name| (vm.family.vcpu_index)(&name).is_some());
-            vm.threads.insert(tid, is_vcpu);
+/// Reads the context switches of the VM's vCPU threads, or of all its threads when none has a
+/// recognisable vCPU name. The threads are listed (and new ones named) only when their number
+/// changed or a counter stopped reading.
+fn count_threads(proc: &mut ProcFs, pid: u32, vm: &mut VmState, num_threads: u64) -> Counted {
+    if vm.threads.is_empty() || vm.listed_threads != Some(num_threads) {
+        let tids = proc.tids(pid).unwrap_or_default();
+        vm.threads.retain(|tid, _| tids.contains(tid));
+        for &tid in &tids {
+            if !vm.threads.contains_key(&tid) {
+                let is_vcpu = proc
+                    .thread_name(pid, tid)
+                    .is_some_and(|name| (vm.family.vcpu_index)(&name).is_some());
+                vm.threads.insert(
+                    tid,
+                    Thread {
+                        is_vcpu,
+                        switches: None,
+                    },
+                );
+            }
         }
+        vm.listed_threads = Some(num_threads);
     }
-    let vcpu_threads = vm.threads.values().filter(|&&v| v).count() as u32;
+    let vcpu_threads = vm.threads.values().filter(|t| t.is_vcpu).count() as u32;
     let (source, vcpus) = if vcpu_threads > 0 {
         (WakeupsSource::VcpuThreads, vcpu_threads)
     } else {
@@ -195,12 +233,31 @@ fn count_threads(proc: &mut ProcFs, pid: u32, vm: &mut VmState) -> Counted {
             vm.identity.vcpus_hint.unwrap_or(1).max(1),
         )
     };
-    let switches = vm
-        .threads
-        .iter()
-        .filter(|&(_, &is_vcpu)| is_vcpu || vcpu_threads == 0)
-        .filter_map(|(&tid, _)| Some((tid, proc.thread_switches(pid, tid)?)))
-        .collect();
+    let mut switches = HashMap::new();
+    let mut gone = Vec::new();
+    for (&tid, thread) in vm.threads.iter_mut() {
+        if !(thread.is_vcpu || vcpu_threads == 0) {
+            continue;
+        }
+        if thread.switches.is_none() {
+            thread.switches = proc.open_thread_switches(pid, tid);
+        }
+        match &thread.switches {
+            Some((file, kind)) => match proc.read_switches(file, *kind) {
+                Some(count) => {
+                    switches.insert(tid, count);
+                }
+                None => gone.push(tid),
+            },
+            None => gone.push(tid),
+        }
+    }
+    if !gone.is_empty() {
+        for tid in gone {
+            vm.threads.remove(&tid);
+        }
+        vm.listed_threads = None; // list again next cycle
+    }
     Counted {
         vcpus,
         source,

@@ -53,7 +53,8 @@ fn recorded_qemu_tcg_guest_is_measured_from_its_vcpu_threads() {
     assert_eq!(g.boot_args.as_deref(), Some("console=ttyS0 quiet nohz=off"));
 }
 
-/// A process in a fake `/proc`: its stat line, argv, and threads with names and switch counts.
+/// A process in a fake `/proc`. Its files are rewritten in place on every write, as the kernel
+/// does, because the sampler keeps them open.: its stat line, argv, and threads with names and switch counts.
 struct FakeProcess<'a> {
     pid: u32,
     comm: &'a str,
@@ -61,6 +62,8 @@ struct FakeProcess<'a> {
     cpu_ticks: u64,
     start_ticks: u64,
     threads: &'a [(u32, &'a str, u64)],
+    /// Whether threads have `schedstat` files (else only `status`).
+    schedstat: bool,
 }
 
 fn write_process(root: &Path, p: &FakeProcess) {
@@ -84,7 +87,7 @@ fn write_process(root: &Path, p: &FakeProcess) {
     let mut cmdline = p.argv.join("\0");
     cmdline.push('\0');
     fs::write(dir.join("cmdline"), cmdline).unwrap();
-    let _ = fs::remove_dir_all(dir.join("task"));
+    // Files are rewritten in place, as the kernel does: the sampler keeps them open.
     for (tid, name, switches) in p.threads {
         let t = dir.join(format!("task/{tid}"));
         fs::create_dir_all(&t).unwrap();
@@ -99,6 +102,14 @@ fn write_process(root: &Path, p: &FakeProcess) {
             ),
         )
         .unwrap();
+        // Kernels with CONFIG_SCHED_INFO also have schedstat, which the sampler prefers.
+        if p.schedstat {
+            fs::write(
+                t.join("schedstat"),
+                format!("123456789 2345678 {switches}\n"),
+            )
+            .unwrap();
+        }
     }
 }
 
@@ -125,6 +136,7 @@ fn measure_one(
                 cpu_ticks: 5,
                 start_ticks: 1,
                 threads: &[(pid, comm, 10)],
+                schedstat: false,
             },
         );
     }
@@ -280,6 +292,7 @@ fn each_hypervisor_family_is_found_with_its_vcpu_threads() {
                 cpu_ticks: 200,
                 start_ticks: 5000,
                 threads: case.threads,
+                schedstat: true,
             },
             450,
             case.added,
@@ -314,6 +327,7 @@ fn vm_without_vcpu_thread_names_falls_back_to_the_whole_process() {
                 (2001, "qemu-system-x86", 10),
                 (2002, "qemu-system-x86", 10),
             ],
+            schedstat: false,
         },
         110,
         &[100, 200, 300],
@@ -338,14 +352,14 @@ fn a_reused_pid_starts_a_new_measurement_instead_of_a_bogus_delta() {
                 cpu_ticks,
                 start_ticks,
                 threads: &[(3001, "fc_vcpu 0", switches)],
+                schedstat: true,
             },
         )
     };
     write(100, 5000, 90_000);
     let mut sampler = Sampler::new(proc.path(), CLK_TCK);
     sampler.cycle().unwrap();
-    // The VM restarted with the same pid: its counters start again from nearly zero.
-    fs::remove_dir_all(proc.path().join("3000")).unwrap();
+    // The VM restarted with the same pid: another start time, counters from nearly zero.
     write(900, 10, 20);
     let measured = sampler.cycle().unwrap().unwrap();
     assert!(measured.guests.is_empty(), "{:?}", measured.guests);
@@ -365,6 +379,7 @@ fn a_vm_that_exits_is_no_longer_reported() {
         cpu_ticks: 1,
         start_ticks: 1,
         threads: &[(4001, "fc_vcpu 0", 1)],
+        schedstat: true,
     };
     write_process(proc.path(), &vm);
     let mut sampler = Sampler::new(proc.path(), CLK_TCK);
