@@ -82,10 +82,11 @@ fn naive_cycle(proc: &mut ProcFs) -> usize {
         };
         vms += 1;
         for tid in proc.tids(pid).unwrap_or_default() {
-            if let Some(name) = proc.thread_name(pid, tid) {
-                if (family.vcpu_index)(&name).is_some() {
-                    std::hint::black_box(proc.thread_switches(pid, tid));
-                }
+            if proc
+                .thread_name(pid, tid)
+                .is_some_and(|name| (family.vcpu_index)(&name).is_some())
+            {
+                std::hint::black_box(proc.thread_switches(pid, tid));
             }
         }
     }
