@@ -12,8 +12,15 @@ cd "$dir"
 
 if [ ! -s vmlinuz ]; then
     # The meta-package names the current cloud kernel; take whatever it depends on today.
-    pkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null |
-        awk '/Depends: linux-image-[0-9].*-cloud-amd64/ {print $2; exit}')
+    find_kernel() {
+        apt-cache depends linux-image-cloud-amd64 2>/dev/null |
+            awk '/Depends: linux-image-[0-9].*-cloud-amd64/ {print $2; exit}'
+    }
+    pkg=$(find_kernel)
+    if [ -z "$pkg" ] && [ "$(id -u)" -eq 0 ]; then
+        apt-get update -qq >&2 # a fresh machine may have no package lists yet
+        pkg=$(find_kernel)
+    fi
     if [ -z "$pkg" ]; then
         echo "guest-assets: cannot find a linux-image-*-cloud-amd64 package (run apt-get update?)" >&2
         exit 1

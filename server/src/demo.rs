@@ -12,7 +12,7 @@ use tickscope_agent::wire::{
 use crate::app::now_ms;
 use crate::auth;
 use crate::db::Db;
-use crate::error::AppResult;
+use crate::error::{AppError, AppResult};
 use crate::ingest;
 
 const INTERVAL_MS: i64 = 10_000;
@@ -92,7 +92,15 @@ const HOSTS: &[(&str, u32, &[GuestSpec])] = &[
 ];
 
 /// Fills the database with a backfill of reports, then keeps the fleet reporting every 10 s.
+/// Refuses a database that real agents have reported to.
 pub async fn start(db: Db) -> AppResult<()> {
+    let real_hosts = db.count_hosts_not_like("demo-hv-%").await?;
+    if real_hosts > 0 {
+        return Err(AppError::BadRequest(format!(
+            "this database already holds {real_hosts} real host(s); the demo needs a database of its own (--db)"
+        )));
+    }
+    let (reports_before, _) = db.count_reports_and_samples().await?;
     // The demo's reports need a token to be stored against; this one is never shown or usable.
     let token = auth::new_token()?;
     let token_id = db
@@ -109,11 +117,14 @@ pub async fn start(db: Db) -> AppResult<()> {
         noise: Noise(now_ms() as u64 | 1),
         run_id,
     };
-    let now = now_ms();
-    for i in (0..BACKFILL_INTERVALS).rev() {
-        fleet
-            .report_all(&db, token_id, now - i * INTERVAL_MS)
-            .await?;
+    // A demo database opened again keeps its history and simply goes on reporting.
+    if reports_before == 0 {
+        let now = now_ms();
+        for i in (0..BACKFILL_INTERVALS).rev() {
+            fleet
+                .report_all(&db, token_id, now - i * INTERVAL_MS)
+                .await?;
+        }
     }
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(Duration::from_millis(INTERVAL_MS as u64));

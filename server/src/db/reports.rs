@@ -127,3 +127,16 @@ impl Db {
             .map_err(AppError::from)
     }
 }
+
+impl Db {
+    /// Hosts whose name does not match a SQL LIKE pattern: the demo refuses to mix its simulated
+    /// hosts into a database that real agents report to.
+    pub async fn count_hosts_not_like(&self, pattern: &str) -> AppResult<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) FROM hosts WHERE name NOT LIKE ?")
+                .bind(pattern)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every test, including the real-guest end-to-end test, on a fresh Debian machine.
+# Installs what the tests need (Debian packages, so it must run as root or with sudo), prepares
+# the guest kernel and initramfs (cached in .cache/guest), then runs the whole test suite.
+# `cargo test` alone runs the fast tests and skips (marks ignored) the real-guest one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(qemu-system-x86 busybox-static cpio gzip)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "test.sh: installing ${missing[*]}" >&2
+    as_root=()
+    [ "$(id -u)" -eq 0 ] || as_root=(sudo)
+    "${as_root[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+scripts/guest-assets.sh >/dev/null
+# The real-guest test runs the agent binary, which belongs to another package of the workspace.
+cargo build --workspace --bins
+cargo test --workspace -- --include-ignored

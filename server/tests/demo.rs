@@ -1,0 +1,64 @@
+//! The demo fleet behind the README's first command.
+
+use tickscope_server::analysis::tick_mode::TickMode;
+use tickscope_server::app::now_ms;
+use tickscope_server::db::Db;
+use tickscope_server::{demo, fleet};
+
+#[tokio::test]
+async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(&dir.path().join("demo.db")).await.unwrap();
+    demo::start(db.clone()).await.unwrap();
+    let guests = fleet::ranked_guests(&db, now_ms()).await.unwrap();
+    assert_eq!(guests.len(), 12);
+    let modes: Vec<TickMode> = guests
+        .iter()
+        .map(|g| g.verdict.classification.mode)
+        .collect();
+    for mode in [
+        TickMode::Tickless,
+        TickMode::Periodic,
+        TickMode::Polling,
+        TickMode::Busy,
+    ] {
+        assert!(
+            modes.contains(&mode),
+            "no {mode:?} guest in the demo: {modes:?}"
+        );
+    }
+    assert_eq!(guests[0].name, "rt-lab", "the polling guest wastes most");
+    assert!(
+        guests.iter().all(|g| g.intervals >= 30),
+        "the backfill covers the window"
+    );
+}
+
+#[tokio::test]
+async fn demo_refuses_a_database_real_agents_report_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(&dir.path().join("real.db")).await.unwrap();
+    let token = tickscope_server::auth::new_token().unwrap();
+    let token_id = db
+        .insert_token(
+            "a",
+            "agent",
+            &tickscope_server::auth::token_hash(&token),
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    let report: tickscope_agent::wire::Report = serde_json::from_value(serde_json::json!({
+        "agent": {"id": "m", "run_id": "r", "version": "1"},
+        "seq": 0,
+        "host": {"name": "prod-hv-7", "cpus": 8, "kernel": "6.1"},
+        "interval": {"start_ms": now_ms() - 10_000, "end_ms": now_ms(), "length_ns": 10_000_000_000u64},
+        "guests": []
+    }))
+    .unwrap();
+    let valid = tickscope_server::ingest::validate(report, now_ms()).unwrap();
+    db.store_report(&valid, token_id, now_ms()).await.unwrap();
+    let err = demo::start(db.clone()).await.unwrap_err();
+    assert!(err.to_string().contains("real host"), "{err}");
+    assert_eq!(db.count_hosts_not_like("demo-hv-%").await.unwrap(), 1);
+}
