@@ -171,7 +171,10 @@ impl Fleet {
                         uuid: Some(format!("00000000-0000-4000-8000-{:06}{:06}", cpus, i)),
                         pid: 10_000 + cpus * 100 + i as u32,
                         vcpus,
-                        host_cpu_seconds: cpu_pct / 100.0 * v * length_s * self.noise.factor(),
+                        // A vCPU cannot use more than a whole core.
+                        host_cpu_seconds: (cpu_pct * self.noise.factor()).min(100.0) / 100.0
+                            * v
+                            * length_s,
                         vcpu_wakeups: (wakeups * v * length_s * self.noise.factor()) as u64,
                         wakeups_source: WakeupsSource::VcpuThreads,
                         boot_args: boot_args.map(str::to_string),

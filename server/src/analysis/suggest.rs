@@ -15,6 +15,8 @@ use super::{Rates, Window};
 pub struct Suggestion {
     /// Stable identifier of the rule that made it.
     pub rule: &'static str,
+    /// The change in a few words, for lists.
+    pub title: &'static str,
     /// The change to make, exactly.
     pub change: String,
     /// Why it helps.
@@ -58,6 +60,7 @@ fn remove_idle_poll(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "remove_idle_poll",
+        title: "Remove `idle=poll`",
         change: "Remove `idle=poll` from the guest kernel command line.".into(),
         why: "With `idle=poll` an idle vCPU spins in a loop instead of halting, so the host runs it flat out; without it the vCPU halts and the host thread sleeps.".into(),
         confidence: Confidence::High,
@@ -74,6 +77,7 @@ fn remove_nohz_off(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "remove_nohz_off",
+        title: "Remove `nohz=off`",
         change: "Remove `nohz=off` from the guest kernel command line (it is visible on the host, in the VM's kernel boot arguments).".into(),
         why: "`nohz=off` keeps the timer tick running on idle vCPUs, so each wakes HZ times a second and costs the host CPU; this kernel can stop the tick when idle once the parameter is gone.".into(),
         confidence: Confidence::High,
@@ -94,6 +98,7 @@ fn check_guest_kernel(input: &Input) -> Option<Suggestion> {
     };
     Some(Suggestion {
         rule: "check_guest_kernel",
+        title: "Make the guest kernel tickless",
         change: "In the guest, run `grep -E '^CONFIG_(HZ|NO_HZ)' /boot/config-$(uname -r); cat /proc/cmdline`. If the kernel has CONFIG_HZ_PERIODIC=y (or no NO_HZ option at all), move to a kernel built with CONFIG_NO_HZ_IDLE=y; if the command line has `nohz=off`, remove it. Where the kernel cannot change, a kernel with a lower CONFIG_HZ (100) ticks less.".into(),
         why: format!(
             "The vCPUs wake about {:.0} times per vCPU per second while the guest is idle, the pattern of a periodic tick.{seen_args}",
@@ -113,6 +118,7 @@ fn fewer_vcpus(input: &Input) -> Option<Suggestion> {
     let per_vcpu = input.waste.wasted_cpu_pct / f64::from(vcpus);
     Some(Suggestion {
         rule: "fewer_vcpus",
+        title: "Give it fewer vCPUs",
         change: format!("If this guest does not need all {vcpus} vCPUs, give it fewer."),
         why: format!(
             "While the tick keeps running, every vCPU wakes on its own: each vCPU removed saves about {per_vcpu:.2} % of a host core here."
@@ -129,6 +135,7 @@ fn busy_or_polling(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "busy_or_polling",
+        title: "Check whether it polls while idle",
         change: "If this guest should be idle, check it for polling idle: `cat /proc/cmdline` (remove `idle=poll`) and `cat /sys/devices/system/cpu/cpuidle/current_driver` (`haltpoll`: lower `guest_halt_poll_ns` or unload cpuidle-haltpoll on an overcommitted host).".into(),
         why: "The host sees its vCPUs running almost all the time, which is either real work or idle vCPUs spinning instead of halting; only the guest can tell which.".into(),
         confidence: Confidence::Low,

@@ -6,7 +6,7 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 
-use super::view::{self, GuestRow};
+use super::view::{self, GuestRow, Segment};
 use crate::analysis::suggest::Suggestion;
 use crate::app::{AppState, now_ms};
 use crate::error::AppError;
@@ -67,6 +67,30 @@ pub async fn overview(State(state): State<AppState>) -> Result<OverviewPage, Pag
     })
 }
 
+struct SuggestionView {
+    title: Vec<Segment>,
+    change: Vec<Segment>,
+    why: Vec<Segment>,
+    saving: String,
+    confidence: &'static str,
+    rule: &'static str,
+}
+
+impl SuggestionView {
+    fn new(s: &Suggestion) -> Self {
+        SuggestionView {
+            title: view::segments(s.title),
+            change: view::segments(&s.change),
+            why: view::segments(&s.why),
+            saving: s.saving_cpu_pct.map_or("unknown".into(), |p| {
+                format!("about {} of a host core", view::pct(p))
+            }),
+            confidence: s.confidence.as_str(),
+            rule: s.rule,
+        }
+    }
+}
+
 struct SampleLine {
     end: String,
     length_s: String,
@@ -83,7 +107,8 @@ pub struct GuestPage {
     row: GuestRow,
     last_seen: String,
     confidence: &'static str,
-    suggestions: Vec<(Suggestion, String)>,
+    evidence: Vec<Vec<Segment>>,
+    suggestions: Vec<SuggestionView>,
     samples: Vec<SampleLine>,
 }
 
@@ -116,12 +141,14 @@ pub async fn guest(
         .verdict
         .suggestions
         .iter()
-        .map(|s| {
-            let saving = s.saving_cpu_pct.map_or("unknown".into(), |p| {
-                format!("about {} of a host core", view::pct(p))
-            });
-            (s.clone(), saving)
-        })
+        .map(SuggestionView::new)
+        .collect();
+    let evidence = guest
+        .verdict
+        .classification
+        .evidence
+        .iter()
+        .map(|e| view::segments(e))
         .collect();
     Ok(GuestPage {
         demo: state.options.demo,
@@ -132,6 +159,7 @@ pub async fn guest(
             view::ago(guest.last_seen_ms, now)
         ),
         confidence: guest.verdict.classification.confidence.as_str(),
+        evidence,
         suggestions,
         samples,
         guest,

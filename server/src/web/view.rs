@@ -35,6 +35,25 @@ pub fn ago(ms: i64, now_ms: i64) -> String {
     }
 }
 
+/// A piece of analysis text: plain, or `code` (written between backticks in the rules' text).
+pub struct Segment {
+    pub text: String,
+    pub code: bool,
+}
+
+/// Splits text at backticks so that templates can show the commands and parameters as code,
+/// still escaped like any other text.
+pub fn segments(text: &str) -> Vec<Segment> {
+    text.split('`')
+        .enumerate()
+        .filter(|(_, part)| !part.is_empty())
+        .map(|(i, part)| Segment {
+            text: part.to_string(),
+            code: i % 2 == 1,
+        })
+        .collect()
+}
+
 /// One row of the ranking table.
 pub struct GuestRow {
     pub id: i64,
@@ -47,7 +66,7 @@ pub struct GuestRow {
     pub mode: &'static str,
     pub hz: String,
     pub waste: String,
-    pub suggestion: String,
+    pub suggestion: Vec<Segment>,
 }
 
 impl GuestRow {
@@ -70,7 +89,7 @@ impl GuestRow {
             suggestion: v
                 .suggestions
                 .first()
-                .map_or(String::new(), |s| s.change.clone()),
+                .map_or_else(Vec::new, |s| segments(s.title)),
         }
     }
 }
@@ -86,5 +105,22 @@ mod tests {
         assert_eq!(ago(0, 59_000), "59 s ago");
         assert_eq!(ago(0, 7_200_000), "2 h ago");
         assert_eq!(time(0), "1970-01-01 00:00:00 UTC");
+    }
+
+    #[test]
+    fn backticks_mark_code() {
+        let parts: Vec<(String, bool)> = segments("Remove `nohz=off` now, `x`")
+            .into_iter()
+            .map(|s| (s.text, s.code))
+            .collect();
+        assert_eq!(
+            parts,
+            [
+                ("Remove ".to_string(), false),
+                ("nohz=off".to_string(), true),
+                (" now, ".to_string(), false),
+                ("x".to_string(), true)
+            ]
+        );
     }
 }
