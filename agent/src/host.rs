@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::Path;
 
-use crate::wire::{AgentInfo, HostInfo};
+use crate::wire::{AgentInfo, HostInfo, MAX_NAME_CHARS, clean_text};
 
 fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
     let text = fs::read_to_string(path).ok()?;
@@ -14,10 +14,13 @@ fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
 /// The host as the report describes it. `name_override` is `--host-name`.
 pub fn host_info(name_override: Option<&str>) -> HostInfo {
     HostInfo {
-        name: name_override
-            .map(str::to_string)
-            .or_else(|| read_trimmed("/proc/sys/kernel/hostname"))
-            .unwrap_or_else(|| "unknown-host".into()),
+        name: clean_text(
+            &name_override
+                .map(str::to_string)
+                .or_else(|| read_trimmed("/proc/sys/kernel/hostname"))
+                .unwrap_or_else(|| "unknown-host".into()),
+            MAX_NAME_CHARS,
+        ),
         cpus: online_cpus(),
         kernel: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default(),
         kvm_halt_poll_ns: read_trimmed("/sys/module/kvm/parameters/halt_poll_ns")

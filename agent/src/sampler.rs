@@ -13,7 +13,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::discover::{self, Family, ProcessView, VmIdentity};
 use crate::procfs::{OpenFile, ProcFs, SwitchesFile};
-use crate::wire::{GuestSample, WakeupsSource};
+use crate::wire::{
+    GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, WakeupsSource, clean_text,
+};
 
 /// Every this many cycles, processes remembered as "not a VM" are looked at again (a pid may have
 /// been reused by a new VM between two cycles), and VMs' thread names are read again.
@@ -180,6 +182,13 @@ impl Sampler {
                 {
                     discover::vmware::apply_vmx(&mut identity, &text);
                 }
+                // Names and command lines are set by whoever started the VM: make them safe to
+                // send once, here, rather than on every report.
+                identity.name = clean_text(&identity.name, MAX_NAME_CHARS);
+                identity.boot_args = identity
+                    .boot_args
+                    .map(|args| clean_text(&args, MAX_BOOT_ARGS_CHARS));
+                identity.management = identity.management.map(|m| clean_text(&m, MAX_LABEL_CHARS));
                 Tracked::Vm(Box::new(VmState {
                     start_ticks,
                     family,

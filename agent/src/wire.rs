@@ -10,6 +10,23 @@ use serde::{Deserialize, Serialize};
 /// The path reports are posted to; the version is in the path.
 pub const REPORTS_PATH: &str = "/api/v1/reports";
 
+/// Longest VM name, host name or kernel release the server accepts, in characters.
+pub const MAX_NAME_CHARS: usize = 256;
+/// Longest short label (a VM's management layer) the server accepts, in characters.
+pub const MAX_LABEL_CHARS: usize = 64;
+/// Longest guest kernel command line the server accepts, in characters.
+pub const MAX_BOOT_ARGS_CHARS: usize = 4096;
+
+/// Makes a string read from a VM or host acceptable on the wire: control characters (which the
+/// server refuses, since they can forge log lines or terminal output) become U+FFFD and the text
+/// is cut to `max_chars`. A VM must not be able to get its host's reports refused by its name.
+pub fn clean_text(text: &str, max_chars: usize) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
+        .take(max_chars)
+        .collect()
+}
+
 /// One measurement interval on one hypervisor host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -188,6 +205,16 @@ mod tests {
         let report: Report = serde_json::from_value(json).unwrap();
         assert_eq!(report.guests[0].hypervisor, Hypervisor::Other);
         assert_eq!(report.guests[0].wakeups_source, WakeupsSource::Other);
+    }
+
+    #[test]
+    fn text_from_vms_is_cleaned_of_control_characters_and_cut() {
+        assert_eq!(
+            clean_text("web\n01\u{1b}[2J", 100),
+            "web\u{FFFD}01\u{FFFD}[2J"
+        );
+        assert_eq!(clean_text("ééé", 2), "éé");
+        assert_eq!(clean_text("plain name", 256), "plain name");
     }
 
     #[test]

@@ -388,3 +388,34 @@ fn a_vm_that_exits_is_no_longer_reported() {
     fs::remove_dir_all(proc.path().join("4000")).unwrap();
     assert!(sampler.cycle().unwrap().unwrap().guests.is_empty());
 }
+
+#[test]
+fn hostile_vm_names_are_cleaned_before_they_are_sent() {
+    let name = format!("guest=evil\u{1b}[2J{},debug-threads=on", "x".repeat(400));
+    let g = measure_one(
+        FakeProcess {
+            pid: 5000,
+            comm: "qemu-system-x86",
+            argv: &[
+                "qemu-system-x86_64",
+                "-name",
+                &name,
+                "-append",
+                "quiet\nnohz=off",
+            ],
+            cpu_ticks: 1,
+            start_ticks: 1,
+            threads: &[(5001, "CPU 0/KVM", 1)],
+            schedstat: true,
+        },
+        2,
+        &[10],
+    )
+    .unwrap();
+    assert!(g.name.starts_with("evil\u{FFFD}[2Jxxx"), "{:?}", g.name);
+    assert_eq!(
+        g.name.chars().count(),
+        tickscope_agent::wire::MAX_NAME_CHARS
+    );
+    assert_eq!(g.boot_args.as_deref(), Some("quiet\u{FFFD}nohz=off"));
+}

@@ -5,15 +5,15 @@
 
 use std::collections::HashSet;
 
-use tickscope_agent::wire::{GuestSample, Report};
+use tickscope_agent::wire::{
+    GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, Report,
+};
 
 use crate::error::{AppError, AppResult};
 
 /// Limits on what one report may hold: far above any real host, low enough to keep one bad
 /// report from costing the server much.
 pub const MAX_GUESTS: usize = 10_000;
-pub const MAX_NAME_CHARS: usize = 256;
-pub const MAX_BOOT_ARGS_CHARS: usize = 4096;
 pub const MAX_VCPUS: u32 = 4096;
 pub const MAX_HOST_CPUS: u32 = 65_536;
 /// No vCPU thread is woken more often than this, per second (a periodic tick is at most 1000).
@@ -179,7 +179,7 @@ fn validate_guest(
         .map_err(|_| AppError::invalid(field("vcpu_wakeups"), "too large"))?;
     let management = g
         .management
-        .map(|m| text(&field("management"), m, 64))
+        .map(|m| text(&field("management"), m, MAX_LABEL_CHARS))
         .transpose()?;
     let boot_args = g
         .boot_args
