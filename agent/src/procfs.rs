@@ -123,10 +123,6 @@ impl ProcFs {
         }
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// Process ids present now.
     pub fn pids(&self) -> std::io::Result<Vec<u32>> {
         numeric_entries(&self.root)
@@ -163,11 +159,20 @@ impl ProcFs {
     }
 
     /// Opens what a thread's context switches are read from: `schedstat`, else `status`.
-    pub fn open_thread_switches(&self, pid: u32, tid: u32) -> Option<(OpenFile, SwitchesFile)> {
+    /// A thread that exists has run at least once, so a schedstat that counts zero runs is a
+    /// kernel that does not keep the count (sched_info off): `status` is used then.
+    pub fn open_thread_switches(&mut self, pid: u32, tid: u32) -> Option<(OpenFile, SwitchesFile)> {
         let task = self.root.join(format!("{pid}/task/{tid}"));
-        OpenFile::open(&task.join("schedstat"))
-            .map(|f| (f, SwitchesFile::Schedstat))
-            .or_else(|| OpenFile::open(&task.join("status")).map(|f| (f, SwitchesFile::Status)))
+        if let Some(file) = OpenFile::open(&task.join("schedstat")) {
+            if file
+                .read(&mut self.buf)
+                .and_then(parse_schedstat_switches)
+                .is_some_and(|runs| runs > 0)
+            {
+                return Some((file, SwitchesFile::Schedstat));
+            }
+        }
+        OpenFile::open(&task.join("status")).map(|f| (f, SwitchesFile::Status))
     }
 
     pub fn read_switches(&mut self, file: &OpenFile, kind: SwitchesFile) -> Option<u64> {
@@ -186,9 +191,29 @@ impl ProcFs {
         parse_stat(file.read(&mut self.buf)?)
     }
 
-    /// Reads a small file below the root, for things like a host's `sys` files in fixtures.
-    pub fn read_file(&mut self, path: &Path) -> Option<String> {
-        self.read_text(path).map(str::to_string)
+    /// Reads a VM's configuration file (VMware's `.vmx`) as the VM process sees it: through its
+    /// root and working directory under `/proc`, so a path means what it means to the VM, and a
+    /// fixture's paths stay inside the fixture. The path comes from a command line anybody can
+    /// set, so only a regular file is read (never a FIFO or device), and at most 64 KiB of it.
+    pub fn read_config_file(&self, pid: u32, path: &str) -> Option<String> {
+        use std::os::unix::fs::OpenOptionsExt;
+        const MAX_CONFIG_BYTES: u64 = 64 * 1024;
+        let base = if path.starts_with('/') { "root" } else { "cwd" };
+        let full = self
+            .root
+            .join(format!("{pid}/{base}"))
+            .join(path.trim_start_matches('/'));
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(full)
+            .ok()?;
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut text = String::new();
+        file.take(MAX_CONFIG_BYTES).read_to_string(&mut text).ok()?;
+        Some(text)
     }
 
     fn read(&mut self, path: &Path) -> Option<&[u8]> {

@@ -14,12 +14,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::discover::{self, Family, ProcessView, VmIdentity};
 use crate::procfs::{OpenFile, ProcFs, SwitchesFile};
 use crate::wire::{
-    GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, WakeupsSource, clean_text,
+    GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, WakeupsSource,
+    clean_text,
 };
 
 /// Every this many cycles, processes remembered as "not a VM" are looked at again (a pid may have
 /// been reused by a new VM between two cycles), and VMs' thread names are read again.
 const FULL_RESCAN_EVERY_CYCLES: u64 = 30;
+/// Cycles during which a new process that is not a VM is looked at again: launchers (libvirt,
+/// Proxmox) fork, prepare, then exec QEMU under the same pid, which changes its name.
+const NEW_PROCESS_RECHECKS: u8 = 3;
 
 /// What one cycle measured since the previous one.
 #[derive(Debug, Clone)]
@@ -43,8 +47,12 @@ pub struct Sampler {
 }
 
 enum Tracked {
-    /// Looked at once; not a VM. Costs nothing until the next full rescan.
-    Other,
+    /// Not a VM. Its name is read again for a few cycles, then it costs nothing until the next
+    /// full rescan.
+    Other {
+        comm: String,
+        rechecks_left: u8,
+    },
     Vm(Box<VmState>),
 }
 
@@ -96,13 +104,25 @@ impl Sampler {
         let present: HashSet<u32> = pids.iter().copied().collect();
         let full_rescan = self.cycles.is_multiple_of(FULL_RESCAN_EVERY_CYCLES);
         self.processes.retain(|pid, tracked| {
-            present.contains(pid) && !(full_rescan && matches!(tracked, Tracked::Other))
+            present.contains(pid) && !(full_rescan && matches!(tracked, Tracked::Other { .. }))
         });
 
         let mut guests = Vec::new();
         for pid in pids {
             let known = match self.processes.get_mut(&pid) {
-                Some(Tracked::Other) => continue,
+                Some(Tracked::Other {
+                    comm,
+                    rechecks_left,
+                }) => {
+                    if *rechecks_left == 0 {
+                        continue;
+                    }
+                    *rechecks_left -= 1;
+                    match self.proc.stat(pid) {
+                        Some(stat) if stat.comm != *comm => None, // exec'd: identify again
+                        _ => continue,
+                    }
+                }
                 Some(Tracked::Vm(vm)) => {
                     if full_rescan {
                         vm.threads.clear();
@@ -178,13 +198,18 @@ impl Sampler {
                 if let Some(text) = identity
                     .config_file
                     .clone()
-                    .and_then(|config| self.proc.read_file(Path::new(&config)))
+                    .and_then(|config| self.proc.read_config_file(pid, &config))
                 {
                     discover::vmware::apply_vmx(&mut identity, &text);
                 }
                 // Names and command lines are set by whoever started the VM: make them safe to
-                // send once, here, rather than on every report.
+                // send once, here, rather than on every report. A blank name or an absurd vCPU
+                // count would get the whole host's reports refused.
                 identity.name = clean_text(&identity.name, MAX_NAME_CHARS);
+                if identity.name.trim().is_empty() {
+                    identity.name = format!("{}-{pid}", identity.hypervisor.as_str());
+                }
+                identity.vcpus_hint = identity.vcpus_hint.map(|n| n.clamp(1, MAX_VCPUS));
                 identity.boot_args = identity
                     .boot_args
                     .map(|args| clean_text(&args, MAX_BOOT_ARGS_CHARS));
@@ -199,7 +224,10 @@ impl Sampler {
                     previous: None,
                 }))
             }
-            None => Tracked::Other,
+            None => Tracked::Other {
+                comm: comm.to_string(),
+                rechecks_left: NEW_PROCESS_RECHECKS,
+            },
         }
     }
 }
@@ -233,7 +261,7 @@ fn count_threads(proc: &mut ProcFs, pid: u32, vm: &mut VmState, num_threads: u64
         }
         vm.listed_threads = Some(num_threads);
     }
-    let vcpu_threads = vm.threads.values().filter(|t| t.is_vcpu).count() as u32;
+    let vcpu_threads = (vm.threads.values().filter(|t| t.is_vcpu).count() as u32).min(MAX_VCPUS);
     let (source, vcpus) = if vcpu_threads > 0 {
         (WakeupsSource::VcpuThreads, vcpu_threads)
     } else {

@@ -12,10 +12,23 @@ pub const REPORTS_PATH: &str = "/api/v1/reports";
 
 /// Longest VM name, host name or kernel release the server accepts, in characters.
 pub const MAX_NAME_CHARS: usize = 256;
+/// Most vCPUs one VM may report (KVM's own limit is 4096 on x86).
+pub const MAX_VCPUS: u32 = 4096;
 /// Longest short label (a VM's management layer) the server accepts, in characters.
 pub const MAX_LABEL_CHARS: usize = 64;
 /// Longest guest kernel command line the server accepts, in characters.
 pub const MAX_BOOT_ARGS_CHARS: usize = 4096;
+
+/// Lower-cases a UUID and checks its 8-4-4-4-12 hex shape; anything else is not a UUID.
+pub fn normalise_uuid(text: &str) -> Option<String> {
+    let uuid = text.trim().to_ascii_lowercase();
+    let groups: Vec<&str> = uuid.split('-').collect();
+    let shape_ok = groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups
+            .iter()
+            .all(|g| g.chars().all(|c| c.is_ascii_hexdigit()));
+    shape_ok.then_some(uuid)
+}
 
 /// Makes a string read from a VM or host acceptable on the wire: control characters (which the
 /// server refuses, since they can forge log lines or terminal output) become U+FFFD and the text
@@ -205,6 +218,20 @@ mod tests {
         let report: Report = serde_json::from_value(json).unwrap();
         assert_eq!(report.guests[0].hypervisor, Hypervisor::Other);
         assert_eq!(report.guests[0].wakeups_source, WakeupsSource::Other);
+    }
+
+    #[test]
+    fn uuids_are_normalised_and_non_uuids_refused() {
+        assert_eq!(
+            normalise_uuid("1111AAAA-2222-3333-4444-555555555555").as_deref(),
+            Some("1111aaaa-2222-3333-4444-555555555555")
+        );
+        assert_eq!(normalise_uuid("not-a-uuid"), None);
+        assert_eq!(normalise_uuid("1111aaaa-2222-3333-4444-55555555555g"), None);
+        assert_eq!(
+            normalise_uuid("1111aaaa-2222-3333-4444-5555555555555"),
+            None
+        );
     }
 
     #[test]

@@ -419,3 +419,149 @@ fn hostile_vm_names_are_cleaned_before_they_are_sent() {
     );
     assert_eq!(g.boot_args.as_deref(), Some("quiet\u{FFFD}nohz=off"));
 }
+
+#[test]
+fn blank_names_and_absurd_vcpu_counts_cannot_get_reports_refused() {
+    let g = measure_one(
+        FakeProcess {
+            pid: 6000,
+            comm: "qemu-system-x86",
+            argv: &["qemu-system-x86_64", "-name", "", "-smp", "100000"],
+            cpu_ticks: 1,
+            start_ticks: 1,
+            threads: &[(6000, "qemu-system-x86", 1)],
+            schedstat: true,
+        },
+        2,
+        &[10],
+    )
+    .unwrap();
+    assert_eq!(g.name, "qemu-6000");
+    assert_eq!(g.vcpus, tickscope_agent::wire::MAX_VCPUS);
+}
+
+#[test]
+fn a_launcher_that_execs_qemu_is_recognised_at_the_next_cycle() {
+    let proc = tempfile::tempdir().unwrap();
+    let write = |comm: &str, argv: &[&str], switches: u64| {
+        write_process(
+            proc.path(),
+            &FakeProcess {
+                pid: 7000,
+                comm,
+                argv,
+                cpu_ticks: 10,
+                start_ticks: 50,
+                threads: &[(7001, "CPU 0/KVM", switches)],
+                schedstat: true,
+            },
+        )
+    };
+    // libvirt forks, prepares the child, then execs QEMU in it: same pid, same start time.
+    write(
+        "rpc-virtqemud",
+        &["/usr/sbin/virtqemud", "--timeout", "120"],
+        1,
+    );
+    let mut sampler = Sampler::new(proc.path(), CLK_TCK);
+    sampler.cycle().unwrap();
+    write(
+        "qemu-system-x86",
+        &[
+            "/usr/bin/qemu-system-x86_64",
+            "-name",
+            "guest=late,debug-threads=on",
+        ],
+        5,
+    );
+    assert!(
+        sampler.cycle().unwrap().unwrap().guests.is_empty(),
+        "found, counters start now"
+    );
+    write(
+        "qemu-system-x86",
+        &[
+            "/usr/bin/qemu-system-x86_64",
+            "-name",
+            "guest=late,debug-threads=on",
+        ],
+        25,
+    );
+    let g = sampler
+        .cycle()
+        .unwrap()
+        .unwrap()
+        .guests
+        .pop()
+        .expect("the exec'd VM was missed");
+    assert_eq!((g.name.as_str(), g.vcpu_wakeups), ("late", 20));
+}
+
+#[test]
+fn vmware_names_come_from_the_vmx_file_seen_through_the_vm_process_root() {
+    let proc = tempfile::tempdir().unwrap();
+    let vm_dir = proc.path().join("8000/root/vms/fc6");
+    fs::create_dir_all(&vm_dir).unwrap();
+    fs::write(vm_dir.join("fc6.vmx"), "displayName = \"Fedora Core 6 (HZ=1000)\"\nnumvcpus = \"1\"\nuuid.bios = \"56 4d 9a 3b 12 34 56 78-9a bc de f0 12 34 56 78\"\n").unwrap();
+    // A second VM whose .vmx is a FIFO: reading it must neither block nor fail the cycle.
+    let fifo_dir = proc.path().join("8100/root/vms");
+    fs::create_dir_all(&fifo_dir).unwrap();
+    let fifo = fifo_dir.join("trap.vmx");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for (pid, vmx) in [(8000, "/vms/fc6/fc6.vmx"), (8100, "/vms/trap.vmx")] {
+        write_process(
+            proc.path(),
+            &FakeProcess {
+                pid,
+                comm: "vmware-vmx",
+                argv: &["/usr/lib/vmware/bin/vmware-vmx", "-s", "x=1", vmx],
+                cpu_ticks: 1,
+                start_ticks: 1,
+                threads: &[(pid + 1, "vmx-vcpu-0", 1)],
+                schedstat: true,
+            },
+        );
+    }
+    let mut sampler = Sampler::new(proc.path(), CLK_TCK);
+    sampler.cycle().unwrap();
+    let mut guests = sampler.cycle().unwrap().unwrap().guests;
+    guests.sort_by_key(|g| g.pid);
+    assert_eq!(guests[0].name, "Fedora Core 6 (HZ=1000)");
+    assert_eq!(
+        guests[0].uuid.as_deref(),
+        Some("564d9a3b-1234-5678-9abc-def012345678")
+    );
+    assert_eq!(guests[1].name, "trap");
+}
+
+#[test]
+fn a_schedstat_that_counts_nothing_falls_back_to_status() {
+    let proc = tempfile::tempdir().unwrap();
+    let vm = FakeProcess {
+        pid: 9000,
+        comm: "firecracker",
+        argv: &["firecracker", "--id", "old-kernel-host"],
+        cpu_ticks: 1,
+        start_ticks: 1,
+        threads: &[(9001, "fc_vcpu 0", 100)],
+        schedstat: false,
+    };
+    write_process(proc.path(), &vm);
+    let schedstat = proc.path().join("9000/task/9001/schedstat");
+    fs::write(&schedstat, "0 0 0\n").unwrap();
+    let mut sampler = Sampler::new(proc.path(), CLK_TCK);
+    sampler.cycle().unwrap();
+    write_process(
+        proc.path(),
+        &FakeProcess {
+            threads: &[(9001, "fc_vcpu 0", 160)],
+            ..vm
+        },
+    );
+    let g = sampler.cycle().unwrap().unwrap().guests.pop().unwrap();
+    assert_eq!(g.vcpu_wakeups, 60);
+}

@@ -6,7 +6,8 @@
 use std::collections::HashSet;
 
 use tickscope_agent::wire::{
-    GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, Report,
+    GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, Report,
+    normalise_uuid,
 };
 
 use crate::error::{AppError, AppResult};
@@ -14,7 +15,6 @@ use crate::error::{AppError, AppResult};
 /// Limits on what one report may hold: far above any real host, low enough to keep one bad
 /// report from costing the server much.
 pub const MAX_GUESTS: usize = 10_000;
-pub const MAX_VCPUS: u32 = 4096;
 pub const MAX_HOST_CPUS: u32 = 65_536;
 /// No vCPU thread is woken more often than this, per second (a periodic tick is at most 1000).
 pub const MAX_WAKEUPS_PER_VCPU_S: f64 = 1_000_000.0;
@@ -71,7 +71,7 @@ pub fn validate(report: Report, now_ms: i64) -> AppResult<ValidReport> {
     let seq = i64::try_from(report.seq).map_err(|_| AppError::invalid("seq", "too large"))?;
 
     let host = ValidHost {
-        name: text("host.name", report.host.name, 253)?,
+        name: text("host.name", report.host.name, MAX_NAME_CHARS)?,
         cpus: in_range("host.cpus", report.host.cpus, 1, MAX_HOST_CPUS)?,
         kernel: text_or_empty("host.kernel", report.host.kernel, MAX_NAME_CHARS)?,
         kvm_halt_poll_ns: report
@@ -154,12 +154,8 @@ fn validate_guest(
             normalise_uuid(&u).ok_or_else(|| AppError::invalid(field("uuid"), "is not a UUID"))
         })
         .transpose()?;
-    let vcpus = in_range(
-        &field("vcpus"),
-        g.vcpus,
-        1,
-        MAX_VCPUS.min(host.cpus.saturating_mul(64)),
-    )?;
+    // A VM may be given more vCPUs than its host has (overcommit), so only the hard limit.
+    let vcpus = in_range(&field("vcpus"), g.vcpus, 1, MAX_VCPUS)?;
     let length_s = length_ms / 1000.0;
     let max_cpu_s = (length_s + CPU_TICK_SLACK_S) * f64::from(host.cpus);
     if !(g.host_cpu_seconds.is_finite() && (0.0..=max_cpu_s).contains(&g.host_cpu_seconds)) {
@@ -231,16 +227,6 @@ fn text_or_empty(field: &str, value: String, max_chars: usize) -> AppResult<Stri
         return Err(AppError::invalid(field, "contains control characters"));
     }
     Ok(value)
-}
-
-fn normalise_uuid(text: &str) -> Option<String> {
-    let uuid = text.trim().to_ascii_lowercase();
-    let groups: Vec<&str> = uuid.split('-').collect();
-    let ok = groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
-        && groups
-            .iter()
-            .all(|g| g.chars().all(|c| c.is_ascii_hexdigit()));
-    ok.then_some(uuid)
 }
 
 #[cfg(test)]

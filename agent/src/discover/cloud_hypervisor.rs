@@ -5,7 +5,6 @@ use super::{Family, ProcessView, VmIdentity, file_stem, flag_value, index_after}
 use crate::wire::Hypervisor;
 
 pub const FAMILY: Family = Family {
-    hypervisor: Hypervisor::CloudHypervisor,
     recognise,
     vcpu_index,
 };

@@ -4,7 +4,6 @@ use super::{Family, ProcessView, VmIdentity, flag_value, index_after};
 use crate::wire::Hypervisor;
 
 pub const FAMILY: Family = Family {
-    hypervisor: Hypervisor::Firecracker,
     recognise,
     vcpu_index,
 };

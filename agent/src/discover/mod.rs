@@ -63,7 +63,6 @@ impl VmIdentity {
 
 /// A hypervisor family's signature.
 pub struct Family {
-    pub hypervisor: Hypervisor,
     /// Recognises the family's VM processes.
     pub recognise: fn(&ProcessView) -> Option<VmIdentity>,
     /// The vCPU index a thread name stands for, if it is a vCPU thread of this family.
@@ -105,17 +104,6 @@ pub(crate) fn index_after(name: &str, prefix: &str) -> Option<u32> {
     name.strip_prefix(prefix)?.parse().ok()
 }
 
-/// Lower-cases a UUID and checks its 8-4-4-4-12 hex shape; anything else is not a UUID.
-pub(crate) fn normalise_uuid(text: &str) -> Option<String> {
-    let uuid = text.trim().to_ascii_lowercase();
-    let groups: Vec<&str> = uuid.split('-').collect();
-    let shape_ok = groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
-        && groups
-            .iter()
-            .all(|g| g.chars().all(|c| c.is_ascii_hexdigit()));
-    shape_ok.then_some(uuid)
-}
-
 /// The file name of a path without its extension, for names taken from sockets and configs.
 pub(crate) fn file_stem(path: &str) -> Option<&str> {
     let file = path.rsplit('/').next()?;
@@ -140,16 +128,6 @@ mod tests {
         assert_eq!(flag_value(&a, "--missing"), None);
         // A flag at the very end has no value.
         assert_eq!(flag_value(&argv("fc --id"), "--id"), None);
-    }
-
-    #[test]
-    fn uuids_are_normalised_and_non_uuids_refused() {
-        assert_eq!(
-            normalise_uuid("1111AAAA-2222-3333-4444-555555555555").as_deref(),
-            Some("1111aaaa-2222-3333-4444-555555555555")
-        );
-        assert_eq!(normalise_uuid("not-a-uuid"), None);
-        assert_eq!(normalise_uuid("1111aaaa-2222-3333-4444-55555555555g"), None);
     }
 
     #[test]

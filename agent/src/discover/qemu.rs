@@ -3,11 +3,11 @@
 //! vCPU threads are named `CPU <n>/KVM` (or `/TCG`, `/HVF`, ...) when QEMU runs with
 //! `-name ...,debug-threads=on`, which libvirt and Proxmox set by default.
 
-use super::{Family, ProcessView, VmIdentity, flag_value, normalise_uuid};
+use super::{Family, ProcessView, VmIdentity, flag_value};
 use crate::wire::Hypervisor;
+use crate::wire::normalise_uuid;
 
 pub const FAMILY: Family = Family {
-    hypervisor: Hypervisor::Qemu,
     recognise,
     vcpu_index,
 };

@@ -1,11 +1,11 @@
 //! VirtualBox: `VBoxHeadless` (headless and vboxmanage-started VMs) and `VirtualBoxVM` (GUI).
 //! vCPU threads are the emulation threads, `EMT` for a single-CPU VM and `EMT-<n>` otherwise.
 
-use super::{Family, ProcessView, VmIdentity, flag_value, index_after, normalise_uuid};
+use super::{Family, ProcessView, VmIdentity, flag_value, index_after};
 use crate::wire::Hypervisor;
+use crate::wire::normalise_uuid;
 
 pub const FAMILY: Family = Family {
-    hypervisor: Hypervisor::Virtualbox,
     recognise,
     vcpu_index,
 };

@@ -2,11 +2,11 @@
 //! vCPU threads `vmx-vcpu-<n>`. The `.vmx` file, when readable, gives the display name, the
 //! BIOS UUID and the vCPU count.
 
-use super::{Family, ProcessView, VmIdentity, file_stem, index_after, normalise_uuid};
+use super::{Family, ProcessView, VmIdentity, file_stem, index_after};
 use crate::wire::Hypervisor;
+use crate::wire::normalise_uuid;
 
 pub const FAMILY: Family = Family {
-    hypervisor: Hypervisor::Vmware,
     recognise,
     vcpu_index,
 };
