@@ -163,14 +163,13 @@ impl ProcFs {
     /// kernel that does not keep the count (sched_info off): `status` is used then.
     pub fn open_thread_switches(&mut self, pid: u32, tid: u32) -> Option<(OpenFile, SwitchesFile)> {
         let task = self.root.join(format!("{pid}/task/{tid}"));
-        if let Some(file) = OpenFile::open(&task.join("schedstat")) {
-            if file
+        if let Some(file) = OpenFile::open(&task.join("schedstat"))
+            && file
                 .read(&mut self.buf)
                 .and_then(parse_schedstat_switches)
                 .is_some_and(|runs| runs > 0)
-            {
-                return Some((file, SwitchesFile::Schedstat));
-            }
+        {
+            return Some((file, SwitchesFile::Schedstat));
         }
         OpenFile::open(&task.join("status")).map(|f| (f, SwitchesFile::Status))
     }
