@@ -1,11 +1,14 @@
 -- tickscope schema v1. Times are Unix milliseconds (INTEGER); CPU in core-seconds (REAL).
 
 -- API tokens. Only the SHA-256 of a token is stored; the token itself is shown once.
+-- An agent token reports for one host: the one named when it was made, or else the first it
+-- reports for.
 CREATE TABLE tokens (
     id           INTEGER PRIMARY KEY,
     name         TEXT    NOT NULL,
     role         TEXT    NOT NULL CHECK (role IN ('agent', 'viewer')),
     sha256_hex   TEXT    NOT NULL UNIQUE,
+    host_name    TEXT,
     created_ms   INTEGER NOT NULL,
     last_used_ms INTEGER,
     revoked_ms   INTEGER
@@ -56,16 +59,19 @@ CREATE TABLE guests (
 );
 CREATE INDEX guests_last_seen ON guests (last_seen_ms);
 
--- One row per guest per report interval.
+-- One row per guest per report interval. end_ms is on the agent's clock (when the interval
+-- ended); received_ms on the server's (when it was stored), which the analysis window uses so
+-- that a host whose clock jumps cannot freeze or empty it.
 CREATE TABLE samples (
     id             INTEGER PRIMARY KEY,
     guest_id       INTEGER NOT NULL REFERENCES guests (id),
     report_id      INTEGER NOT NULL REFERENCES reports (id),
     end_ms         INTEGER NOT NULL,
+    received_ms    INTEGER NOT NULL,
     length_ms      REAL    NOT NULL,
     vcpus          INTEGER NOT NULL,
     host_cpu_s     REAL    NOT NULL,
     vcpu_wakeups   INTEGER NOT NULL,
     wakeups_source TEXT    NOT NULL
 );
-CREATE INDEX samples_guest_end ON samples (guest_id, end_ms);
+CREATE INDEX samples_guest_received ON samples (guest_id, received_ms);

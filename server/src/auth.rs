@@ -110,13 +110,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tokens_are_random_and_only_their_hash_is_kept() {
+    fn tokens_are_32_random_bytes_in_hex_behind_a_prefix() {
         let a = new_token().unwrap();
         let b = new_token().unwrap();
         assert_ne!(a, b);
-        assert!(a.starts_with(TOKEN_PREFIX) && a.len() == TOKEN_PREFIX.len() + 64);
-        assert_eq!(token_hash(&a), token_hash(&a));
-        assert_eq!(token_hash(&a).len(), 64);
-        assert!(!token_hash(&a).contains(&a[4..]));
+        let hex_part = a.strip_prefix(TOKEN_PREFIX).unwrap();
+        assert_eq!(hex_part.len(), 64);
+        assert!(hex_part.chars().all(|c| c.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn the_stored_hash_is_the_sha256_of_the_token() {
+        // FIPS 180-2 test vector for "abc".
+        assert_eq!(
+            token_hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }

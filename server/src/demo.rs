@@ -101,29 +101,33 @@ pub async fn start(db: Db) -> AppResult<()> {
         )));
     }
     let (reports_before, _) = db.count_reports_and_samples().await?;
-    // The demo's reports need a token to be stored against; this one is never shown or usable.
-    let token = auth::new_token()?;
-    let token_id = db
-        .insert_token(
-            "demo fleet (simulated)",
-            "agent",
-            &auth::token_hash(&token),
-            now_ms(),
-        )
-        .await?;
-    let run_id = format!("demo-{}", now_ms());
+    // Reports are stored against a token bound to their host, as an agent's are; these tokens
+    // are never shown, so nothing else can use them.
+    let mut token_ids = Vec::new();
+    for (host, _, _) in HOSTS {
+        let token = auth::new_token()?;
+        let id = db
+            .insert_token(
+                &format!("{host} (simulated)"),
+                "agent",
+                &auth::token_hash(&token),
+                Some(host),
+                now_ms(),
+            )
+            .await?;
+        token_ids.push(id);
+    }
     let mut fleet = Fleet {
         seq: 0,
         noise: Noise(now_ms() as u64 | 1),
-        run_id,
+        run_id: format!("demo-{}", now_ms()),
+        token_ids,
     };
     // A demo database opened again keeps its history and simply goes on reporting.
     if reports_before == 0 {
         let now = now_ms();
         for i in (0..BACKFILL_INTERVALS).rev() {
-            fleet
-                .report_all(&db, token_id, now - i * INTERVAL_MS)
-                .await?;
+            fleet.report_all(&db, now - i * INTERVAL_MS).await?;
         }
     }
     tokio::spawn(async move {
@@ -131,7 +135,7 @@ pub async fn start(db: Db) -> AppResult<()> {
         ticker.tick().await;
         loop {
             ticker.tick().await;
-            if let Err(e) = fleet.report_all(&db, token_id, now_ms()).await {
+            if let Err(e) = fleet.report_all(&db, now_ms()).await {
                 tracing::warn!(error = %e, "demo fleet could not report");
             }
         }
@@ -143,11 +147,14 @@ struct Fleet {
     seq: u64,
     noise: Noise,
     run_id: String,
+    /// One agent token per host of `HOSTS`, in order.
+    token_ids: Vec<i64>,
 }
 
 impl Fleet {
-    async fn report_all(&mut self, db: &Db, token_id: i64, end_ms: i64) -> AppResult<()> {
-        for (host, cpus, guests) in HOSTS {
+    async fn report_all(&mut self, db: &Db, end_ms: i64) -> AppResult<()> {
+        for (i, (host, cpus, guests)) in HOSTS.iter().enumerate() {
+            let token_id = self.token_ids[i];
             let report = self.report(host, *cpus, guests, end_ms);
             let valid = ingest::validate(report, now_ms())?;
             db.store_report(&valid, token_id, now_ms()).await?;

@@ -18,6 +18,8 @@ pub enum AppError {
     NotFound(String),
     #[error("{0}")]
     BadRequest(String),
+    #[error("{0}")]
+    TooLarge(String),
     /// A value in a request is not acceptable; `field` names it (`guests[2].vcpus`).
     #[error("{field}: {reason}")]
     Invalid { field: String, reason: String },
@@ -43,6 +45,7 @@ impl AppError {
             AppError::Forbidden(_) => StatusCode::FORBIDDEN,
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -56,6 +59,7 @@ impl AppError {
             AppError::Forbidden(_) => "forbidden",
             AppError::NotFound(_) => "not_found",
             AppError::BadRequest(_) => "bad_request",
+            AppError::TooLarge(_) => "too_large",
             AppError::Invalid { .. } => "invalid",
             AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => "internal",
         }

@@ -118,10 +118,13 @@ pub fn validate(report: Report, now_ms: i64) -> AppResult<ValidReport> {
         .enumerate()
         .map(|(i, g)| {
             let mut guest = validate_guest(&format!("guests[{i}]"), g, &host, length_ms)?;
-            // Two VMs on one host may share a name (plain QEMU without -uuid): keep them apart.
-            if !identities.insert(guest.identity.clone()) {
-                guest.identity = format!("{}#pid{}", guest.identity, guest.pid);
-                identities.insert(guest.identity.clone());
+            // Two VMs on one host may share a name (plain QEMU without -uuid): keep them apart,
+            // even from a VM that happens to be named like the suffixed one.
+            let base = guest.identity.clone();
+            let mut n = 1;
+            while !identities.insert(guest.identity.clone()) {
+                n += 1;
+                guest.identity = format!("{base}#{n}");
             }
             Ok(guest)
         })
@@ -319,6 +322,20 @@ mod tests {
         r["guests"] = json!([g, g2]);
         let v = check(r).unwrap();
         assert_eq!(v.guests[0].identity, "name:web");
-        assert_eq!(v.guests[1].identity, "name:web#pid44");
+        assert_eq!(v.guests[1].identity, "name:web#2");
+        // A third VM really called "web#2" (no UUID) still gets an identity of its own.
+        let mut r = report();
+        let mut g = r["guests"][0].clone();
+        g.as_object_mut().unwrap().remove("uuid");
+        let mut g3 = g.clone();
+        g3["name"] = json!("web#2");
+        r["guests"] = json!([g.clone(), g3, g]);
+        let ids: Vec<String> = check(r)
+            .unwrap()
+            .guests
+            .into_iter()
+            .map(|g| g.identity)
+            .collect();
+        assert_eq!(ids, ["name:web", "name:web#2", "name:web#3"]);
     }
 }

@@ -50,6 +50,9 @@ enum TokenCommand {
         name: String,
         #[arg(long, value_enum)]
         role: RoleArg,
+        /// The host an agent token may report for (default: the first host it reports for).
+        #[arg(long)]
+        host: Option<String>,
         #[command(flatten)]
         db: DbArg,
     },
@@ -99,7 +102,13 @@ async fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Serve { listen, db, demo } => serve(&listen, &db.path(demo), demo).await,
         Command::Token {
-            command: TokenCommand::Add { name, role, db },
+            command:
+                TokenCommand::Add {
+                    name,
+                    role,
+                    host,
+                    db,
+                },
         } => {
             let role = match role {
                 RoleArg::Agent => Role::Agent,
@@ -111,6 +120,7 @@ async fn main() -> Result<()> {
                 &name,
                 role.as_str(),
                 &auth::token_hash(&token),
+                host.as_deref(),
                 app::now_ms(),
             )
             .await?;

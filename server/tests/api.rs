@@ -27,7 +27,7 @@ async fn server() -> Server {
     let mut tokens = vec![];
     for role in ["agent", "viewer"] {
         let token = auth::new_token().unwrap();
-        db.insert_token(role, role, &auth::token_hash(&token), app::now_ms())
+        db.insert_token(role, role, &auth::token_hash(&token), None, app::now_ms())
             .await
             .unwrap();
         tokens.push(token);
@@ -375,4 +375,136 @@ async fn guest_page_shows_figures_evidence_and_suggestions() {
 async fn the_database_runs_in_wal_mode() {
     let s = server().await;
     assert_eq!(s.db.journal_mode().await.unwrap(), "wal");
+}
+
+#[tokio::test]
+async fn an_agent_token_reports_for_one_host_only() {
+    let s = server().await;
+    assert_eq!(
+        s.post_report(Some(&s.agent_token), &fleet_report(1))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let mut other_host = fleet_report(2);
+    other_host["host"]["name"] = json!("hv2");
+    let reply = s.post_report(Some(&s.agent_token), &other_host).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
+    assert!(
+        reply.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("hv1")
+    );
+    assert_eq!(
+        s.stored().await,
+        (1, 3),
+        "the other host's report stored something"
+    );
+
+    // A token made for a named host is bound before its first report.
+    let token = auth::new_token().unwrap();
+    s.db.insert_token(
+        "hv9",
+        "agent",
+        &auth::token_hash(&token),
+        Some("hv9"),
+        app::now_ms(),
+    )
+    .await
+    .unwrap();
+    let reply = s.post_report(Some(&token), &fleet_report(3)).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    assert_eq!(s.stored().await, (1, 3));
+}
+
+#[tokio::test]
+async fn an_oversized_report_is_refused_with_413() {
+    let s = server().await;
+    let mut r = fleet_report(1);
+    r["padding"] = json!("x".repeat(17 * 1024 * 1024));
+    let reply = s.post_report(Some(&s.agent_token), &r).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{}",
+        reply.body
+    );
+    assert_eq!(reply.json()["error"]["code"], "too_large");
+    assert_eq!(s.stored().await, (0, 0));
+}
+
+#[tokio::test]
+async fn a_report_that_fails_halfway_through_storing_leaves_nothing_behind() {
+    let s = server().await;
+    // Make the database itself refuse the third guest's sample, after the host, the report and
+    // the first guests were written in the same transaction.
+    let pool =
+        sqlx::SqlitePool::connect(&format!("sqlite:{}", s._dir.path().join("t.db").display()))
+            .await
+            .unwrap();
+    sqlx::query(
+        "CREATE TRIGGER refuse_ticker2 BEFORE INSERT ON samples
+         WHEN (SELECT name FROM guests WHERE id = NEW.guest_id) = 'ticker-2'
+         BEGIN SELECT RAISE(ABORT, 'refused by test'); END",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let reply = s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{}",
+        reply.body
+    );
+    assert!(
+        !reply.body.contains("refused by test"),
+        "internal details leaked: {}",
+        reply.body
+    );
+    assert_eq!(s.stored().await, (0, 0));
+    let hosts: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hosts")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let guests: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM guests")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        (hosts, guests),
+        (0, 0),
+        "a half-stored report left rows behind"
+    );
+    // Once the database accepts it again, the same report is stored whole: nothing was marked seen.
+    sqlx::query("DROP TRIGGER refuse_ticker2")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let reply = s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
+    assert_eq!(reply.json()["status"], "stored");
+    assert_eq!(s.stored().await, (1, 3));
+}
+
+#[tokio::test]
+async fn a_host_clock_that_steps_back_does_not_shrink_the_window() {
+    let s = server().await;
+    let now = app::now_ms();
+    for (seq, end_ms) in [(1, now - 1000), (2, now - 3_600_000)] {
+        let mut r = fleet_report(seq);
+        r["interval"]["end_ms"] = json!(end_ms);
+        r["interval"]["start_ms"] = json!(end_ms - 10_000);
+        assert_eq!(
+            s.post_report(Some(&s.agent_token), &r).await.status,
+            StatusCode::OK
+        );
+    }
+    let guests = s
+        .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
+        .await
+        .json();
+    for g in guests["guests"].as_array().unwrap() {
+        assert_eq!(g["intervals"], 2, "{g}");
+    }
 }

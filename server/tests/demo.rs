@@ -44,6 +44,7 @@ async fn demo_refuses_a_database_real_agents_report_to() {
             "a",
             "agent",
             &tickscope_server::auth::token_hash(&token),
+            None,
             now_ms(),
         )
         .await

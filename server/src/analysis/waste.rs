@@ -79,8 +79,9 @@ pub struct Waste {
     pub reasoning: String,
 }
 
-/// Waste = host CPU − baseline × vCPUs, for guests that are not busy. A busy guest's CPU is work,
-/// not idle waste; an unknown one has not been measured long enough.
+/// Waste = host CPU − baseline × vCPUs, for guests that tick or poll while idle. A tickless
+/// guest's CPU above the baseline is not the tick's doing, a busy guest's CPU is work, and an
+/// unknown one has not been measured long enough: none of these count.
 pub fn waste(
     classification: &Classification,
     rates: Option<&Rates>,
@@ -101,14 +102,19 @@ pub fn waste(
             rates.host_cpu_pct
         )),
         TickMode::Unknown => none("Not measured long enough to judge.".into()),
-        TickMode::Tickless | TickMode::Periodic | TickMode::Polling => {
+        TickMode::Tickless => none(format!(
+            "Tickless: its tick stops when idle, so none of its {:.2} % of a core is tick waste; anything above the {} is work or user-space activity.",
+            rates.host_cpu_pct,
+            baseline.describe()
+        )),
+        TickMode::Periodic | TickMode::Polling => {
             let tickless_cost = baseline.cpu_pct_per_vcpu * f64::from(vcpus);
             let wasted = (rates.host_cpu_pct - tickless_cost).max(0.0);
             Waste {
                 wasted_cpu_pct: wasted,
                 baseline: *baseline,
                 reasoning: format!(
-                    "{:.2} % used − {vcpus} vCPU(s) × {:.2} % = {wasted:.2} % of a core, against the {}.",
+                    "{:.2} % used − {vcpus} vCPU(s) × {:.2} % = {wasted:.2} % of a core, against the {}. From the host side this includes any work the guest did meanwhile: it is an upper bound until the guest reports its own idle time.",
                     rates.host_cpu_pct,
                     baseline.cpu_pct_per_vcpu,
                     baseline.describe()
@@ -172,7 +178,9 @@ mod tests {
             (TickMode::Periodic, 8.6, 2, 7.6),
             (TickMode::Polling, 99.3, 1, 98.8),
             (TickMode::Tickless, 0.3, 1, 0.0),
-            (TickMode::Tickless, 2.5, 2, 1.5),
+            // A tickless guest that works is not wasting anything on its tick.
+            (TickMode::Tickless, 30.0, 2, 0.0),
+            (TickMode::Periodic, 0.4, 1, 0.0),
             (TickMode::Busy, 99.3, 1, 0.0),
             (TickMode::Unknown, 12.0, 1, 0.0),
         ];

@@ -2,6 +2,7 @@
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{Value, json};
@@ -31,6 +32,10 @@ async fn receive(
     let Json(report) = body.map_err(|e| match e {
         // Well-formed JSON of the wrong shape: say which part.
         JsonRejection::JsonDataError(e) => AppError::invalid("body", e.body_text()),
+        other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => AppError::TooLarge(format!(
+            "a report may be at most {} MiB",
+            MAX_REPORT_BYTES / (1024 * 1024)
+        )),
         other => AppError::BadRequest(other.body_text()),
     })?;
     let now = now_ms();

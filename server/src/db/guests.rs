@@ -38,9 +38,8 @@ pub struct SampleRow {
     pub wakeups_source: String,
 }
 
-/// Sums each guest's samples that end within `window_ms` of its newest sample. The window is
-/// measured on the agent's clock, against the guest's own newest sample, so a host whose clock
-/// is off still gets a full window.
+/// Sums each guest's samples received within `window_ms` before its newest one. Both ends are on
+/// the server's clock, so a host whose clock is off, or jumps, still gets a full window.
 const WINDOW_SELECT: &str = "
     SELECT g.id, g.host_id, h.name AS host_name, g.hypervisor, g.name, g.uuid, g.management,
            g.vcpus, g.pid, g.boot_args, g.last_seen_ms,
@@ -52,8 +51,7 @@ const WINDOW_SELECT: &str = "
            COUNT(*) AS intervals
     FROM guests g
     JOIN hosts h ON h.id = g.host_id
-    JOIN samples s ON s.guest_id = g.id
-     AND s.end_ms > (SELECT MAX(end_ms) FROM samples WHERE guest_id = g.id) - ?";
+    JOIN samples s ON s.guest_id = g.id AND s.received_ms > g.last_seen_ms - ?";
 
 impl Db {
     /// Every guest reported since `active_since_ms` (server clock), with its window.
@@ -100,11 +98,11 @@ impl Db {
         )
     }
 
-    /// A guest's newest samples, newest first.
+    /// A guest's newest samples, newest stored first.
     pub async fn recent_samples(&self, guest_id: i64, limit: i64) -> AppResult<Vec<SampleRow>> {
         Ok(sqlx::query_as(
             "SELECT end_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups, wakeups_source
-             FROM samples WHERE guest_id = ? ORDER BY end_ms DESC LIMIT ?",
+             FROM samples WHERE guest_id = ? ORDER BY id DESC LIMIT ?",
         )
         .bind(guest_id)
         .bind(limit)

@@ -22,6 +22,17 @@ impl Db {
         // IMMEDIATE takes the write lock up front, so two copies of one report arriving at once
         // queue behind each other and the second sees the first instead of failing.
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let bound_host: Option<String> =
+            sqlx::query_scalar("SELECT host_name FROM tokens WHERE id = ?")
+                .bind(token_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        if let Some(bound) = bound_host.filter(|bound| *bound != report.host.name) {
+            return Err(AppError::Forbidden(format!(
+                "this agent token reports for host {bound:?}, not {:?}; give each host its own token",
+                report.host.name
+            )));
+        }
         let seen: Option<i64> = sqlx::query_scalar(
             "SELECT id FROM reports WHERE agent_id = ? AND run_id = ? AND seq = ?",
         )
@@ -95,12 +106,13 @@ impl Db {
             .await?;
 
             sqlx::query(
-                "INSERT INTO samples (guest_id, report_id, end_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups, wakeups_source)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO samples (guest_id, report_id, end_ms, received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups, wakeups_source)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(guest_id)
             .bind(report_id)
             .bind(report.end_ms)
+            .bind(now_ms)
             .bind(report.length_ms)
             .bind(guest.vcpus)
             .bind(guest.host_cpu_s)
@@ -110,11 +122,15 @@ impl Db {
             .await?;
         }
 
-        sqlx::query("UPDATE tokens SET last_used_ms = ? WHERE id = ?")
-            .bind(now_ms)
-            .bind(token_id)
-            .execute(&mut *tx)
-            .await?;
+        // The first report binds a token made without --host to its host.
+        sqlx::query(
+            "UPDATE tokens SET last_used_ms = ?, host_name = COALESCE(host_name, ?) WHERE id = ?",
+        )
+        .bind(now_ms)
+        .bind(&report.host.name)
+        .bind(token_id)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(StoreOutcome::Stored { report_id })
     }

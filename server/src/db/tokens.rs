@@ -12,19 +12,23 @@ pub struct TokenRow {
 }
 
 impl Db {
+    /// Stores a new token's hash. `host_name` binds an agent token to one host from the start;
+    /// without it, the first report binds it.
     pub async fn insert_token(
         &self,
         name: &str,
         role: &str,
         sha256_hex: &str,
+        host_name: Option<&str>,
         now_ms: i64,
     ) -> AppResult<i64> {
         let id = sqlx::query_scalar(
-            "INSERT INTO tokens (name, role, sha256_hex, created_ms) VALUES (?, ?, ?, ?) RETURNING id",
+            "INSERT INTO tokens (name, role, sha256_hex, host_name, created_ms) VALUES (?, ?, ?, ?, ?) RETURNING id",
         )
         .bind(name)
         .bind(role)
         .bind(sha256_hex)
+        .bind(host_name)
         .bind(now_ms)
         .fetch_one(&self.pool)
         .await?;
