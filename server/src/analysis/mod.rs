@@ -36,6 +36,27 @@ pub struct Window {
     pub boot_args: Option<String>,
 }
 
+/// A one-minute window of a QEMU guest with the given rates, for the rule tables' tests.
+#[cfg(test)]
+pub(crate) fn test_window(
+    vcpus: u32,
+    cpu_pct: f64,
+    wakeups_per_vcpu_s: f64,
+    boot_args: Option<&str>,
+) -> Window {
+    let length_s = 60.0;
+    Window {
+        hypervisor: Hypervisor::Qemu,
+        vcpus,
+        host_cpu_s: cpu_pct / 100.0 * length_s,
+        length_s,
+        vcpu_s: f64::from(vcpus) * length_s,
+        wakeups: (wakeups_per_vcpu_s * f64::from(vcpus) * length_s) as u64,
+        wakeups_from_vcpu_threads: true,
+        boot_args: boot_args.map(str::to_string),
+    }
+}
+
 /// Rates derived from a window.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Rates {

@@ -146,9 +146,9 @@ fn busy_or_polling(input: &Input) -> Option<Suggestion> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::test_window;
     use crate::analysis::tick_mode::classify;
     use crate::analysis::waste::{Baseline, waste};
-    use tickscope_agent::wire::Hypervisor;
 
     fn rules_for(
         vcpus: u32,
@@ -156,17 +156,7 @@ mod tests {
         wakeups_per_vcpu_s: f64,
         args: Option<&str>,
     ) -> Vec<Suggestion> {
-        let length_s = 60.0;
-        let window = Window {
-            hypervisor: Hypervisor::Qemu,
-            vcpus,
-            host_cpu_s: cpu_pct / 100.0 * length_s,
-            length_s,
-            vcpu_s: f64::from(vcpus) * length_s,
-            wakeups: (wakeups_per_vcpu_s * f64::from(vcpus) * length_s) as u64,
-            wakeups_from_vcpu_threads: true,
-            boot_args: args.map(str::to_string),
-        };
+        let window = test_window(vcpus, cpu_pct, wakeups_per_vcpu_s, args);
         let rates = window.rates();
         let classification = classify(&window, rates.as_ref());
         let waste = waste(

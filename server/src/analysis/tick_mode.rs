@@ -183,21 +183,7 @@ pub fn estimate_hz(wakeups_per_vcpu_s: f64) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tickscope_agent::wire::Hypervisor;
-
-    fn window(vcpus: u32, cpu_pct: f64, wakeups_per_vcpu_s: f64, args: Option<&str>) -> Window {
-        let length_s = 60.0;
-        Window {
-            hypervisor: Hypervisor::Qemu,
-            vcpus,
-            host_cpu_s: cpu_pct / 100.0 * length_s,
-            length_s,
-            vcpu_s: f64::from(vcpus) * length_s,
-            wakeups: (wakeups_per_vcpu_s * f64::from(vcpus) * length_s) as u64,
-            wakeups_from_vcpu_threads: true,
-            boot_args: args.map(str::to_string),
-        }
-    }
+    use crate::analysis::test_window as window;
 
     fn classify_window(w: &Window) -> Classification {
         classify(w, w.rates().as_ref())
