@@ -8,15 +8,18 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use serde::Serialize;
+
 use crate::error::Error;
-use crate::wire::{REPORTS_PATH, Report};
+use crate::wire::{FactsSubmission, GUEST_FACTS_PATH, GuestFacts, REPORTS_PATH, Report};
 
 /// At a 10 s interval, an hour of reports.
 const MAX_BACKLOG: usize = 360;
 
 pub struct Client {
     agent: ureq::Agent,
-    url: String,
+    /// The server's base URL, without a trailing slash.
+    server: String,
     authorization: String,
     backlog: VecDeque<Report>,
     dropped: u64,
@@ -41,7 +44,7 @@ impl Client {
             .into();
         Client {
             agent,
-            url: format!("{}{}", server.trim_end_matches('/'), REPORTS_PATH),
+            server: server.trim_end_matches('/').to_string(),
             authorization: format!("Bearer {token}"),
             backlog: VecDeque::new(),
             dropped: 0,
@@ -62,7 +65,7 @@ impl Client {
         self.backlog.push_back(report);
         let mut delivery = Delivery::default();
         while let Some(report) = self.backlog.front() {
-            match self.post(report) {
+            match self.post(REPORTS_PATH, report) {
                 Ok(()) => delivery.sent += 1,
                 Err(Error::Rejected { status, message }) => {
                     delivery.rejected.push(format!(
@@ -81,13 +84,19 @@ impl Client {
         delivery
     }
 
-    fn post(&self, report: &Report) -> Result<(), Error> {
+    /// Sends a guest probe's facts (with a guest token); not queued, the next ones will follow.
+    pub fn send_facts(&self, facts: GuestFacts) -> Result<(), Error> {
+        self.post(GUEST_FACTS_PATH, &FactsSubmission { facts })
+    }
+
+    fn post(&self, path: &str, body: &impl Serialize) -> Result<(), Error> {
+        let url = format!("{}{path}", self.server);
         let response = self
             .agent
-            .post(&self.url)
+            .post(&url)
             .header("Authorization", &self.authorization)
-            .send_json(report)
-            .map_err(|e| Error::Unreachable(format!("{}: {e}", self.url)))?;
+            .send_json(body)
+            .map_err(|e| Error::Unreachable(format!("{url}: {e}")))?;
         let status = response.status().as_u16();
         if (200..300).contains(&status) {
             return Ok(());

@@ -12,6 +12,8 @@ pub mod discover;
 #[cfg(feature = "cli")]
 pub mod error;
 #[cfg(feature = "cli")]
+pub mod guest;
+#[cfg(feature = "cli")]
 pub mod host;
 #[cfg(feature = "cli")]
 pub mod procfs;

@@ -40,6 +40,35 @@ enum Command {
         #[command(flatten)]
         measure: MeasureArgs,
     },
+    /// Inside a Linux guest: collect its kernel timer facts and deliver them through a serial
+    /// channel to the host agent, or straight to the server with a guest token.
+    Guest(GuestArgs),
+}
+
+#[derive(clap::Args)]
+struct GuestArgs {
+    /// Print the facts once as JSON on stdout and exit.
+    #[arg(long)]
+    once: bool,
+    /// A serial or virtio-serial port to write the facts to, one JSON line per interval
+    /// (e.g. /dev/virtio-ports/org.tickscope.probe.0 or /dev/ttyS1).
+    #[arg(long, env = "TICKSCOPE_CHANNEL")]
+    channel: Option<PathBuf>,
+    /// The server's base URL, to post the facts straight to it.
+    #[arg(long, env = "TICKSCOPE_SERVER")]
+    server: Option<String>,
+    /// A guest token (`tickscope-server token add NAME --role guest`).
+    #[arg(long, env = "TICKSCOPE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Seconds between deliveries.
+    #[arg(long, default_value_t = 60.0)]
+    interval: f64,
+    /// Seconds over which the tick rate, idle time and timer interrupts are measured.
+    #[arg(long, default_value_t = 1.0)]
+    measure: f64,
+    /// Where the guest's filesystem is rooted.
+    #[arg(long, default_value = "/", hide = true)]
+    root: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -57,13 +86,7 @@ struct MeasureArgs {
 
 impl MeasureArgs {
     fn interval(&self) -> Result<Duration> {
-        if !(self.interval.is_finite() && (0.1..=3600.0).contains(&self.interval)) {
-            bail!(
-                "--interval must be between 0.1 and 3600 seconds, not {}",
-                self.interval
-            );
-        }
-        Ok(Duration::from_secs_f64(self.interval))
+        seconds("interval", self.interval, 0.1, 3600.0)
     }
 
     fn sampler(&self) -> Sampler {
@@ -80,6 +103,57 @@ fn main() -> Result<()> {
             token,
             measure,
         } => run(&server, &token, &measure),
+        Command::Guest(args) => guest(&args),
+    }
+}
+
+fn seconds(name: &str, value: f64, min: f64, max: f64) -> Result<Duration> {
+    if !(value.is_finite() && (min..=max).contains(&value)) {
+        bail!("--{name} must be between {min} and {max} seconds, not {value}");
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+fn guest(args: &GuestArgs) -> Result<()> {
+    let measure = seconds("measure", args.measure, 0.1, 60.0)?;
+    let probe = tickscope_agent::guest::Probe::new(&args.root);
+    if args.once {
+        println!("{}", serde_json::to_string_pretty(&probe.collect(measure))?);
+        return Ok(());
+    }
+    let interval = seconds("interval", args.interval, 1.0, 86_400.0)?;
+    let client = match (&args.server, &args.token) {
+        (Some(server), Some(token)) => Some(Client::new(server, token)),
+        (Some(_), None) => bail!("--server needs --token (a guest token)"),
+        _ => None,
+    };
+    if client.is_none() && args.channel.is_none() {
+        bail!("say where the facts go: --channel PATH, --server URL --token TOKEN, or --once");
+    }
+    loop {
+        let started = Instant::now();
+        let facts = probe.collect(measure);
+        if let Some(channel) = &args.channel {
+            // Opened for each delivery: a port that was not ready (host side not connected)
+            // or was reset must not stop the probe.
+            let line = serde_json::to_string(&facts)? + "\n";
+            if let Err(e) = std::fs::OpenOptions::new()
+                .write(true)
+                .open(channel)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()))
+            {
+                eprintln!(
+                    "tickscope-agent guest: cannot write to {}: {e}",
+                    channel.display()
+                );
+            }
+        }
+        if let Some(client) = &client {
+            if let Err(e) = client.send_facts(facts) {
+                eprintln!("tickscope-agent guest: {e}");
+            }
+        }
+        thread::sleep(interval.saturating_sub(started.elapsed()));
     }
 }
 

@@ -171,6 +171,7 @@ impl Sampler {
                     vcpu_wakeups: wakeups_between(previous, &counters),
                     wakeups_source: counted.source,
                     boot_args: vm.identity.boot_args.clone(),
+                    facts: None,
                 });
             }
             vm.previous = Some(counters);

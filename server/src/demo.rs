@@ -185,6 +185,7 @@ impl Fleet {
                         vcpu_wakeups: (wakeups * v * length_s * self.noise.factor()) as u64,
                         wakeups_source: WakeupsSource::VcpuThreads,
                         boot_args: boot_args.map(str::to_string),
+                        facts: None,
                     }
                 },
             )

@@ -5,10 +5,22 @@
 //! `Other`, so a newer agent can talk to an older server. Validation of the values happens at the
 //! server's edge; these types only describe the shape.
 
+mod facts;
+
+pub use facts::{DeliveredFacts, Dynticks, FactsSource, GuestFacts, KernelConfig};
+
 use serde::{Deserialize, Serialize};
 
 /// The path reports are posted to; the version is in the path.
 pub const REPORTS_PATH: &str = "/api/v1/reports";
+/// The path a guest probe posts its facts to, with a guest token: `{"facts": GuestFacts}`.
+pub const GUEST_FACTS_PATH: &str = "/api/v1/guest-facts";
+
+/// The body of a direct facts delivery.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FactsSubmission {
+    pub facts: GuestFacts,
+}
 
 /// Longest VM name, host name or kernel release the server accepts, in characters.
 pub const MAX_NAME_CHARS: usize = 256;
@@ -116,6 +128,10 @@ pub struct GuestSample {
     /// QEMU `-append`, cloud-hypervisor `--cmdline`). Hostile, like every VM-supplied string.
     #[serde(default)]
     pub boot_args: Option<String>,
+    /// What the guest said about itself since the last report, through a channel the host agent
+    /// reads (the guest probe over serial, qemu-guest-agent, VirtualBox guest properties).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<DeliveredFacts>,
 }
 
 /// Hypervisor family, as recognised from the VM process.
