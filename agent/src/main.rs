@@ -148,10 +148,10 @@ fn guest(args: &GuestArgs) -> Result<()> {
                 );
             }
         }
-        if let Some(client) = &client {
-            if let Err(e) = client.send_facts(facts) {
-                eprintln!("tickscope-agent guest: {e}");
-            }
+        if let Some(client) = &client
+            && let Err(e) = client.send_facts(facts)
+        {
+            eprintln!("tickscope-agent guest: {e}");
         }
         thread::sleep(interval.saturating_sub(started.elapsed()));
     }
