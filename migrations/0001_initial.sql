@@ -6,7 +6,7 @@
 CREATE TABLE tokens (
     id           INTEGER PRIMARY KEY,
     name         TEXT    NOT NULL,
-    role         TEXT    NOT NULL CHECK (role IN ('agent', 'viewer')),
+    role         TEXT    NOT NULL CHECK (role IN ('agent', 'viewer', 'guest')),
     sha256_hex   TEXT    NOT NULL UNIQUE,
     host_name    TEXT,
     created_ms   INTEGER NOT NULL,

@@ -6,6 +6,8 @@
 pub mod wire;
 
 #[cfg(feature = "cli")]
+pub mod channel;
+#[cfg(feature = "cli")]
 pub mod client;
 #[cfg(feature = "cli")]
 pub mod discover;

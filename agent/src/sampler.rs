@@ -11,11 +11,12 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::channel::Channel;
 use crate::discover::{self, Family, ProcessView, VmIdentity};
 use crate::procfs::{OpenFile, ProcFs, SwitchesFile};
 use crate::wire::{
-    GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, WakeupsSource,
-    clean_text,
+    DeliveredFacts, FactsSource, GuestFacts, GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS,
+    MAX_NAME_CHARS, MAX_VCPUS, WakeupsSource, clean_text,
 };
 
 /// Every this many cycles, processes remembered as "not a VM" are looked at again (a pid may have
@@ -68,6 +69,10 @@ struct VmState {
     threads: HashMap<u32, Thread>,
     /// Counters at the previous cycle.
     previous: Option<Counters>,
+    /// The guest probe's channel, when the VM has one.
+    channel: Option<Channel>,
+    /// Facts read from the channel and not yet reported, with when they arrived.
+    unreported_facts: Option<(GuestFacts, i64)>,
 }
 
 struct Thread {
@@ -158,6 +163,9 @@ impl Sampler {
                 cpu_ticks: stat.cpu_ticks,
                 switches: counted.switches,
             };
+            if let Some(facts) = vm.channel.as_mut().and_then(Channel::poll) {
+                vm.unreported_facts = Some((facts, now_ms));
+            }
             if let Some(previous) = &vm.previous {
                 guests.push(GuestSample {
                     hypervisor: vm.identity.hypervisor,
@@ -171,7 +179,14 @@ impl Sampler {
                     vcpu_wakeups: wakeups_between(previous, &counters),
                     wakeups_source: counted.source,
                     boot_args: vm.identity.boot_args.clone(),
-                    facts: None,
+                    facts: vm
+                        .unreported_facts
+                        .take()
+                        .map(|(facts, received_ms)| DeliveredFacts {
+                            source: FactsSource::ProbeChannel,
+                            received_ms,
+                            facts,
+                        }),
                 });
             }
             vm.previous = Some(counters);
@@ -218,11 +233,13 @@ impl Sampler {
                 Tracked::Vm(Box::new(VmState {
                     start_ticks,
                     family,
-                    identity,
                     stat,
                     listed_threads: None,
                     threads: HashMap::new(),
                     previous: None,
+                    channel: identity.probe_channel.clone().map(Channel::new),
+                    unreported_facts: None,
+                    identity,
                 }))
             }
             None => Tracked::Other {

@@ -20,6 +20,8 @@ pub enum Role {
     Agent,
     /// Reads the API.
     Viewer,
+    /// A guest probe: submits its own guest's facts, nothing else.
+    Guest,
 }
 
 impl Role {
@@ -27,6 +29,7 @@ impl Role {
         match self {
             Role::Agent => "agent",
             Role::Viewer => "viewer",
+            Role::Guest => "guest",
         }
     }
 
@@ -34,6 +37,7 @@ impl Role {
         match text {
             "agent" => Some(Role::Agent),
             "viewer" => Some(Role::Viewer),
+            "guest" => Some(Role::Guest),
             _ => None,
         }
     }

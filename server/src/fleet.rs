@@ -1,12 +1,13 @@
 //! The fleet as the pages and the API show it: stored windows, analysed per host, ranked.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 use tickscope_agent::wire::Hypervisor;
 
+use crate::analysis::kernel::KernelFacts;
 use crate::analysis::{self, Verdict, Window};
-use crate::db::{Db, GuestWindowRow};
+use crate::db::{Db, FactsRow, GuestWindowRow};
 use crate::error::AppResult;
 
 /// Samples from this far back (before a guest's newest one) are averaged into its figures.
@@ -31,6 +32,8 @@ pub struct AnalysedGuest {
     /// How many report intervals the figures average over.
     pub intervals: i64,
     pub window_s: f64,
+    /// What the guest reported about its kernel, from its best source.
+    pub kernel: Option<KernelFacts>,
     pub verdict: Verdict,
 }
 
@@ -40,7 +43,37 @@ impl AnalysedGuest {
     }
 }
 
-fn window(row: &GuestWindowRow) -> Window {
+/// Preference among sources: the probe knows everything, guest agents only the release.
+fn source_rank(source: &str) -> u8 {
+    match source {
+        "probe_channel" | "probe_direct" => 3,
+        "qemu_guest_agent" => 2,
+        "virtualbox_properties" => 1,
+        _ => 0,
+    }
+}
+
+/// Each guest's facts from its best source (the newest among equally good ones).
+fn best_facts(rows: Vec<FactsRow>, now_ms: i64) -> HashMap<i64, KernelFacts> {
+    let mut best: HashMap<i64, FactsRow> = HashMap::new();
+    for row in rows {
+        let better = best.get(&row.guest_id).is_none_or(|b| {
+            (source_rank(&row.source), row.received_ms) > (source_rank(&b.source), b.received_ms)
+        });
+        if better {
+            best.insert(row.guest_id, row);
+        }
+    }
+    best.into_iter()
+        .filter_map(|(guest_id, row)| {
+            let facts = serde_json::from_str(&row.facts_json).ok()?;
+            let age_s = (now_ms - row.received_ms).max(0) as f64 / 1000.0;
+            Some((guest_id, KernelFacts::new(&facts, &row.source, age_s)))
+        })
+        .collect()
+}
+
+fn window(row: &GuestWindowRow, facts: Option<KernelFacts>) -> Window {
     Window {
         hypervisor: Hypervisor::from_name(&row.hypervisor),
         vcpus: row.vcpus,
@@ -50,21 +83,26 @@ fn window(row: &GuestWindowRow) -> Window {
         wakeups: u64::try_from(row.wakeups).unwrap_or(0),
         wakeups_from_vcpu_threads: row.all_from_vcpu_threads,
         boot_args: row.boot_args.clone(),
+        facts,
     }
 }
 
 /// Analyses rows host by host (each host learns its own baseline).
-fn analyse(rows: Vec<GuestWindowRow>) -> Vec<AnalysedGuest> {
+fn analyse(rows: Vec<GuestWindowRow>, mut facts: HashMap<i64, KernelFacts>) -> Vec<AnalysedGuest> {
     let mut by_host: BTreeMap<i64, Vec<GuestWindowRow>> = BTreeMap::new();
     for row in rows {
         by_host.entry(row.host_id).or_default().push(row);
     }
     let mut guests = Vec::new();
     for rows in by_host.into_values() {
-        let windows: Vec<Window> = rows.iter().map(window).collect();
+        let windows: Vec<Window> = rows
+            .iter()
+            .map(|row| window(row, facts.remove(&row.id)))
+            .collect();
         let verdicts = analysis::analyse_host(&windows);
-        for (row, verdict) in rows.into_iter().zip(verdicts) {
+        for ((row, verdict), window) in rows.into_iter().zip(verdicts).zip(windows) {
             guests.push(AnalysedGuest {
+                kernel: window.facts,
                 id: row.id,
                 window_s: row.length_ms / 1000.0,
                 name: row.name,
@@ -90,7 +128,8 @@ pub async fn ranked_guests(db: &Db, now_ms: i64) -> AppResult<Vec<AnalysedGuest>
     let rows = db
         .active_guest_windows(now_ms - ACTIVE_WITHIN_MS, ANALYSIS_WINDOW_MS)
         .await?;
-    let mut guests = analyse(rows);
+    let facts = best_facts(db.latest_facts().await?, now_ms);
+    let mut guests = analyse(rows, facts);
     guests.sort_by(|a, b| {
         b.wasted_cpu_pct()
             .total_cmp(&a.wasted_cpu_pct())
@@ -117,7 +156,8 @@ pub async fn guest(db: &Db, guest_id: i64, now_ms: i64) -> AppResult<Option<Anal
             ANALYSIS_WINDOW_MS,
         )
         .await?;
-    Ok(analyse(rows).into_iter().find(|g| g.id == guest_id))
+    let facts = best_facts(db.latest_facts().await?, now_ms);
+    Ok(analyse(rows, facts).into_iter().find(|g| g.id == guest_id))
 }
 
 /// Fleet totals for the overview.

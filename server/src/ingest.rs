@@ -6,11 +6,12 @@
 use std::collections::HashSet;
 
 use tickscope_agent::wire::{
-    GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, Report,
-    normalise_uuid,
+    FactsSource, GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS,
+    Report, normalise_uuid,
 };
 
 use crate::error::{AppError, AppResult};
+use crate::facts::{self, ValidFacts};
 
 /// Limits on what one report may hold: far above any real host, low enough to keep one bad
 /// report from costing the server much.
@@ -61,6 +62,8 @@ pub struct ValidGuest {
     pub vcpu_wakeups: i64,
     pub wakeups_source: &'static str,
     pub boot_args: Option<String>,
+    /// What the guest said about itself, delivered through the host agent.
+    pub facts: Option<ValidFacts>,
 }
 
 /// Checks a report against the server's clock (`now_ms`).
@@ -184,6 +187,18 @@ fn validate_guest(
         .boot_args
         .map(|a| text_or_empty(&field("boot_args"), a, MAX_BOOT_ARGS_CHARS))
         .transpose()?;
+    let facts = g
+        .facts
+        .map(|delivered| {
+            if delivered.source == FactsSource::ProbeDirect {
+                return Err(AppError::invalid(
+                    field("facts.source"),
+                    "probe_direct facts come from a guest token, not inside a host report",
+                ));
+            }
+            facts::validate(&field("facts"), delivered.source.as_str(), delivered.facts)
+        })
+        .transpose()?;
     let identity = uuid.clone().unwrap_or_else(|| format!("name:{name}"));
     Ok(ValidGuest {
         hypervisor: g.hypervisor.as_str(),
@@ -197,6 +212,7 @@ fn validate_guest(
         vcpu_wakeups,
         wakeups_source: g.wakeups_source.as_str(),
         boot_args,
+        facts,
     })
 }
 

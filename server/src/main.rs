@@ -60,8 +60,12 @@ enum TokenCommand {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum RoleArg {
+    /// A host agent: submits reports for one host.
     Agent,
+    /// Reads the API.
     Viewer,
+    /// A guest probe: submits its own guest's facts.
+    Guest,
 }
 
 #[derive(clap::Args)]
@@ -113,6 +117,7 @@ async fn main() -> Result<()> {
             let role = match role {
                 RoleArg::Agent => Role::Agent,
                 RoleArg::Viewer => Role::Viewer,
+                RoleArg::Guest => Role::Guest,
             };
             let db = open_db(&db.path(false)).await?;
             let token = auth::new_token()?;

@@ -45,6 +45,8 @@ pub struct VmIdentity {
     pub boot_args: Option<String>,
     /// A configuration file that may hold a better name and the UUID (VMware's `.vmx`).
     pub config_file: Option<String>,
+    /// The host end (a UNIX socket) of the guest probe's serial channel, when the VM has one.
+    pub probe_channel: Option<String>,
 }
 
 impl VmIdentity {
@@ -57,6 +59,7 @@ impl VmIdentity {
             vcpus_hint: None,
             boot_args: None,
             config_file: None,
+            probe_channel: None,
         }
     }
 }
@@ -97,6 +100,13 @@ pub(crate) fn flag_value<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> 
         }
     }
     None
+}
+
+/// Every value of a flag that may repeat (`-chardev a -chardev b`).
+pub(crate) fn flag_values<'a>(argv: &'a [String], flag: &'a str) -> impl Iterator<Item = &'a str> {
+    argv.windows(2)
+        .filter(move |pair| pair[0] == flag)
+        .map(|pair| pair[1].as_str())
 }
 
 /// Parses a trailing number from a thread name after a fixed prefix: `prefix` + digits.

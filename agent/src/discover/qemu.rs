@@ -3,7 +3,7 @@
 //! vCPU threads are named `CPU <n>/KVM` (or `/TCG`, `/HVF`, ...) when QEMU runs with
 //! `-name ...,debug-threads=on`, which libvirt and Proxmox set by default.
 
-use super::{Family, ProcessView, VmIdentity, flag_value};
+use super::{Family, ProcessView, VmIdentity, flag_value, flag_values};
 use crate::wire::Hypervisor;
 use crate::wire::normalise_uuid;
 
@@ -36,6 +36,7 @@ fn recognise(p: &ProcessView) -> Option<VmIdentity> {
     id.uuid = flag_value(p.argv, "-uuid").and_then(normalise_uuid);
     id.vcpus_hint = flag_value(p.argv, "-smp").and_then(smp_cpus);
     id.boot_args = flag_value(p.argv, "-append").map(str::to_string);
+    id.probe_channel = probe_channel(p.argv);
     id.management = if proxmox_id.is_some() {
         Some("proxmox".into())
     } else if p.argv.iter().any(|a| a.contains("/libvirt/")) {
@@ -45,6 +46,38 @@ fn recognise(p: &ProcessView) -> Option<VmIdentity> {
         None
     };
     Some(id)
+}
+
+/// The UNIX socket of the guest probe's channel: a socket chardev whose id or path says
+/// "tickscope", or that a virtio-serial port named `org.tickscope.*` uses (libvirt's `<channel>`
+/// names its chardevs `charchannelN`), or a `-serial unix:` path that says "tickscope".
+fn probe_channel(argv: &[String]) -> Option<String> {
+    let ports: Vec<String> = flag_values(argv, "-device")
+        .map(split_options)
+        .filter(|o| o.first().is_some_and(|d| d == "virtserialport"))
+        .filter(|o| o.iter().any(|kv| kv.starts_with("name=org.tickscope.")))
+        .filter_map(|o| {
+            o.iter()
+                .find_map(|kv| kv.strip_prefix("chardev=").map(str::to_string))
+        })
+        .collect();
+    let chardev = flag_values(argv, "-chardev").find_map(|value| {
+        let options = split_options(value);
+        if options.first().map(String::as_str) != Some("socket") {
+            return None;
+        }
+        let get = |key: &str| options.iter().find_map(|kv| kv.strip_prefix(key));
+        let path = get("path=")?;
+        let id = get("id=").unwrap_or("");
+        (id.contains("tickscope") || path.contains("tickscope") || ports.iter().any(|p| p == id))
+            .then(|| path.to_string())
+    });
+    chardev.or_else(|| {
+        flag_values(argv, "-serial")
+            .filter_map(|v| v.strip_prefix("unix:"))
+            .map(|v| split_options(v).swap_remove(0))
+            .find(|path| path.contains("tickscope"))
+    })
 }
 
 /// Splits a QEMU option string on commas; a doubled comma is a literal comma in a value.
@@ -180,6 +213,33 @@ mod tests {
         )
         .unwrap();
         assert_eq!(id.name, "a,b");
+    }
+
+    #[test]
+    fn probe_channels_are_found_in_each_spelling() {
+        let cases = [
+            (
+                "qemu-system-x86_64 -chardev socket,id=tickscope0,path=/run/tickscope/web.sock,server=on,wait=off -device virtio-serial -device virtserialport,chardev=tickscope0,name=org.tickscope.probe.0",
+                Some("/run/tickscope/web.sock"),
+            ),
+            // libvirt's <channel type='unix'> with the tickscope target name.
+            (
+                "qemu-system-x86_64 -chardev socket,id=charchannel1,fd=33,server=on,wait=off -chardev socket,id=charchannel0,path=/var/lib/libvirt/qemu/channel/target/domain-4-web/org.tickscope.probe.0,server=on,wait=off -device virtserialport,bus=virtio-serial0.0,nr=1,chardev=charchannel0,id=channel0,name=org.tickscope.probe.0",
+                Some("/var/lib/libvirt/qemu/channel/target/domain-4-web/org.tickscope.probe.0"),
+            ),
+            (
+                "qemu-system-x86_64 -serial file:/tmp/console.log -serial unix:/tmp/t/tickscope-a.sock,server=on,wait=off",
+                Some("/tmp/t/tickscope-a.sock"),
+            ),
+            // qemu-guest-agent's channel is not the probe's.
+            (
+                "qemu-system-x86_64 -chardev socket,id=qga0,path=/run/qga.sock,server=on,wait=off -device virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
+                None,
+            ),
+        ];
+        for (line, expected) in cases {
+            assert_eq!(probe_channel(&argv(line)).as_deref(), expected, "{line}");
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! guest) and says so in its evidence; guest-reported facts come later and will win over it.
 
 pub mod boot_args;
+pub mod kernel;
 pub mod suggest;
 pub mod tick_mode;
 pub mod waste;
@@ -34,6 +35,17 @@ pub struct Window {
     pub wakeups_from_vcpu_threads: bool,
     /// The guest kernel command line, when the host can see it.
     pub boot_args: Option<String>,
+    /// What the guest itself reported, when any channel delivered facts.
+    pub facts: Option<kernel::KernelFacts>,
+}
+
+impl Window {
+    /// The guest's kernel command line: as the host sees it, else as the guest reported it.
+    pub fn cmdline(&self) -> Option<&str> {
+        self.boot_args
+            .as_deref()
+            .or_else(|| self.facts.as_ref()?.cmdline.as_deref())
+    }
 }
 
 /// A one-minute window of a QEMU guest with the given rates, for the rule tables' tests.
@@ -54,6 +66,7 @@ pub(crate) fn test_window(
         wakeups: (wakeups_per_vcpu_s * f64::from(vcpus) * length_s) as u64,
         wakeups_from_vcpu_threads: true,
         boot_args: boot_args.map(str::to_string),
+        facts: None,
     }
 }
 

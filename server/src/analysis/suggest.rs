@@ -7,6 +7,7 @@
 use serde::Serialize;
 
 use super::boot_args;
+use super::kernel::NohzBuilt;
 use super::tick_mode::{Classification, Confidence, TickMode};
 use super::waste::Waste;
 use super::{Rates, Window};
@@ -50,7 +51,7 @@ pub fn suggest(input: &Input) -> Vec<Suggestion> {
 }
 
 fn args<'a>(input: &Input<'a>) -> Option<&'a str> {
-    input.window.boot_args.as_deref()
+    input.window.cmdline()
 }
 
 /// `idle=poll` makes idle vCPUs spin instead of halting: a whole host core per vCPU.
@@ -78,21 +79,45 @@ fn remove_nohz_off(input: &Input) -> Option<Suggestion> {
     Some(Suggestion {
         rule: "remove_nohz_off",
         title: "Remove `nohz=off`",
-        change: "Remove `nohz=off` from the guest kernel command line (it is visible on the host, in the VM's kernel boot arguments).".into(),
+        change: if input.window.boot_args.is_some() {
+            "Remove `nohz=off` from the guest kernel command line (it is visible on the host, in the VM's kernel boot arguments)."
+        } else {
+            "Remove `nohz=off` from the guest kernel command line (the guest reports it in /proc/cmdline), e.g. from GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub and reboot."
+        }
+        .into(),
         why: "`nohz=off` keeps the timer tick running on idle vCPUs, so each wakes HZ times a second and costs the host CPU; this kernel can stop the tick when idle once the parameter is gone.".into(),
         confidence: Confidence::High,
         saving_cpu_pct: Some(input.waste.wasted_cpu_pct),
     })
 }
 
-/// A periodic guest whose cause the host cannot see: say what to check and what to change.
+/// A periodic guest whose kernel cannot stop its tick, or whose cause the host cannot see.
 fn check_guest_kernel(input: &Input) -> Option<Suggestion> {
     if input.classification.mode != TickMode::Periodic || boot_args::has(args(input), "nohz", "off")
     {
         return None;
     }
-    let seen_args = if args(input).is_some() {
-        " The kernel command line the host sees has no `nohz=off`, so the kernel itself is probably built without NO_HZ."
+    let facts = input.window.facts.as_ref();
+    if let Some(k) = facts.filter(|k| k.nohz == NohzBuilt::None) {
+        let release = k.kernel_release.as_deref().unwrap_or("this kernel");
+        let hz = k
+            .config_hz
+            .map_or(String::new(), |hz| format!(", CONFIG_HZ={hz}"));
+        return Some(Suggestion {
+            rule: "check_guest_kernel",
+            title: "Make the guest kernel tickless",
+            change: format!(
+                "Boot a kernel built with CONFIG_NO_HZ_IDLE=y instead of {release} (built without NO_HZ{hz}). Where the kernel cannot change, one with CONFIG_HZ=100 ticks less."
+            ),
+            why: "A kernel built without NO_HZ ticks on every vCPU HZ times a second even when idle, and no boot parameter can stop it.".into(),
+            confidence: Confidence::High,
+            saving_cpu_pct: Some(input.waste.wasted_cpu_pct),
+        });
+    }
+    let seen_args = if facts.is_some_and(|k| k.nohz.can_stop_the_tick() == Some(true)) {
+        " The guest reports a kernel built with NO_HZ and no `nohz=off`: look for what else keeps the tick running (a `nohz_full=` set, a driver, or user space)."
+    } else if args(input).is_some() {
+        " The kernel command line has no `nohz=off`, so the kernel itself is probably built without NO_HZ."
     } else {
         ""
     };

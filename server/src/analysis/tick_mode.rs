@@ -11,6 +11,7 @@
 use serde::Serialize;
 
 use super::boot_args;
+use super::kernel::{KernelFacts, NohzBuilt};
 use super::{Rates, Window};
 
 /// Per-vCPU host CPU above which a guest is busy (or polling), not idle, in % of a core.
@@ -80,8 +81,132 @@ pub struct Classification {
     pub evidence: Vec<String>,
 }
 
-/// Classifies a guest from its window and rates (`None` rates: nothing to divide by).
+/// Guest-reported idle fraction below which the guest is working, not idling.
+pub const GUEST_BUSY_BELOW_IDLE_FRACTION: f64 = 0.5;
+/// Guest-reported idle fraction above which a vCPU running flat out is polling.
+pub const GUEST_IDLE_ABOVE_FRACTION: f64 = 0.9;
+
+/// Classifies a guest: from what the guest reported about itself when it did, and from the
+/// host-side rates otherwise (`None` rates: nothing to divide by).
 pub fn classify(window: &Window, rates: Option<&Rates>) -> Classification {
+    let from_host = classify_from_host(window, rates);
+    match window.facts.as_ref() {
+        Some(facts) => classify_from_facts(facts, rates, from_host),
+        None => from_host,
+    }
+}
+
+/// Guest facts win over host-side inference; the host's view stays in the evidence, and where
+/// the two disagree, that is said.
+fn classify_from_facts(
+    k: &KernelFacts,
+    rates: Option<&Rates>,
+    from_host: Classification,
+) -> Classification {
+    let mut evidence = Vec::new();
+    let mut verdict = None;
+    if let Some(idle) = k.idle_fraction {
+        if idle < GUEST_BUSY_BELOW_IDLE_FRACTION {
+            evidence.push(format!(
+                "The guest reports it was idle only {:.0} % of the time: it is working, not idling.",
+                idle * 100.0
+            ));
+            verdict = Some((TickMode::Busy, Confidence::High));
+        } else if idle >= GUEST_IDLE_ABOVE_FRACTION
+            && rates.is_some_and(|r| r.cpu_pct_per_vcpu >= BUSY_CPU_PCT_PER_VCPU)
+        {
+            let how = if k.has_param("idle", "poll") {
+                "`idle=poll` is on its command line"
+            } else if k.cpuidle_driver.as_deref() == Some("haltpoll") {
+                "its cpuidle driver is haltpoll"
+            } else {
+                "neither idle=poll nor haltpoll is reported, so look for another poller"
+            };
+            evidence.push(format!(
+                "The guest reports it was idle {:.0} % of the time while its vCPUs ran {:.0} % of a core each: idle vCPUs spin instead of halting ({how}).",
+                idle * 100.0,
+                rates.map_or(0.0, |r| r.cpu_pct_per_vcpu)
+            ));
+            verdict = Some((TickMode::Polling, Confidence::High));
+        }
+    }
+    let config = match (k.config_hz, k.nohz) {
+        (Some(hz), nohz) => format!("CONFIG_HZ={hz}, {}", nohz.config_name()),
+        (None, nohz) => nohz.config_name().to_string(),
+    };
+    let measured = k.measured_hz.map_or(String::new(), |hz| {
+        format!("HZ {hz:.0} measured in guest; ")
+    });
+    if verdict.is_none() {
+        let nohz_off = k.has_param("nohz", "off");
+        verdict = match (k.dynticks_active, k.nohz.can_stop_the_tick(), nohz_off) {
+            (Some(false), _, _) => {
+                let why = if nohz_off {
+                    format!("{measured}{config} built in but `nohz=off` on the command line")
+                } else if k.nohz == NohzBuilt::None {
+                    format!("{measured}built without NO_HZ ({config})")
+                } else {
+                    format!("{measured}{config}")
+                };
+                evidence.push(format!(
+                    "{why}; the kernel reports the tick running on every CPU (dynticks off in /proc/timer_list)."
+                ));
+                Some((TickMode::Periodic, Confidence::High))
+            }
+            (Some(true), _, _) => {
+                evidence.push(format!(
+                    "{measured}{config}; the kernel reports dynticks active (/proc/timer_list): the tick stops on idle CPUs."
+                ));
+                Some((TickMode::Tickless, Confidence::High))
+            }
+            (None, Some(false), _) => {
+                evidence.push(format!(
+                    "{measured}built without NO_HZ ({config}): this kernel ticks periodically whatever its command line says."
+                ));
+                Some((TickMode::Periodic, Confidence::High))
+            }
+            (None, Some(true), true) => {
+                evidence.push(format!(
+                    "{measured}{config} built in but `nohz=off` on the command line."
+                ));
+                Some((TickMode::Periodic, Confidence::High))
+            }
+            (None, Some(true), false) => {
+                evidence.push(format!(
+                    "{measured}{config} built in and no `nohz=off`: the tick should stop when idle (the probe could not read /proc/timer_list to confirm)."
+                ));
+                Some((TickMode::Tickless, Confidence::Medium))
+            }
+            (None, None, _) => None,
+        };
+    }
+    let Some((mode, confidence)) = verdict else {
+        return from_host; // the facts say nothing about the tick
+    };
+    evidence.push(format!(
+        "Guest facts from {}, {:.0} s old.",
+        k.source, k.age_s
+    ));
+    if from_host.mode != mode && from_host.mode != TickMode::Unknown {
+        evidence.push(format!(
+            "The host-side counters alone suggested {}; the guest's own facts win.",
+            from_host.mode.as_str()
+        ));
+    }
+    evidence.extend(from_host.evidence.into_iter().take(1));
+    let estimated_hz = match mode {
+        TickMode::Periodic => k.measured_hz.map(|hz| hz.round() as u32).or(k.config_hz),
+        _ => None,
+    };
+    Classification {
+        mode,
+        estimated_hz,
+        confidence,
+        evidence,
+    }
+}
+
+fn classify_from_host(window: &Window, rates: Option<&Rates>) -> Classification {
     let Some(rates) = rates.filter(|_| window.length_s >= MIN_WINDOW_S) else {
         return Classification {
             mode: TickMode::Unknown,

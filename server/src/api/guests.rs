@@ -46,12 +46,36 @@ struct GuestJson {
     last_seen_ms: i64,
     window_s: f64,
     intervals: i64,
+    // What the guest reported about itself (absent when no channel delivered facts).
+    kernel_release: Option<String>,
+    distro: Option<String>,
+    config_hz: Option<u32>,
+    /// The tick rate measured inside the guest, in Hz.
+    measured_hz: Option<f64>,
+    /// NO_HZ mode the kernel was built with: full, idle, legacy, none or unknown.
+    nohz: Option<&'static str>,
+    /// Timer-related kernel parameters (`nohz=off`, `idle=poll`, ...).
+    cmdline_flags: Option<Vec<String>>,
+    facts_source: Option<String>,
+    facts_age_s: Option<f64>,
+    /// Fraction of time the guest itself was idle, 0 to 1.
+    idle_fraction: Option<f64>,
 }
 
 impl From<AnalysedGuest> for GuestJson {
     fn from(g: AnalysedGuest) -> Self {
         let v = g.verdict;
+        let k = g.kernel;
         GuestJson {
+            kernel_release: k.as_ref().and_then(|k| k.kernel_release.clone()),
+            distro: k.as_ref().and_then(|k| k.distro.clone()),
+            config_hz: k.as_ref().and_then(|k| k.config_hz),
+            measured_hz: k.as_ref().and_then(|k| k.measured_hz),
+            nohz: k.as_ref().map(|k| k.nohz.as_str()),
+            cmdline_flags: k.as_ref().map(|k| k.cmdline_flags()),
+            facts_source: k.as_ref().map(|k| k.source.clone()),
+            facts_age_s: k.as_ref().map(|k| k.age_s),
+            idle_fraction: k.as_ref().and_then(|k| k.idle_fraction),
             id: g.id,
             name: g.name,
             uuid: g.uuid,

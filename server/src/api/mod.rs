@@ -1,5 +1,6 @@
 //! The JSON API, versioned in its paths.
 
+mod facts;
 mod guests;
 mod reports;
 
@@ -11,5 +12,6 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .merge(reports::router())
         .merge(guests::router())
+        .merge(facts::router())
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
 }

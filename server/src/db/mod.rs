@@ -3,10 +3,12 @@
 //! Queries are checked at run time (`query_as` + `FromRow`), so a fresh clone builds without a
 //! database; every function is exercised by the tests against a real SQLite file.
 
+mod facts;
 mod guests;
 mod reports;
 mod tokens;
 
+pub use facts::{FactsEventRow, FactsRow};
 pub use guests::{GuestWindowRow, SampleRow};
 pub use reports::StoreOutcome;
 pub use tokens::TokenRow;

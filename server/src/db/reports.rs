@@ -120,6 +120,10 @@ impl Db {
             .bind(guest.wakeups_source)
             .execute(&mut *tx)
             .await?;
+
+            if let Some(facts) = &guest.facts {
+                super::facts::record_facts(&mut tx, guest_id, facts, now_ms).await?;
+            }
         }
 
         // The first report binds a token made without --host to its host.

@@ -91,6 +91,14 @@ impl SuggestionView {
     }
 }
 
+struct EventLine {
+    first: String,
+    last: String,
+    source: String,
+    kernel_release: String,
+    cmdline: String,
+}
+
 struct SampleLine {
     end: String,
     length_s: String,
@@ -109,6 +117,10 @@ pub struct GuestPage {
     confidence: &'static str,
     evidence: Vec<Vec<Segment>>,
     suggestions: Vec<SuggestionView>,
+    /// (label, value) rows of what the guest reported about its kernel; empty without facts.
+    kernel: Vec<(&'static str, String)>,
+    kernel_source: String,
+    events: Vec<EventLine>,
     samples: Vec<SampleLine>,
 }
 
@@ -150,7 +162,63 @@ pub async fn guest(
         .iter()
         .map(|e| view::segments(e))
         .collect();
+    let kernel = guest.kernel.as_ref().map_or_else(Vec::new, |k| {
+        let or_unknown = |v: Option<String>| v.unwrap_or_else(|| "unknown".into());
+        vec![
+            ("Kernel release", or_unknown(k.kernel_release.clone())),
+            ("Distribution", or_unknown(k.distro.clone())),
+            (
+                "CONFIG_HZ",
+                or_unknown(k.config_hz.map(|hz| hz.to_string())),
+            ),
+            ("NO_HZ built in", k.nohz.as_str().to_string()),
+            (
+                "Tick rate measured in the guest",
+                or_unknown(k.measured_hz.map(|hz| format!("{hz:.1} Hz"))),
+            ),
+            (
+                "Dynticks active",
+                or_unknown(
+                    k.dynticks_active
+                        .map(|d| if d { "yes" } else { "no" }.to_string()),
+                ),
+            ),
+            ("Timer parameters", {
+                let flags = k.cmdline_flags();
+                if flags.is_empty() {
+                    "none".into()
+                } else {
+                    flags.join(" ")
+                }
+            }),
+            ("Clocksource", or_unknown(k.clocksource.clone())),
+            ("cpuidle driver", or_unknown(k.cpuidle_driver.clone())),
+            (
+                "Idle (guest's own count)",
+                or_unknown(k.idle_fraction.map(|f| format!("{:.1} %", f * 100.0))),
+            ),
+        ]
+    });
+    let kernel_source = guest.kernel.as_ref().map_or_else(String::new, |k| {
+        format!("from {}, received {:.0} s ago", k.source, k.age_s)
+    });
+    let events = state
+        .db
+        .facts_history(id)
+        .await?
+        .into_iter()
+        .map(|e| EventLine {
+            first: view::time(e.first_received_ms),
+            last: view::time(e.received_ms),
+            source: e.source,
+            kernel_release: e.kernel_release.unwrap_or_default(),
+            cmdline: e.cmdline.unwrap_or_default(),
+        })
+        .collect();
     Ok(GuestPage {
+        kernel,
+        kernel_source,
+        events,
         demo: state.options.demo,
         row: GuestRow::new(&guest),
         last_seen: format!(

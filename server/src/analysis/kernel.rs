@@ -1,0 +1,212 @@
+//! What the guest's own facts say about its tick, distilled for the analysis.
+
+use serde::Serialize;
+use tickscope_agent::wire::GuestFacts;
+
+use super::boot_args;
+
+/// Boot parameters that change how a kernel ticks, idles or keeps time.
+pub const TIMER_BOOT_PARAMS: [&str; 7] = [
+    "nohz",
+    "nohz_full",
+    "idle",
+    "highres",
+    "divider",
+    "clocksource",
+    "clock",
+];
+
+/// Which NO_HZ mode the kernel was built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NohzBuilt {
+    /// CONFIG_NO_HZ_FULL (also stops the tick on idle CPUs).
+    Full,
+    /// CONFIG_NO_HZ_IDLE.
+    Idle,
+    /// CONFIG_NO_HZ, before 3.10.
+    Legacy,
+    /// None of them: the kernel ticks periodically whatever its command line says.
+    None,
+    /// The build configuration could not be read.
+    Unknown,
+}
+
+impl NohzBuilt {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NohzBuilt::Full => "full",
+            NohzBuilt::Idle => "idle",
+            NohzBuilt::Legacy => "legacy",
+            NohzBuilt::None => "none",
+            NohzBuilt::Unknown => "unknown",
+        }
+    }
+
+    pub fn config_name(self) -> &'static str {
+        match self {
+            NohzBuilt::Full => "NO_HZ_FULL",
+            NohzBuilt::Idle => "NO_HZ_IDLE",
+            NohzBuilt::Legacy => "NO_HZ",
+            NohzBuilt::None => "no NO_HZ option",
+            NohzBuilt::Unknown => "unknown NO_HZ options",
+        }
+    }
+
+    pub fn can_stop_the_tick(self) -> Option<bool> {
+        match self {
+            NohzBuilt::Full | NohzBuilt::Idle | NohzBuilt::Legacy => Some(true),
+            NohzBuilt::None => Some(false),
+            NohzBuilt::Unknown => None,
+        }
+    }
+}
+
+/// The facts the analysis uses, from the best source a guest has.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelFacts {
+    pub source: String,
+    /// Seconds since the facts were received.
+    pub age_s: f64,
+    pub kernel_release: Option<String>,
+    pub distro: Option<String>,
+    pub config_hz: Option<u32>,
+    pub nohz: NohzBuilt,
+    pub measured_hz: Option<f64>,
+    /// Whether any CPU had dynticks active (`.nohz_mode` > 0) when read.
+    pub dynticks_active: Option<bool>,
+    pub cmdline: Option<String>,
+    pub idle_fraction: Option<f64>,
+    pub clocksource: Option<String>,
+    pub cpuidle_driver: Option<String>,
+}
+
+impl KernelFacts {
+    pub fn new(facts: &GuestFacts, source: &str, age_s: f64) -> Self {
+        let c = &facts.config;
+        let nohz = if c.source.is_empty() || c.source == "unknown" {
+            NohzBuilt::Unknown
+        } else if c.no_hz_full == Some(true) {
+            NohzBuilt::Full
+        } else if c.no_hz_idle == Some(true) {
+            NohzBuilt::Idle
+        } else if c.no_hz_legacy == Some(true) {
+            NohzBuilt::Legacy
+        } else {
+            NohzBuilt::None
+        };
+        KernelFacts {
+            source: source.to_string(),
+            age_s,
+            kernel_release: facts.kernel_release.clone(),
+            distro: facts
+                .distro_name
+                .clone()
+                .or_else(|| facts.distro_id.clone()),
+            config_hz: c.hz,
+            nohz,
+            measured_hz: facts.measured_hz,
+            dynticks_active: facts
+                .dynticks
+                .as_ref()
+                .filter(|d| !d.nohz_mode.is_empty())
+                .map(|d| d.nohz_mode.iter().any(|&m| m > 0)),
+            cmdline: facts.cmdline.clone(),
+            idle_fraction: facts.idle_fraction,
+            clocksource: facts.clocksource.clone(),
+            cpuidle_driver: facts.cpuidle_driver.clone(),
+        }
+    }
+
+    /// The timer-related parameters on the command line, as written (`nohz=off`, `idle=poll`).
+    pub fn cmdline_flags(&self) -> Vec<String> {
+        self.cmdline
+            .as_deref()
+            .map(|c| {
+                c.split_ascii_whitespace()
+                    .filter(|w| {
+                        let key = w.split_once('=').map_or(*w, |(k, _)| k);
+                        TIMER_BOOT_PARAMS.contains(&key)
+                    })
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn has_param(&self, key: &str, value: &str) -> bool {
+        boot_args::has(self.cmdline.as_deref(), key, value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickscope_agent::wire::{Dynticks, KernelConfig};
+
+    fn facts(config: KernelConfig, cmdline: &str, modes: &[u32]) -> GuestFacts {
+        GuestFacts {
+            config,
+            cmdline: Some(cmdline.into()),
+            dynticks: Some(Dynticks {
+                nohz_mode: modes.to_vec(),
+                tick_stopped_cpus: 0,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn nohz_build_mode_from_the_config() {
+        let config = |full, idle, legacy, source: &str| KernelConfig {
+            source: source.into(),
+            hz: Some(250),
+            no_hz_full: full,
+            no_hz_idle: idle,
+            no_hz_legacy: legacy,
+            hz_periodic: None,
+        };
+        let cases = [
+            (
+                config(Some(true), Some(false), Some(false), "boot_config"),
+                NohzBuilt::Full,
+            ),
+            (
+                config(Some(false), Some(true), None, "boot_config"),
+                NohzBuilt::Idle,
+            ),
+            (
+                config(None, None, Some(true), "proc_config_gz"),
+                NohzBuilt::Legacy,
+            ),
+            (config(None, None, None, "boot_config"), NohzBuilt::None),
+            (config(None, None, None, "unknown"), NohzBuilt::Unknown),
+        ];
+        for (c, expected) in cases {
+            assert_eq!(
+                KernelFacts::new(&facts(c.clone(), "", &[]), "probe_channel", 0.0).nohz,
+                expected,
+                "{c:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn timer_flags_are_picked_from_the_command_line() {
+        let k = KernelFacts::new(
+            &facts(
+                KernelConfig::default(),
+                "ro quiet nohz=off idle=poll root=/dev/vda1 nohz_full=1-3 clocksource=hpet",
+                &[0, 2],
+            ),
+            "probe_channel",
+            0.0,
+        );
+        assert_eq!(
+            k.cmdline_flags(),
+            ["nohz=off", "idle=poll", "nohz_full=1-3", "clocksource=hpet"]
+        );
+        assert_eq!(k.dynticks_active, Some(true));
+        assert!(k.has_param("nohz", "off"));
+    }
+}
