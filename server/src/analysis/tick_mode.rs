@@ -397,4 +397,127 @@ mod tests {
             assert_eq!(estimate_hz(rate), hz, "{rate}");
         }
     }
+
+    fn kernel(
+        nohz: NohzBuilt,
+        cmdline: &str,
+        dynticks: Option<bool>,
+        idle: Option<f64>,
+    ) -> KernelFacts {
+        KernelFacts {
+            source: "probe_channel".into(),
+            age_s: 3.0,
+            kernel_release: Some("6.1.0-57-cloud-amd64".into()),
+            distro: None,
+            config_hz: Some(250),
+            nohz,
+            measured_hz: Some(250.4),
+            dynticks_active: dynticks,
+            cmdline: Some(cmdline.into()),
+            idle_fraction: idle,
+            clocksource: None,
+            cpuidle_driver: None,
+        }
+    }
+
+    /// Guest facts first: (host CPU %, wake-ups/vCPU/s, facts) → (mode, confidence).
+    #[test]
+    fn guest_facts_win_over_host_side_rates() {
+        use Confidence::*;
+        use NohzBuilt as N;
+        use TickMode::*;
+        let cases = [
+            // nohz=off on a NO_HZ_FULL kernel, seen by the probe: periodic for certain.
+            (
+                5.3,
+                650.0,
+                kernel(N::Full, "quiet nohz=off", Some(false), Some(0.99)),
+                Periodic,
+                High,
+            ),
+            // The host's rate looks periodic, but the guest's kernel has dynticks active.
+            (
+                1.0,
+                150.0,
+                kernel(N::Idle, "quiet", Some(true), Some(0.98)),
+                Tickless,
+                High,
+            ),
+            // A kernel without NO_HZ cannot stop its tick.
+            (
+                4.0,
+                1000.0,
+                kernel(N::None, "quiet", None, None),
+                Periodic,
+                High,
+            ),
+            // NO_HZ built, no nohz=off, timer_list unreadable (no root): probably tickless.
+            (
+                0.3,
+                40.0,
+                kernel(N::Idle, "quiet", None, None),
+                Tickless,
+                Medium,
+            ),
+            // The guest says it is working: busy, whatever its tick.
+            (
+                80.0,
+                300.0,
+                kernel(N::Full, "quiet", Some(true), Some(0.2)),
+                Busy,
+                High,
+            ),
+            // Idle inside, flat out outside: polling.
+            (
+                99.0,
+                485.0,
+                kernel(N::Full, "idle=poll", Some(true), Some(0.99)),
+                Polling,
+                High,
+            ),
+        ];
+        for (cpu, wakeups, k, mode, confidence) in cases {
+            let mut w = window(1, cpu, wakeups, None);
+            w.facts = Some(k.clone());
+            let c = classify_window(&w);
+            assert_eq!(
+                (c.mode, c.confidence),
+                (mode, confidence),
+                "{k:?}: {:#?}",
+                c.evidence
+            );
+        }
+    }
+
+    #[test]
+    fn evidence_names_what_the_guest_reported() {
+        let mut w = window(1, 5.3, 650.0, None);
+        w.facts = Some(kernel(NohzBuilt::Full, "quiet nohz=off", Some(false), None));
+        let c = classify_window(&w);
+        assert!(
+            c.evidence[0].starts_with("HZ 250 measured in guest; CONFIG_HZ=250, NO_HZ_FULL built in but `nohz=off` on the command line"),
+            "{:#?}",
+            c.evidence
+        );
+        assert_eq!(c.estimated_hz, Some(250));
+        let mut w = window(1, 1.0, 150.0, None);
+        w.facts = Some(kernel(NohzBuilt::Idle, "quiet", Some(true), None));
+        let c = classify_window(&w);
+        assert!(
+            c.evidence
+                .iter()
+                .any(|e| e.contains("host-side counters alone suggested periodic"))
+        );
+    }
+
+    #[test]
+    fn facts_that_say_nothing_about_the_tick_leave_the_host_verdict() {
+        let mut w = window(1, 5.3, 650.0, None);
+        w.facts = Some(kernel(NohzBuilt::Unknown, "quiet", None, None));
+        let c = classify_window(&w);
+        assert_eq!(
+            (c.mode, c.confidence),
+            (TickMode::Periodic, Confidence::Medium)
+        );
+    }
 }

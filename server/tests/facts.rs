@@ -1,0 +1,225 @@
+//! Guest facts through the API: forwarded by a host agent, or posted by the probe itself.
+
+mod common;
+
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use common::{Server, fleet_report, server};
+use tickscope_server::{app, auth};
+
+const UUID: &str = "564d9a3b-1234-5678-9abc-def012345678";
+/// The same UUID as VMware shows it to the guest: first three fields byte-swapped.
+const UUID_SWAPPED: &str = "3b9a4d56-3412-7856-9abc-def012345678";
+
+fn probe_facts(release: &str, cmdline: &str, modes: &[u32]) -> Value {
+    json!({
+        "collected_ms": app::now_ms(),
+        "kernel_release": release,
+        "distro_id": "debian", "distro_version_id": "12", "distro_name": "Debian GNU/Linux 12 (bookworm)",
+        "config": {"source": "boot_config", "hz": 250, "hz_periodic": false, "no_hz_idle": false, "no_hz_full": true, "no_hz_legacy": false},
+        "measured_hz": 250.3,
+        "dynticks": {"nohz_mode": modes, "tick_stopped_cpus": 0},
+        "cmdline": cmdline,
+        "clocksource": "kvm-clock",
+        "idle_fraction": 0.995,
+        "cpus": 1,
+        "dmi_uuid": UUID
+    })
+}
+
+/// A fleet report whose first ticking guest carries a UUID and, optionally, channel facts.
+fn report_with(seq: u64, facts: Option<Value>) -> Value {
+    let mut r = fleet_report(seq);
+    r["guests"][1]["uuid"] = json!(UUID);
+    if let Some(facts) = facts {
+        r["guests"][1]["facts"] =
+            json!({"source": "probe_channel", "received_ms": app::now_ms(), "facts": facts});
+    }
+    r
+}
+
+async fn ranked(s: &Server) -> Vec<Value> {
+    let reply = s
+        .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    reply.json()["guests"].as_array().unwrap().clone()
+}
+
+fn by_name<'a>(guests: &'a [Value], name: &str) -> &'a Value {
+    guests.iter().find(|g| g["name"] == name).unwrap()
+}
+
+async fn guest_token(s: &Server) -> String {
+    let token = auth::new_token().unwrap();
+    s.db.insert_token(
+        "probe",
+        "guest",
+        &auth::token_hash(&token),
+        None,
+        app::now_ms(),
+    )
+    .await
+    .unwrap();
+    token
+}
+
+#[tokio::test]
+async fn facts_forwarded_by_the_host_agent_show_in_the_ranking() {
+    let s = server().await;
+    let facts = probe_facts("6.1.0-57-cloud-amd64", "console=ttyS0 nohz=off", &[0]);
+    let reply = s
+        .post_report(Some(&s.agent_token), &report_with(1, Some(facts)))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let guests = ranked(&s).await;
+    let g = by_name(&guests, "ticker-1");
+    assert_eq!(g["kernel_release"], "6.1.0-57-cloud-amd64");
+    assert_eq!(g["distro"], "Debian GNU/Linux 12 (bookworm)");
+    assert_eq!(g["config_hz"], 250);
+    assert_eq!(g["measured_hz"], 250.3);
+    assert_eq!(g["nohz"], "full");
+    assert_eq!(g["cmdline_flags"], json!(["nohz=off"]));
+    assert_eq!(g["facts_source"], "probe_channel");
+    assert!(g["facts_age_s"].as_f64().unwrap() < 60.0);
+    assert_eq!(g["idle_fraction"], 0.995);
+    assert_eq!(g["tick_mode"], "periodic");
+    assert_eq!(g["tick_mode_confidence"], "high");
+    let evidence = g["evidence"].to_string();
+    assert!(
+        evidence.contains("NO_HZ_FULL built in but `nohz=off`"),
+        "{evidence}"
+    );
+    // A guest without facts says so with nulls.
+    assert_eq!(by_name(&guests, "quiet")["kernel_release"], Value::Null);
+}
+
+#[tokio::test]
+async fn a_new_kernel_is_an_event_and_repeats_are_not() {
+    let s = server().await;
+    let old = probe_facts("6.1.0-57-cloud-amd64", "console=ttyS0 nohz=off", &[0]);
+    let mut repeat = old.clone();
+    repeat["measured_hz"] = json!(249.8);
+    let new = probe_facts("6.1.0-58-cloud-amd64", "console=ttyS0", &[2]);
+    for (seq, facts) in [(1, old), (2, repeat), (3, new)] {
+        let reply = s
+            .post_report(Some(&s.agent_token), &report_with(seq, Some(facts)))
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    }
+    let g = by_name(&ranked(&s).await, "ticker-1").clone();
+    assert_eq!(g["kernel_release"], "6.1.0-58-cloud-amd64");
+    assert_eq!(
+        g["tick_mode"], "tickless",
+        "the new kernel's dynticks are active"
+    );
+    let page = s
+        .call(Method::GET, &format!("/guests/{}", g["id"]), None, None)
+        .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("Kernel and command-line changes"));
+    assert_eq!(
+        page.body.matches("6.1.0-57-cloud-amd64").count(),
+        1,
+        "one row for the old kernel"
+    );
+    assert!(page.body.contains("6.1.0-58-cloud-amd64"));
+}
+
+#[tokio::test]
+async fn a_guest_token_posts_facts_matched_by_uuid_in_either_byte_order() {
+    let s = server().await;
+    s.post_report(Some(&s.agent_token), &report_with(1, None))
+        .await;
+    let token = guest_token(&s).await;
+    let mut facts = probe_facts("6.1.0-57-cloud-amd64", "quiet nohz=off", &[0]);
+    facts["dmi_uuid"] = json!(UUID_SWAPPED);
+    let body = json!({ "facts": facts }).to_string();
+    let reply = s
+        .call(
+            Method::POST,
+            "/api/v1/guest-facts",
+            Some(&token),
+            Some(body),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let g = by_name(&ranked(&s).await, "ticker-1").clone();
+    assert_eq!(g["facts_source"], "probe_direct");
+    assert_eq!(g["cmdline_flags"], json!(["nohz=off"]));
+}
+
+#[tokio::test]
+async fn each_token_does_only_its_own_job() {
+    let s = server().await;
+    let token = guest_token(&s).await;
+    // A guest token cannot send host reports, nor read the fleet.
+    let reply = s.post_report(Some(&token), &report_with(1, None)).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    assert_eq!(s.stored().await, (0, 0));
+    let reply = s
+        .call(Method::GET, "/api/v1/guests", Some(&token), None)
+        .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    // An agent or viewer token cannot post guest facts.
+    s.post_report(Some(&s.agent_token), &report_with(1, None))
+        .await;
+    let body = json!({ "facts": probe_facts("6.1", "quiet", &[2]) }).to_string();
+    for other in [&s.agent_token, &s.viewer_token] {
+        let reply = s
+            .call(
+                Method::POST,
+                "/api/v1/guest-facts",
+                Some(other),
+                Some(body.clone()),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
+    }
+}
+
+#[tokio::test]
+async fn facts_for_an_unknown_guest_or_with_garbage_are_refused() {
+    let s = server().await;
+    let token = guest_token(&s).await;
+    let post = |facts: Value| {
+        let body = json!({ "facts": facts }).to_string();
+        let s = &s;
+        let token = token.clone();
+        async move {
+            s.call(
+                Method::POST,
+                "/api/v1/guest-facts",
+                Some(&token),
+                Some(body),
+            )
+            .await
+        }
+    };
+    let reply = post(probe_facts("6.1", "quiet", &[2])).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::NOT_FOUND,
+        "no host reported this UUID yet"
+    );
+    s.post_report(Some(&s.agent_token), &report_with(1, None))
+        .await;
+    let mut no_uuid = probe_facts("6.1", "quiet", &[2]);
+    no_uuid.as_object_mut().unwrap().remove("dmi_uuid");
+    assert_eq!(
+        post(no_uuid).await.json()["error"]["field"],
+        "facts.dmi_uuid"
+    );
+    let mut hostile = probe_facts("6.1", "quiet", &[2]);
+    hostile["kernel_release"] = json!("6.1\u{1b}[2J");
+    assert_eq!(post(hostile).await.status, StatusCode::UNPROCESSABLE_ENTITY);
+    // A host report whose forwarded facts are hostile is refused whole.
+    let mut bad = probe_facts("6.1", "quiet", &[2]);
+    bad["cmdline"] = json!("quiet\nnohz=off");
+    let reply = s
+        .post_report(Some(&s.agent_token), &report_with(2, Some(bad)))
+        .await;
+    assert_eq!(reply.json()["error"]["field"], "guests[1].facts");
+    assert_eq!(s.stored().await, (1, 3));
+}
