@@ -73,15 +73,30 @@ fn agent_binary() -> PathBuf {
     agent
 }
 
+/// The guests of one binary take turns: several TCG guests at once on a small machine would
+/// disturb each other's idle figures.
+static ONE_TEST_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 struct Guest {
     name: &'static str,
     vcpus: u32,
     append: &'static str,
+    uuid: &'static str,
 }
 
-fn boot(guest: &Guest, assets: &Path, work: &Path, processes: &mut Processes) -> PathBuf {
+/// Boots a guest with `initrd`; with `probe_channel`, it gets a second serial port whose host
+/// end is a listening UNIX socket with "tickscope" in its path, where the agent finds it.
+fn boot(
+    guest: &Guest,
+    assets: &Path,
+    initrd: &Path,
+    probe_channel: bool,
+    work: &Path,
+    processes: &mut Processes,
+) -> PathBuf {
     let serial = work.join(format!("{}.serial", guest.name));
-    let child = Command::new("qemu-system-x86_64")
+    let mut command = Command::new("qemu-system-x86_64");
+    command
         .args([
             "-accel",
             "tcg",
@@ -91,6 +106,7 @@ fn boot(guest: &Guest, assets: &Path, work: &Path, processes: &mut Processes) ->
             &guest.vcpus.to_string(),
         ])
         .args(["-name", &format!("guest={},debug-threads=on", guest.name)])
+        .args(["-uuid", guest.uuid])
         .args([
             "-display",
             "none",
@@ -102,13 +118,20 @@ fn boot(guest: &Guest, assets: &Path, work: &Path, processes: &mut Processes) ->
         .arg("-kernel")
         .arg(assets.join("vmlinuz"))
         .arg("-initrd")
-        .arg(assets.join("initramfs.gz"))
+        .arg(initrd)
         .args([
             "-append",
             &format!("console=ttyS0 quiet panic=-1 {}", guest.append),
         ])
         .arg("-serial")
-        .arg(format!("file:{}", serial.display()))
+        .arg(format!("file:{}", serial.display()));
+    if probe_channel {
+        let socket = work.join(format!("tickscope-{}.sock", guest.name));
+        command
+            .arg("-serial")
+            .arg(format!("unix:{},server=on,wait=off", socket.display()));
+    }
+    let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -202,35 +225,36 @@ fn ranked_guests(url: &str, viewer_token: &str) -> Vec<Value> {
     body["guests"].as_array().unwrap().clone()
 }
 
-#[test]
-#[ignore = "boots real TCG guests for about a minute; run by scripts/test.sh"]
-fn idle_ticking_guests_rank_above_a_tickless_one() {
+/// Guests booted, the server and the agent running against them: what a test looks at.
+struct Fleet {
+    url: String,
+    viewer_token: String,
+    _processes: Processes,
+    _work: tempfile::TempDir,
+}
+
+/// Boots the guests, waits for them to settle, starts the server and the agent, and waits for
+/// `REPORTS_TO_WAIT_FOR` reports.
+fn start_fleet(guests: &[Guest], initrd: Option<&Path>, probe_channel: bool) -> Fleet {
     let assets = guest_assets();
     let agent = agent_binary();
     let work = tempfile::tempdir().unwrap();
     let mut processes = Processes::default();
-
-    let guests = [
-        Guest {
-            name: "tickless-1cpu",
-            vcpus: 1,
-            append: "",
-        },
-        Guest {
-            name: "nohz-off-1cpu",
-            vcpus: 1,
-            append: "nohz=off",
-        },
-        Guest {
-            name: "nohz-off-2cpu",
-            vcpus: 2,
-            append: "nohz=off",
-        },
-    ];
     let started = Instant::now();
+    let default_initrd = assets.join("initramfs.gz");
+    let initrd = initrd.unwrap_or(&default_initrd);
     let serials: Vec<PathBuf> = guests
         .iter()
-        .map(|g| boot(g, &assets, work.path(), &mut processes))
+        .map(|g| {
+            boot(
+                g,
+                &assets,
+                initrd,
+                probe_channel,
+                work.path(),
+                &mut processes,
+            )
+        })
         .collect();
     for serial in &serials {
         wait_for_boot(serial, started);
@@ -258,15 +282,22 @@ fn idle_ticking_guests_rank_above_a_tickless_one() {
         .spawn()
         .unwrap();
     processes.add("tickscope-agent", agent_child);
-
     // The first cycle only sets the starting point; then one report per interval.
     std::thread::sleep(Duration::from_secs(
         AGENT_INTERVAL_S * (REPORTS_TO_WAIT_FOR + 1) + 2,
     ));
-    let ranked = ranked_guests(&url, &viewer_token);
-    for g in &ranked {
+    Fleet {
+        url,
+        viewer_token,
+        _processes: processes,
+        _work: work,
+    }
+}
+
+fn print_ranking(ranked: &[Value]) {
+    for g in ranked {
         eprintln!(
-            "{:>14}: {} vCPU, host CPU {:.2} %, {:.0} wake-ups/vCPU/s, {} ({}), wasted {:.2} %, {} interval(s)",
+            "{:>14}: {} vCPU, host CPU {:.2} %, {:.0} wake-ups/vCPU/s, {} ({}), wasted {:.2} %, {} interval(s), kernel {} HZ {} measured {} nohz {} flags {}",
             g["name"].as_str().unwrap(),
             g["vcpus"],
             g["host_cpu_pct"].as_f64().unwrap_or(f64::NAN),
@@ -275,19 +306,54 @@ fn idle_ticking_guests_rank_above_a_tickless_one() {
             g["tick_mode_confidence"].as_str().unwrap(),
             g["wasted_cpu_pct"].as_f64().unwrap(),
             g["intervals"],
+            g["kernel_release"],
+            g["config_hz"],
+            g["measured_hz"],
+            g["nohz"],
+            g["cmdline_flags"],
         );
     }
+}
 
-    let find = |name: &str| -> (usize, &Value) {
-        ranked
-            .iter()
-            .enumerate()
-            .find(|(_, g)| g["name"] == name)
-            .unwrap_or_else(|| panic!("{name} was not discovered; ranking: {ranked:#?}"))
-    };
-    let (tickless_rank, tickless) = find("tickless-1cpu");
-    let (one_rank, one) = find("nohz-off-1cpu");
-    let (two_rank, two) = find("nohz-off-2cpu");
+fn find<'a>(ranked: &'a [Value], name: &str) -> (usize, &'a Value) {
+    ranked
+        .iter()
+        .enumerate()
+        .find(|(_, g)| g["name"] == name)
+        .unwrap_or_else(|| panic!("{name} was not discovered; ranking: {ranked:#?}"))
+}
+
+#[test]
+#[ignore = "boots real TCG guests for about a minute; run by scripts/test.sh"]
+fn idle_ticking_guests_rank_above_a_tickless_one() {
+    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let guests = [
+        Guest {
+            name: "tickless-1cpu",
+            vcpus: 1,
+            append: "",
+            uuid: "00000000-0000-4000-8000-000000000001",
+        },
+        Guest {
+            name: "nohz-off-1cpu",
+            vcpus: 1,
+            append: "nohz=off",
+            uuid: "00000000-0000-4000-8000-000000000002",
+        },
+        Guest {
+            name: "nohz-off-2cpu",
+            vcpus: 2,
+            append: "nohz=off",
+            uuid: "00000000-0000-4000-8000-000000000003",
+        },
+    ];
+    let fleet = start_fleet(&guests, None, false);
+    let ranked = ranked_guests(&fleet.url, &fleet.viewer_token);
+    print_ranking(&ranked);
+
+    let (tickless_rank, tickless) = find(&ranked, "tickless-1cpu");
+    let (one_rank, one) = find(&ranked, "nohz-off-1cpu");
+    let (two_rank, two) = find(&ranked, "nohz-off-2cpu");
 
     assert_eq!(tickless["tick_mode"], "tickless", "{tickless:#?}");
     assert!(
@@ -310,4 +376,76 @@ fn idle_ticking_guests_rank_above_a_tickless_one() {
         two["wasted_cpu_pct"].as_f64().unwrap() > one["wasted_cpu_pct"].as_f64().unwrap(),
         "the 2-vCPU guest should waste more: {two:#?} vs {one:#?}"
     );
+}
+
+#[test]
+#[ignore = "boots real TCG guests with the guest probe inside; run by scripts/test.sh"]
+fn the_guest_probe_reports_kernel_facts_through_a_serial_channel() {
+    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let assets = guest_assets();
+    let release = std::fs::read_to_string(assets.join("kernel.package"))
+        .unwrap()
+        .trim()
+        .trim_start_matches("linux-image-")
+        .to_string();
+    let initrd_dir = tempfile::tempdir().unwrap();
+    let initrd = initrd_dir.path().join("probe.gz");
+    let built = Command::new(repo_root().join("scripts/probe-initramfs.sh"))
+        .arg(agent_binary())
+        .arg(&initrd)
+        .status()
+        .unwrap();
+    assert!(built.success(), "scripts/probe-initramfs.sh failed");
+
+    let guests = [
+        Guest {
+            name: "probe-default",
+            vcpus: 1,
+            append: "",
+            uuid: "00000000-0000-4000-8000-0000000000a1",
+        },
+        Guest {
+            name: "probe-nohz-off",
+            vcpus: 1,
+            append: "nohz=off",
+            uuid: "00000000-0000-4000-8000-0000000000a2",
+        },
+    ];
+    let fleet = start_fleet(&guests, Some(&initrd), true);
+    let ranked = ranked_guests(&fleet.url, &fleet.viewer_token);
+    print_ranking(&ranked);
+
+    for guest in &guests {
+        let (_, g) = find(&ranked, guest.name);
+        assert_eq!(g["uuid"], guest.uuid);
+        assert_eq!(g["facts_source"], "probe_channel", "{g:#?}");
+        assert_eq!(g["kernel_release"], release.as_str(), "{g:#?}");
+        assert_eq!(g["config_hz"], 250, "{g:#?}");
+        let hz = g["measured_hz"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no measured HZ: {g:#?}"));
+        assert!(
+            (hz - 250.0).abs() <= 0.05 * 250.0,
+            "measured {hz} Hz: {g:#?}"
+        );
+        assert_eq!(g["nohz"], "full", "{g:#?}");
+        assert_eq!(g["tick_mode_confidence"], "high", "{g:#?}");
+    }
+    // Each guest's facts are joined to its own host-side record: only the second booted with
+    // nohz=off, and only it is periodic.
+    let (_, default) = find(&ranked, "probe-default");
+    let (_, nohz_off) = find(&ranked, "probe-nohz-off");
+    assert_eq!(
+        default["cmdline_flags"],
+        serde_json::json!([]),
+        "{default:#?}"
+    );
+    assert_eq!(
+        nohz_off["cmdline_flags"],
+        serde_json::json!(["nohz=off"]),
+        "{nohz_off:#?}"
+    );
+    assert_eq!(default["tick_mode"], "tickless");
+    assert_eq!(nohz_off["tick_mode"], "periodic");
+    assert_eq!(nohz_off["suggestions"][0]["rule"], "remove_nohz_off");
 }
