@@ -16,6 +16,8 @@ pub mod error;
 #[cfg(feature = "cli")]
 pub mod guest;
 #[cfg(feature = "cli")]
+pub mod guest_agent;
+#[cfg(feature = "cli")]
 pub mod host;
 #[cfg(feature = "cli")]
 pub mod procfs;

@@ -13,15 +13,20 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::channel::Channel;
 use crate::discover::{self, Family, ProcessView, VmIdentity};
+use crate::guest_agent::{self, qga};
 use crate::procfs::{OpenFile, ProcFs, SwitchesFile};
 use crate::wire::{
-    DeliveredFacts, FactsSource, GuestFacts, GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS,
-    MAX_NAME_CHARS, MAX_VCPUS, WakeupsSource, clean_text,
+    DeliveredFacts, FactsSource, GuestFacts, GuestSample, Hypervisor, MAX_BOOT_ARGS_CHARS,
+    MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, WakeupsSource, clean_text,
 };
 
 /// Every this many cycles, processes remembered as "not a VM" are looked at again (a pid may have
 /// been reused by a new VM between two cycles), and VMs' thread names are read again.
 const FULL_RESCAN_EVERY_CYCLES: u64 = 30;
+/// Cycles between two questions to a VM's guest agent once it answered (10 min at 10 s).
+const GUEST_AGENT_EVERY_CYCLES: u64 = 60;
+/// Longest wait before asking a guest agent that did not answer again (1 h at 10 s).
+const GUEST_AGENT_MAX_BACKOFF_CYCLES: u64 = 360;
 /// Cycles during which a new process that is not a VM is looked at again: launchers (libvirt,
 /// Proxmox) fork, prepare, then exec QEMU under the same pid, which changes its name.
 const NEW_PROCESS_RECHECKS: u8 = 3;
@@ -71,8 +76,75 @@ struct VmState {
     previous: Option<Counters>,
     /// The guest probe's channel, when the VM has one.
     channel: Option<Channel>,
-    /// Facts read from the channel and not yet reported, with when they arrived.
-    unreported_facts: Option<(GuestFacts, i64)>,
+    /// The VM's own guest agent, when it may have one.
+    guest_agent: Option<GuestAgent>,
+    /// Facts received and not yet reported.
+    unreported_facts: Option<DeliveredFacts>,
+}
+
+/// How to ask a VM's guest agent, and when next.
+struct GuestAgent {
+    via: GuestAgentVia,
+    next_cycle: u64,
+    failures: u32,
+}
+
+enum GuestAgentVia {
+    /// qemu-guest-agent's socket, free to connect to.
+    QgaSocket(String),
+    /// qemu-guest-agent behind libvirt, which holds the socket: `virsh qemu-agent-command`.
+    Virsh(String),
+    /// VirtualBox guest properties, by VM UUID or name.
+    VirtualBox(String),
+}
+
+impl GuestAgent {
+    fn for_vm(identity: &VmIdentity, first_cycle: u64) -> Option<GuestAgent> {
+        let via = match (identity.hypervisor, &identity.guest_agent_socket) {
+            (Hypervisor::Qemu, Some(_)) if identity.management.as_deref() == Some("libvirt") => {
+                GuestAgentVia::Virsh(identity.name.clone())
+            }
+            (Hypervisor::Qemu, Some(socket)) => GuestAgentVia::QgaSocket(socket.clone()),
+            (Hypervisor::Virtualbox, _) => GuestAgentVia::VirtualBox(
+                identity
+                    .uuid
+                    .clone()
+                    .unwrap_or_else(|| identity.name.clone()),
+            ),
+            _ => return None,
+        };
+        Some(GuestAgent {
+            via,
+            next_cycle: first_cycle,
+            failures: 0,
+        })
+    }
+
+    /// Asks, if it is time; schedules the next question either way.
+    fn ask(&mut self, cycle: u64) -> Option<(GuestFacts, FactsSource)> {
+        if cycle < self.next_cycle {
+            return None;
+        }
+        let answer = match &self.via {
+            GuestAgentVia::QgaSocket(path) => qga::osinfo_from_socket(Path::new(path), cycle)
+                .map(|f| (f, FactsSource::QemuGuestAgent)),
+            GuestAgentVia::Virsh(domain) => {
+                qga::osinfo_from_virsh(domain).map(|f| (f, FactsSource::QemuGuestAgent))
+            }
+            GuestAgentVia::VirtualBox(vm) => guest_agent::virtualbox::os_properties(vm)
+                .map(|f| (f, FactsSource::VirtualboxProperties)),
+        };
+        if answer.is_some() {
+            self.failures = 0;
+            self.next_cycle = cycle + GUEST_AGENT_EVERY_CYCLES;
+        } else {
+            self.failures = (self.failures + 1).min(10);
+            self.next_cycle = cycle
+                + (GUEST_AGENT_EVERY_CYCLES << (self.failures - 1))
+                    .min(GUEST_AGENT_MAX_BACKOFF_CYCLES);
+        }
+        answer
+    }
 }
 
 struct Thread {
@@ -164,7 +236,11 @@ impl Sampler {
                 switches: counted.switches,
             };
             if let Some(facts) = vm.channel.as_mut().and_then(Channel::poll) {
-                vm.unreported_facts = Some((facts, now_ms));
+                vm.unreported_facts = Some(DeliveredFacts {
+                    source: FactsSource::ProbeChannel,
+                    received_ms: now_ms,
+                    facts,
+                });
             }
             if let Some(previous) = &vm.previous {
                 guests.push(GuestSample {
@@ -179,17 +255,27 @@ impl Sampler {
                     vcpu_wakeups: wakeups_between(previous, &counters),
                     wakeups_source: counted.source,
                     boot_args: vm.identity.boot_args.clone(),
-                    facts: vm
-                        .unreported_facts
-                        .take()
-                        .map(|(facts, received_ms)| DeliveredFacts {
-                            source: FactsSource::ProbeChannel,
-                            received_ms,
-                            facts,
-                        }),
+                    facts: vm.unreported_facts.take(),
                 });
             }
             vm.previous = Some(counters);
+        }
+
+        // Guest agents can take up to a second to answer: asked only now, after every VM's
+        // counters were read, so the wait does not stretch anyone's interval. Their answers go
+        // out with the next report; a probe's facts, which say more, are not replaced.
+        let cycle = self.cycles;
+        for tracked in self.processes.values_mut() {
+            if let Tracked::Vm(vm) = tracked
+                && let Some((facts, source)) = vm.guest_agent.as_mut().and_then(|a| a.ask(cycle))
+                && vm.unreported_facts.is_none()
+            {
+                vm.unreported_facts = Some(DeliveredFacts {
+                    source,
+                    received_ms: unix_ms(SystemTime::now()),
+                    facts,
+                });
+            }
         }
 
         let measured = self.last.map(|(then, then_ms)| Measured {
@@ -238,6 +324,7 @@ impl Sampler {
                     threads: HashMap::new(),
                     previous: None,
                     channel: identity.probe_channel.clone().map(Channel::new),
+                    guest_agent: GuestAgent::for_vm(&identity, self.cycles + 1),
                     unreported_facts: None,
                     identity,
                 }))

@@ -565,3 +565,73 @@ fn a_schedstat_that_counts_nothing_falls_back_to_status() {
     let g = sampler.cycle().unwrap().unwrap().guests.pop().unwrap();
     assert_eq!(g.vcpu_wakeups, 60);
 }
+
+#[test]
+fn facts_from_qemu_guest_agent_ride_along_with_the_next_report() {
+    use std::io::{BufRead, BufReader, Write};
+    let proc = tempfile::tempdir().unwrap();
+    let socket = proc.path().join("qga.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    // A minimal qemu-guest-agent: answers guest-sync with its id, guest-get-osinfo with facts.
+    let agent = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut writer = stream.try_clone().unwrap();
+        let mut lines = BufReader::new(stream).lines();
+        for _ in 0..2 {
+            let request: serde_json::Value =
+                serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            let reply = match request["execute"].as_str().unwrap() {
+                "guest-sync" => serde_json::json!({"return": request["arguments"]["id"]}),
+                _ => {
+                    serde_json::json!({"return": {"kernel-release": "4.18.0-513.el8.x86_64", "id": "rhel", "version-id": "8.9"}})
+                }
+            };
+            writer.write_all(format!("{reply}\n").as_bytes()).unwrap();
+        }
+    });
+    let chardev = format!(
+        "socket,id=qga0,path={},server=on,wait=off",
+        socket.display()
+    );
+    let vm = FakeProcess {
+        pid: 9500,
+        comm: "qemu-system-x86",
+        argv: &[
+            "qemu-system-x86_64",
+            "-name",
+            "guest=rhel8",
+            "-chardev",
+            &chardev,
+            "-device",
+            "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
+        ],
+        cpu_ticks: 1,
+        start_ticks: 1,
+        threads: &[(9501, "CPU 0/KVM", 1)],
+        schedstat: true,
+    };
+    write_process(proc.path(), &vm);
+    let mut sampler = Sampler::new(proc.path(), CLK_TCK);
+    sampler.cycle().unwrap(); // identifies the VM
+    let second = sampler.cycle().unwrap().unwrap(); // asks the guest agent, after the counters
+    assert!(second.guests[0].facts.is_none());
+    agent.join().unwrap();
+    let third = sampler.cycle().unwrap().unwrap();
+    let delivered = third.guests[0]
+        .facts
+        .as_ref()
+        .expect("the guest agent's facts");
+    assert_eq!(
+        delivered.source,
+        tickscope_agent::wire::FactsSource::QemuGuestAgent
+    );
+    assert_eq!(
+        delivered.facts.kernel_release.as_deref(),
+        Some("4.18.0-513.el8.x86_64")
+    );
+    assert_eq!(delivered.facts.distro_id.as_deref(), Some("rhel"));
+    assert!(
+        sampler.cycle().unwrap().unwrap().guests[0].facts.is_none(),
+        "sent once"
+    );
+}

@@ -47,6 +47,8 @@ pub struct VmIdentity {
     pub config_file: Option<String>,
     /// The host end (a UNIX socket) of the guest probe's serial channel, when the VM has one.
     pub probe_channel: Option<String>,
+    /// qemu-guest-agent's socket, when the VM has the port.
+    pub guest_agent_socket: Option<String>,
 }
 
 impl VmIdentity {
@@ -60,6 +62,7 @@ impl VmIdentity {
             boot_args: None,
             config_file: None,
             probe_channel: None,
+            guest_agent_socket: None,
         }
     }
 }

@@ -37,6 +37,7 @@ fn recognise(p: &ProcessView) -> Option<VmIdentity> {
     id.vcpus_hint = flag_value(p.argv, "-smp").and_then(smp_cpus);
     id.boot_args = flag_value(p.argv, "-append").map(str::to_string);
     id.probe_channel = probe_channel(p.argv);
+    id.guest_agent_socket = guest_agent_socket(p.argv);
     id.management = if proxmox_id.is_some() {
         Some("proxmox".into())
     } else if p.argv.iter().any(|a| a.contains("/libvirt/")) {
@@ -48,20 +49,27 @@ fn recognise(p: &ProcessView) -> Option<VmIdentity> {
     Some(id)
 }
 
-/// The UNIX socket of the guest probe's channel: a socket chardev whose id or path says
-/// "tickscope", or that a virtio-serial port named `org.tickscope.*` uses (libvirt's `<channel>`
-/// names its chardevs `charchannelN`), or a `-serial unix:` path that says "tickscope".
-fn probe_channel(argv: &[String]) -> Option<String> {
+/// The UNIX socket behind the chardev of a virtio-serial port whose name starts with `port`.
+fn virtserial_socket(
+    argv: &[String],
+    port: &str,
+    also: impl Fn(&str, &str) -> bool,
+) -> Option<String> {
     let ports: Vec<String> = flag_values(argv, "-device")
         .map(split_options)
         .filter(|o| o.first().is_some_and(|d| d == "virtserialport"))
-        .filter(|o| o.iter().any(|kv| kv.starts_with("name=org.tickscope.")))
+        .filter(|o| {
+            o.iter().any(|kv| {
+                kv.strip_prefix("name=")
+                    .is_some_and(|n| n.starts_with(port))
+            })
+        })
         .filter_map(|o| {
             o.iter()
                 .find_map(|kv| kv.strip_prefix("chardev=").map(str::to_string))
         })
         .collect();
-    let chardev = flag_values(argv, "-chardev").find_map(|value| {
+    flag_values(argv, "-chardev").find_map(|value| {
         let options = split_options(value);
         if options.first().map(String::as_str) != Some("socket") {
             return None;
@@ -69,15 +77,28 @@ fn probe_channel(argv: &[String]) -> Option<String> {
         let get = |key: &str| options.iter().find_map(|kv| kv.strip_prefix(key));
         let path = get("path=")?;
         let id = get("id=").unwrap_or("");
-        (id.contains("tickscope") || path.contains("tickscope") || ports.iter().any(|p| p == id))
-            .then(|| path.to_string())
-    });
-    chardev.or_else(|| {
+        (ports.iter().any(|p| p == id) || also(id, path)).then(|| path.to_string())
+    })
+}
+
+/// The UNIX socket of the guest probe's channel: a socket chardev whose id or path says
+/// "tickscope", or that a virtio-serial port named `org.tickscope.*` uses (libvirt's `<channel>`
+/// names its chardevs `charchannelN`), or a `-serial unix:` path that says "tickscope".
+fn probe_channel(argv: &[String]) -> Option<String> {
+    virtserial_socket(argv, "org.tickscope.", |id, path| {
+        id.contains("tickscope") || path.contains("tickscope")
+    })
+    .or_else(|| {
         flag_values(argv, "-serial")
             .filter_map(|v| v.strip_prefix("unix:"))
             .map(|v| split_options(v).swap_remove(0))
             .find(|path| path.contains("tickscope"))
     })
+}
+
+/// The UNIX socket of qemu-guest-agent's port (`org.qemu.guest_agent.0`).
+fn guest_agent_socket(argv: &[String]) -> Option<String> {
+    virtserial_socket(argv, "org.qemu.guest_agent.", |_, _| false)
 }
 
 /// Splits a QEMU option string on commas; a doubled comma is a literal comma in a value.
@@ -240,6 +261,19 @@ mod tests {
         for (line, expected) in cases {
             assert_eq!(probe_channel(&argv(line)).as_deref(), expected, "{line}");
         }
+    }
+
+    #[test]
+    fn the_guest_agent_socket_is_found_by_its_port_name() {
+        let proxmox = argv(
+            "/usr/bin/kvm -id 100 -chardev socket,path=/var/run/qemu-server/100.qga,server=on,wait=off,id=qga0 -device virtio-serial,id=qga0bus -device virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
+        );
+        assert_eq!(
+            guest_agent_socket(&proxmox).as_deref(),
+            Some("/var/run/qemu-server/100.qga")
+        );
+        assert_eq!(probe_channel(&proxmox), None);
+        assert_eq!(guest_agent_socket(&argv("qemu-system-x86_64 -m 256")), None);
     }
 
     #[test]

@@ -1,0 +1,166 @@
+//! qemu-guest-agent over its virtio-serial socket, or through libvirt (`virsh
+//! qemu-agent-command`), which holds the socket itself for the VMs it manages.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::wire::GuestFacts;
+
+/// How long a guest agent gets to answer.
+pub const TIMEOUT: Duration = Duration::from_secs(1);
+/// Longest answer line read, in bytes: the guest is hostile.
+const MAX_REPLY_BYTES: u64 = 64 * 1024;
+
+/// Asks the agent behind a QGA socket for its OS information.
+pub fn osinfo_from_socket(path: &Path, sync_id: u64) -> Option<GuestFacts> {
+    let stream = UnixStream::connect(path).ok()?;
+    stream.set_read_timeout(Some(TIMEOUT)).ok()?;
+    stream.set_write_timeout(Some(TIMEOUT)).ok()?;
+    let mut writer = stream.try_clone().ok()?;
+    let mut reader = BufReader::new(std::io::Read::take(stream, MAX_REPLY_BYTES));
+    // guest-sync first: answers left over from an earlier client are skipped until ours.
+    let sync = json!({"execute": "guest-sync", "arguments": {"id": sync_id}});
+    writer.write_all(format!("{sync}\n").as_bytes()).ok()?;
+    loop {
+        let reply = read_reply(&mut reader)?;
+        if reply.get("return") == Some(&json!(sync_id)) {
+            break;
+        }
+    }
+    writer
+        .write_all(b"{\"execute\": \"guest-get-osinfo\"}\n")
+        .ok()?;
+    osinfo_facts(&read_reply(&mut reader)?)
+}
+
+/// Asks through libvirt, for a domain libvirt manages.
+pub fn osinfo_from_virsh(domain: &str) -> Option<GuestFacts> {
+    let output = Command::new("virsh")
+        .args(["--quiet", "qemu-agent-command", "--timeout", "1", domain])
+        .arg(r#"{"execute":"guest-get-osinfo"}"#)
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    osinfo_facts(&serde_json::from_slice(&output.stdout).ok()?)
+}
+
+fn read_reply(reader: &mut impl BufRead) -> Option<Value> {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).ok()? == 0 {
+            return None;
+        }
+        // The agent may send a raw 0xFF sentinel (guest-sync-delimited) or blank lines.
+        let text: Vec<u8> = line.iter().copied().filter(|&b| b != 0xFF).collect();
+        let text = std::str::from_utf8(&text).ok()?.trim();
+        if !text.is_empty() {
+            return serde_json::from_str(text).ok();
+        }
+    }
+}
+
+/// The facts in a `guest-get-osinfo` reply (`{"return": {"kernel-release": ...}}`).
+pub fn osinfo_facts(reply: &Value) -> Option<GuestFacts> {
+    let info = reply.get("return")?.as_object()?;
+    let text = |key: &str| info.get(key)?.as_str().map(str::to_string);
+    let facts = GuestFacts {
+        kernel_release: text("kernel-release"),
+        kernel_version: text("kernel-version"),
+        distro_id: text("id"),
+        distro_version_id: text("version-id"),
+        distro_name: text("pretty-name").or_else(|| text("name")),
+        ..GuestFacts::default()
+    };
+    Some(facts.cleaned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    /// A stand-in for qemu-guest-agent speaking its JSON protocol: a stale reply left by an
+    /// earlier client, then the answers to guest-sync and guest-get-osinfo.
+    fn fake_qga(listener: UnixListener, osinfo: Value) -> std::thread::JoinHandle<Vec<String>> {
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut writer = stream.try_clone().unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut seen = Vec::new();
+            writer.write_all(b"{\"return\": {}}\n").unwrap();
+            for _ in 0..2 {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let request: Value = serde_json::from_str(&line).unwrap();
+                let command = request["execute"].as_str().unwrap().to_string();
+                let reply = match command.as_str() {
+                    "guest-sync" => json!({"return": request["arguments"]["id"]}),
+                    "guest-get-osinfo" => osinfo.clone(),
+                    _ => json!({"error": {"class": "CommandNotFound", "desc": "no"}}),
+                };
+                writer.write_all(&[0xFF]).unwrap();
+                writer.write_all(format!("{reply}\n").as_bytes()).unwrap();
+                seen.push(command);
+            }
+            seen
+        })
+    }
+
+    #[test]
+    fn osinfo_comes_back_as_facts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("qga.sock");
+        let server = fake_qga(
+            UnixListener::bind(&path).unwrap(),
+            json!({"return": {
+                "kernel-release": "3.10.0-1160.el7.x86_64",
+                "kernel-version": "#1 SMP Mon Oct 19 16:18:59 UTC 2020",
+                "machine": "x86_64", "id": "centos", "name": "CentOS Linux",
+                "pretty-name": "CentOS Linux 7 (Core)", "version": "7 (Core)", "version-id": "7"
+            }}),
+        );
+        let facts = osinfo_from_socket(&path, 4242).unwrap();
+        assert_eq!(server.join().unwrap(), ["guest-sync", "guest-get-osinfo"]);
+        assert_eq!(
+            facts.kernel_release.as_deref(),
+            Some("3.10.0-1160.el7.x86_64")
+        );
+        assert_eq!(facts.distro_id.as_deref(), Some("centos"));
+        assert_eq!(facts.distro_version_id.as_deref(), Some("7"));
+        assert_eq!(facts.distro_name.as_deref(), Some("CentOS Linux 7 (Core)"));
+        assert_eq!(
+            facts.config.hz, None,
+            "a guest agent does not know CONFIG_HZ"
+        );
+    }
+
+    #[test]
+    fn an_agent_that_refuses_or_never_answers_gives_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("qga.sock");
+        let server = fake_qga(
+            UnixListener::bind(&path).unwrap(),
+            json!({"error": {"class": "CommandDisabled", "desc": "guest-get-osinfo has been disabled"}}),
+        );
+        assert_eq!(osinfo_from_socket(&path, 1), None);
+        server.join().unwrap();
+        // A socket nobody serves: the listener exists, but no agent answers within the timeout.
+        let silent = dir.path().join("silent.sock");
+        let _listener = UnixListener::bind(&silent).unwrap();
+        let started = std::time::Instant::now();
+        assert_eq!(osinfo_from_socket(&silent, 1), None);
+        assert!(started.elapsed() < TIMEOUT * 3);
+        assert_eq!(
+            osinfo_from_socket(&dir.path().join("missing.sock"), 1),
+            None
+        );
+    }
+}
