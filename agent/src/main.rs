@@ -79,6 +79,14 @@ struct MeasureArgs {
     /// Name this host reports as (default: its hostname).
     #[arg(long, env = "TICKSCOPE_HOST_NAME")]
     host_name: Option<String>,
+    /// Where guest probe channels are found for VMs whose command line names none:
+    /// `<dir>/<VM UUID>.sock` or `<dir>/<VM name>.sock`.
+    #[arg(
+        long,
+        env = "TICKSCOPE_CHANNEL_DIR",
+        default_value = "/run/tickscope/channels"
+    )]
+    channel_dir: PathBuf,
     /// Where procfs is mounted.
     #[arg(long, default_value = "/proc", hide = true)]
     proc_root: PathBuf,
@@ -91,6 +99,7 @@ impl MeasureArgs {
 
     fn sampler(&self) -> Sampler {
         Sampler::new(&self.proc_root, host::clock_ticks_per_second())
+            .with_channel_dir(&self.channel_dir)
     }
 }
 

@@ -8,7 +8,7 @@
 //! nothing but its directory entry.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::channel::Channel;
@@ -46,6 +46,9 @@ pub struct Measured {
 
 pub struct Sampler {
     proc: ProcFs,
+    /// Where probe channel sockets are found by convention (`<uuid>.sock` or `<name>.sock`),
+    /// for VMs whose command line does not name one.
+    channel_dir: Option<PathBuf>,
     clk_tck: f64,
     processes: HashMap<u32, Tracked>,
     cycles: u64,
@@ -164,11 +167,31 @@ impl Sampler {
     pub fn new(proc_root: impl AsRef<Path>, clk_tck: u64) -> Self {
         Sampler {
             proc: ProcFs::new(proc_root.as_ref()),
+            channel_dir: None,
             clk_tck: clk_tck.max(1) as f64,
             processes: HashMap::new(),
             cycles: 0,
             last: None,
         }
+    }
+
+    /// Looks for probe channels of VMs that do not name one as `<dir>/<uuid>.sock` or
+    /// `<dir>/<name>.sock` (VirtualBox and VMware serial ports set to a host pipe, say).
+    pub fn with_channel_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.channel_dir = Some(dir.into());
+        self
+    }
+
+    fn conventional_channel(&self, identity: &VmIdentity) -> Option<String> {
+        let dir = self.channel_dir.as_ref()?;
+        let by_name = identity.name.replace('/', "_");
+        identity
+            .uuid
+            .iter()
+            .chain(std::iter::once(&by_name))
+            .map(|stem| dir.join(format!("{stem}.sock")))
+            .find(|path| path.exists())
+            .map(|path| path.to_string_lossy().into_owned())
     }
 
     /// Reads every VM's counters now. Returns `None` on the first call, which only sets the
@@ -312,6 +335,9 @@ impl Sampler {
                     identity.name = format!("{}-{pid}", identity.hypervisor.as_str());
                 }
                 identity.vcpus_hint = identity.vcpus_hint.map(|n| n.clamp(1, MAX_VCPUS));
+                if identity.probe_channel.is_none() {
+                    identity.probe_channel = self.conventional_channel(&identity);
+                }
                 identity.boot_args = identity
                     .boot_args
                     .map(|args| clean_text(&args, MAX_BOOT_ARGS_CHARS));

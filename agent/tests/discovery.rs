@@ -635,3 +635,42 @@ fn facts_from_qemu_guest_agent_ride_along_with_the_next_report() {
         "sent once"
     );
 }
+
+#[test]
+fn a_probe_channel_is_found_by_convention_for_vms_that_name_none() {
+    use std::io::Write;
+    let proc = tempfile::tempdir().unwrap();
+    let channels = tempfile::tempdir().unwrap();
+    let uuid = "3f1e2d4c-5b6a-4798-8a9b-0c1d2e3f4a5b";
+    let listener =
+        std::os::unix::net::UnixListener::bind(channels.path().join(format!("{uuid}.sock")))
+            .unwrap();
+    let vm = FakeProcess {
+        pid: 9700,
+        comm: "VBoxHeadless",
+        argv: &[
+            "/usr/lib/virtualbox/VBoxHeadless",
+            "--comment",
+            "slitaz",
+            "--startvm",
+            uuid,
+        ],
+        cpu_ticks: 1,
+        start_ticks: 1,
+        threads: &[(9701, "EMT", 1)],
+        schedstat: true,
+    };
+    write_process(proc.path(), &vm);
+    let mut sampler = Sampler::new(proc.path(), CLK_TCK).with_channel_dir(channels.path());
+    sampler.cycle().unwrap();
+    let (mut guest_end, _) = listener.accept().unwrap();
+    guest_end
+        .write_all(b"{\"kernel_release\":\"2.6.29-slitaz\"}\n")
+        .unwrap();
+    let g = sampler.cycle().unwrap().unwrap().guests.pop().unwrap();
+    let delivered = g.facts.expect("facts through the conventional channel");
+    assert_eq!(
+        delivered.facts.kernel_release.as_deref(),
+        Some("2.6.29-slitaz")
+    );
+}

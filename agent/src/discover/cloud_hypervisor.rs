@@ -29,6 +29,12 @@ fn recognise(p: &ProcessView) -> Option<VmIdentity> {
             .and_then(|n| n.parse().ok())
     });
     id.boot_args = flag_value(p.argv, "--cmdline").map(str::to_string);
+    // `--serial socket=/run/tickscope/x.sock`: a serial port on a UNIX socket, the probe's channel.
+    id.probe_channel = ["--serial", "--console"]
+        .iter()
+        .filter_map(|flag| flag_value(p.argv, flag)?.strip_prefix("socket="))
+        .find(|path| path.contains("tickscope"))
+        .map(str::to_string);
     Some(id)
 }
 
@@ -52,6 +58,8 @@ mod tests {
             "/var/lib/ch/vmlinux",
             "--cmdline",
             "console=hvc0 root=/dev/vda1",
+            "--serial",
+            "socket=/run/tickscope/edge-7.sock",
         ]
         .map(String::from)
         .to_vec();
@@ -64,6 +72,10 @@ mod tests {
         assert_eq!(id.name, "edge-7");
         assert_eq!(id.vcpus_hint, Some(2));
         assert_eq!(id.boot_args.as_deref(), Some("console=hvc0 root=/dev/vda1"));
+        assert_eq!(
+            id.probe_channel.as_deref(),
+            Some("/run/tickscope/edge-7.sock")
+        );
     }
 
     #[test]

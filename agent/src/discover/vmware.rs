@@ -28,8 +28,10 @@ fn vcpu_index(thread: &str) -> Option<u32> {
     index_after(thread, "vmx-vcpu-")
 }
 
-/// Improves an identity from the VM's `.vmx` file (`key = "value"` lines).
+/// Improves an identity from the VM's `.vmx` file (`key = "value"` lines). A serial port set to
+/// a named pipe (a UNIX socket on Linux hosts) whose path says "tickscope" is the probe channel.
 pub fn apply_vmx(id: &mut VmIdentity, vmx: &str) {
+    let mut pipes = Vec::new();
     for line in vmx.lines() {
         let Some((key, value)) = line.split_once('=') else {
             continue;
@@ -39,9 +41,13 @@ pub fn apply_vmx(id: &mut VmIdentity, vmx: &str) {
             "displayname" if !value.is_empty() => id.name = value.to_string(),
             "uuid.bios" => id.uuid = bios_uuid(value),
             "numvcpus" => id.vcpus_hint = value.parse().ok(),
+            key if key.starts_with("serial") && key.ends_with(".filename") => {
+                pipes.push(value.to_string());
+            }
             _ => {}
         }
     }
+    id.probe_channel = pipes.into_iter().find(|path| path.contains("tickscope"));
 }
 
 /// `uuid.bios = "56 4d 9a 3b 12 34 56 78-9a bc de f0 12 34 56 78"`: sixteen hex bytes, written
@@ -98,10 +104,12 @@ mod tests {
         apply_vmx(
             &mut id,
             ".encoding = \"UTF-8\"\ndisplayName = \"FC6 HZ=1000\"\nnumvcpus = \"2\"\n\
+             serial1.fileType = \"pipe\"\nserial1.fileName = \"/run/tickscope/fc6.sock\"\n\
              uuid.bios = \"56 4d 9a 3b 12 34 56 78-9a bc de f0 12 34 56 78\"\n",
         );
         assert_eq!(id.name, "FC6 HZ=1000");
         assert_eq!(id.vcpus_hint, Some(2));
+        assert_eq!(id.probe_channel.as_deref(), Some("/run/tickscope/fc6.sock"));
         assert_eq!(
             id.uuid.as_deref(),
             Some("564d9a3b-1234-5678-9abc-def012345678")
