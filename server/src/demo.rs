@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use tickscope_agent::wire::{
-    AgentInfo, GuestSample, HostInfo, Hypervisor, Interval, Report, WakeupsSource,
+    AgentInfo, DeliveredFacts, Dynticks, FactsSource, GuestFacts, GuestSample, HostInfo,
+    Hypervisor, Interval, KernelConfig, Report, WakeupsSource,
 };
 
 use crate::app::now_ms;
@@ -185,7 +186,7 @@ impl Fleet {
                         vcpu_wakeups: (wakeups * v * length_s * self.noise.factor()) as u64,
                         wakeups_source: WakeupsSource::VcpuThreads,
                         boot_args: boot_args.map(str::to_string),
-                        facts: None,
+                        facts: simulated_facts(name, end_ms),
                     }
                 },
             )
@@ -211,6 +212,77 @@ impl Fleet {
             guests,
         }
     }
+}
+
+/// What a few of the simulated guests report about themselves, as a guest probe would: a
+/// tickless Debian, a RHEL 5 kernel built without NO_HZ at 1000 Hz, a Debian booted with
+/// `nohz=off`. The others have no probe, as in a real fleet.
+fn simulated_facts(name: &str, now_ms: i64) -> Option<DeliveredFacts> {
+    let debian = |cmdline: &str, dynticks: u32, idle: f64| GuestFacts {
+        collected_ms: Some(now_ms),
+        kernel_release: Some("6.1.0-57-cloud-amd64".into()),
+        kernel_version: Some("#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-3".into()),
+        distro_id: Some("debian".into()),
+        distro_version_id: Some("12".into()),
+        distro_name: Some("Debian GNU/Linux 12 (bookworm)".into()),
+        config: KernelConfig {
+            source: "boot_config".into(),
+            hz: Some(250),
+            hz_periodic: Some(false),
+            no_hz_idle: Some(false),
+            no_hz_full: Some(true),
+            no_hz_legacy: Some(false),
+        },
+        measured_hz: Some(250.1),
+        dynticks: Some(Dynticks {
+            nohz_mode: vec![dynticks; 2],
+            tick_stopped_cpus: if dynticks > 0 { 2 } else { 0 },
+        }),
+        cmdline: Some(cmdline.into()),
+        clocksource: Some("kvm-clock".into()),
+        available_clocksources: Some(vec!["kvm-clock".into(), "tsc".into(), "hpet".into()]),
+        cpuidle_driver: Some("none".into()),
+        cpuidle_governor: Some(if dynticks > 0 { "menu" } else { "ladder" }.into()),
+        idle_fraction: Some(idle),
+        local_timer_irqs_per_cpu_s: Some(if dynticks > 0 { 12.0 } else { 250.0 }),
+        cpus: Some(2),
+        dmi_uuid: None,
+    };
+    let facts = match name {
+        "web-01" => debian(
+            "BOOT_IMAGE=/vmlinuz-6.1.0-57-cloud-amd64 root=/dev/vda1 ro quiet",
+            2,
+            0.993,
+        ),
+        "ci-runner" => debian(
+            "BOOT_IMAGE=/vmlinuz-6.1.0-57-cloud-amd64 root=/dev/vda1 ro console=ttyS0 nohz=off",
+            0,
+            0.989,
+        ),
+        "db-legacy" => GuestFacts {
+            collected_ms: Some(now_ms),
+            kernel_release: Some("2.6.18-398.el5".into()),
+            distro_id: Some("centos".into()),
+            distro_version_id: Some("5.11".into()),
+            distro_name: Some("CentOS release 5.11 (Final)".into()),
+            config: KernelConfig {
+                source: "boot_config".into(),
+                hz: Some(1000),
+                ..KernelConfig::default()
+            },
+            cmdline: Some("ro root=/dev/VolGroup00/LogVol00 rhgb quiet".into()),
+            clocksource: Some("acpi_pm".into()),
+            idle_fraction: Some(0.975),
+            cpus: Some(4),
+            ..GuestFacts::default()
+        },
+        _ => return None,
+    };
+    Some(DeliveredFacts {
+        source: FactsSource::ProbeChannel,
+        received_ms: now_ms,
+        facts,
+    })
 }
 
 /// A small deterministic generator for ±10 % noise: no RNG crate for a demo.

@@ -128,7 +128,13 @@ pub fn analyse_host(guests: &[Window]) -> Vec<Verdict> {
                 .filter_map(|(_, (r, _))| r.map(|r| r.cpu_pct_per_vcpu))
                 .collect();
             let baseline = Baseline::learn(&peers);
-            let waste = waste::waste(classification, rates.as_ref(), window.vcpus, &baseline);
+            let waste = waste::waste(
+                classification,
+                rates.as_ref(),
+                window.vcpus,
+                &baseline,
+                window.facts.as_ref().and_then(|k| k.idle_fraction),
+            );
             let suggestions = suggest::suggest(&suggest::Input {
                 window,
                 rates: rates.as_ref(),

@@ -189,6 +189,7 @@ mod tests {
             rates.as_ref(),
             vcpus,
             &Baseline::learn(&[]),
+            None,
         );
         suggest(&Input {
             window: &window,

@@ -183,6 +183,7 @@ fn classify_from_facts(
     let Some((mode, confidence)) = verdict else {
         return from_host; // the facts say nothing about the tick
     };
+    let mut evidence: Vec<String> = evidence.into_iter().map(capitalised).collect();
     evidence.push(format!(
         "Guest facts from {}, {:.0} s old.",
         k.source, k.age_s
@@ -294,6 +295,15 @@ fn classify_from_host(window: &Window, rates: Option<&Rates>) -> Classification 
         estimated_hz,
         confidence,
         evidence,
+    }
+}
+
+/// A sentence that starts with a capital letter, whatever piece of text came first.
+fn capitalised(text: String) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => text,
     }
 }
 
@@ -507,6 +517,20 @@ mod tests {
             c.evidence
                 .iter()
                 .any(|e| e.contains("host-side counters alone suggested periodic"))
+        );
+    }
+
+    #[test]
+    fn evidence_sentences_start_with_a_capital() {
+        let mut w = window(1, 4.0, 1000.0, None);
+        let mut k = kernel(NohzBuilt::None, "quiet", None, None);
+        k.measured_hz = None;
+        w.facts = Some(k);
+        let c = classify_window(&w);
+        assert!(
+            c.evidence[0].starts_with("Built without NO_HZ (CONFIG_HZ=250"),
+            "{:?}",
+            c.evidence
         );
     }
 

@@ -82,11 +82,13 @@ pub struct Waste {
 /// Waste = host CPU − baseline × vCPUs, for guests that tick or poll while idle. A tickless
 /// guest's CPU above the baseline is not the tick's doing, a busy guest's CPU is work, and an
 /// unknown one has not been measured long enough: none of these count.
+/// `guest_idle_fraction` is the guest's own count of its idle time, when it reported one.
 pub fn waste(
     classification: &Classification,
     rates: Option<&Rates>,
     vcpus: u32,
     baseline: &Baseline,
+    guest_idle_fraction: Option<f64>,
 ) -> Waste {
     let none = |reasoning: String| Waste {
         wasted_cpu_pct: 0.0,
@@ -110,11 +112,18 @@ pub fn waste(
         TickMode::Periodic | TickMode::Polling => {
             let tickless_cost = baseline.cpu_pct_per_vcpu * f64::from(vcpus);
             let wasted = (rates.host_cpu_pct - tickless_cost).max(0.0);
+            let idle = match guest_idle_fraction {
+                Some(idle) => format!(
+                    "The guest reports it was idle {:.0} % of the time, so this is the cost of idling.",
+                    idle * 100.0
+                ),
+                None => "From the host side this includes any work the guest did meanwhile: it is an upper bound until the guest reports its own idle time.".into(),
+            };
             Waste {
                 wasted_cpu_pct: wasted,
                 baseline: *baseline,
                 reasoning: format!(
-                    "{:.2} % used − {vcpus} vCPU(s) × {:.2} % = {wasted:.2} % of a core, against the {}. From the host side this includes any work the guest did meanwhile: it is an upper bound until the guest reports its own idle time.",
+                    "{:.2} % used − {vcpus} vCPU(s) × {:.2} % = {wasted:.2} % of a core, against the {}. {idle}",
                     rates.host_cpu_pct,
                     baseline.cpu_pct_per_vcpu,
                     baseline.describe()
@@ -185,14 +194,47 @@ mod tests {
             (TickMode::Unknown, 12.0, 1, 0.0),
         ];
         for (mode, cpu, vcpus, expected) in cases {
-            let w = waste(&classification(mode), Some(&rates(cpu)), vcpus, &baseline);
+            let w = waste(
+                &classification(mode),
+                Some(&rates(cpu)),
+                vcpus,
+                &baseline,
+                None,
+            );
             assert!(
                 (w.wasted_cpu_pct - expected).abs() < 1e-9,
                 "{mode:?} {cpu} % {vcpus} vCPU: {w:?}"
             );
             assert!(!w.reasoning.is_empty());
         }
-        let w = waste(&classification(TickMode::Periodic), None, 1, &baseline);
+        let w = waste(
+            &classification(TickMode::Periodic),
+            None,
+            1,
+            &baseline,
+            None,
+        );
         assert_eq!(w.wasted_cpu_pct, 0.0);
+        // The guest's own idle count turns the upper bound into a statement.
+        let w = waste(
+            &classification(TickMode::Periodic),
+            Some(&rates(5.3)),
+            1,
+            &baseline,
+            Some(0.99),
+        );
+        assert!(
+            w.reasoning.contains("idle 99 % of the time"),
+            "{}",
+            w.reasoning
+        );
+        let w = waste(
+            &classification(TickMode::Periodic),
+            Some(&rates(5.3)),
+            1,
+            &baseline,
+            None,
+        );
+        assert!(w.reasoning.contains("upper bound"), "{}", w.reasoning);
     }
 }
