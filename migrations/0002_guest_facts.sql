@@ -17,3 +17,8 @@ CREATE TABLE guest_facts (
     facts_json        TEXT    NOT NULL
 );
 CREATE INDEX guest_facts_guest ON guest_facts (guest_id, source, id);
+
+-- A guest token submits facts for one guest: the UUID it first reported.
+ALTER TABLE tokens ADD COLUMN guest_uuid TEXT;
+-- Guest facts are joined to guests by UUID.
+CREATE INDEX guests_uuid ON guests (uuid);

@@ -25,16 +25,16 @@ pub fn validate(field: &str, source: &'static str, facts: GuestFacts) -> AppResu
             "has control characters, over-long strings or impossible values",
         ));
     }
+    // A change worth an event: another kernel, build, distribution release or command line.
+    // Rates, CPU counts and clocksource switches are not events.
     let stable = GuestFacts {
-        collected_ms: None,
-        measured_hz: None,
-        idle_fraction: None,
-        local_timer_irqs_per_cpu_s: None,
-        dynticks: facts.dynticks.clone().map(|mut d| {
-            d.tick_stopped_cpus = 0;
-            d
-        }),
-        ..facts.clone()
+        kernel_release: facts.kernel_release.clone(),
+        kernel_version: facts.kernel_version.clone(),
+        distro_id: facts.distro_id.clone(),
+        distro_version_id: facts.distro_version_id.clone(),
+        config: facts.config.clone(),
+        cmdline: facts.cmdline.clone(),
+        ..GuestFacts::default()
     };
     let json = |f: &GuestFacts| {
         serde_json::to_string(f).map_err(|e| AppError::Internal(format!("facts to JSON: {e}")))
@@ -105,6 +105,23 @@ mod tests {
         let stable = |f: GuestFacts| validate("facts", "probe_channel", f).unwrap().stable_json;
         assert_eq!(stable(a.clone()), stable(b));
         assert_ne!(stable(a), stable(c));
+    }
+
+    #[test]
+    fn hotplugged_cpus_and_clocksource_switches_are_not_events() {
+        let a = GuestFacts {
+            kernel_release: Some("6.1.0-57".into()),
+            cpus: Some(2),
+            clocksource: Some("kvm-clock".into()),
+            ..Default::default()
+        };
+        let b = GuestFacts {
+            cpus: Some(4),
+            clocksource: Some("tsc".into()),
+            ..a.clone()
+        };
+        let stable = |f: GuestFacts| validate("facts", "probe_channel", f).unwrap().stable_json;
+        assert_eq!(stable(a), stable(b));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
-use tickscope_agent::wire::Hypervisor;
+use tickscope_agent::wire::{FactsSource, GuestFacts, Hypervisor};
 
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::{self, Verdict, Window};
@@ -43,32 +43,51 @@ impl AnalysedGuest {
     }
 }
 
+/// Facts older than this are not used: the probe delivers every minute and guest agents are
+/// asked every 10 minutes (an hour at most when they do not answer).
+pub const FACTS_MAX_AGE_MS: i64 = 2 * 60 * 60 * 1000;
+
 /// Preference among sources: the probe knows everything, guest agents only the release.
 fn source_rank(source: &str) -> u8 {
-    match source {
-        "probe_channel" | "probe_direct" => 3,
-        "qemu_guest_agent" => 2,
-        "virtualbox_properties" => 1,
-        _ => 0,
+    match FactsSource::from_name(source) {
+        FactsSource::ProbeChannel | FactsSource::ProbeDirect => 3,
+        FactsSource::QemuGuestAgent => 2,
+        FactsSource::VirtualboxProperties => 1,
+        FactsSource::Other => 0,
     }
 }
 
-/// Each guest's facts from its best source (the newest among equally good ones).
+/// Each guest's facts from its best fresh source; but when a newer source reports another
+/// kernel release, the guest was upgraded since the better source last spoke, and the newer
+/// one wins.
 fn best_facts(rows: Vec<FactsRow>, now_ms: i64) -> HashMap<i64, KernelFacts> {
-    let mut best: HashMap<i64, FactsRow> = HashMap::new();
+    let mut by_guest: HashMap<i64, Vec<(FactsRow, GuestFacts)>> = HashMap::new();
     for row in rows {
-        let better = best.get(&row.guest_id).is_none_or(|b| {
-            (source_rank(&row.source), row.received_ms) > (source_rank(&b.source), b.received_ms)
-        });
-        if better {
-            best.insert(row.guest_id, row);
+        if now_ms - row.received_ms > FACTS_MAX_AGE_MS {
+            continue;
+        }
+        if let Ok(facts) = serde_json::from_str::<GuestFacts>(&row.facts_json) {
+            by_guest.entry(row.guest_id).or_default().push((row, facts));
         }
     }
-    best.into_iter()
-        .filter_map(|(guest_id, row)| {
-            let facts = serde_json::from_str(&row.facts_json).ok()?;
+    by_guest
+        .into_iter()
+        .filter_map(|(guest_id, candidates)| {
+            let best = candidates
+                .iter()
+                .max_by_key(|(row, _)| (source_rank(&row.source), row.received_ms))?;
+            let upgraded = candidates
+                .iter()
+                .filter(|(row, facts)| {
+                    row.received_ms > best.0.received_ms
+                        && facts.kernel_release.is_some()
+                        && best.1.kernel_release.is_some()
+                        && facts.kernel_release != best.1.kernel_release
+                })
+                .max_by_key(|(row, _)| row.received_ms);
+            let (row, facts) = upgraded.unwrap_or(best);
             let age_s = (now_ms - row.received_ms).max(0) as f64 / 1000.0;
-            Some((guest_id, KernelFacts::new(&facts, &row.source, age_s)))
+            Some((guest_id, KernelFacts::new(facts, &row.source, age_s)))
         })
         .collect()
 }
@@ -128,7 +147,7 @@ pub async fn ranked_guests(db: &Db, now_ms: i64) -> AppResult<Vec<AnalysedGuest>
     let rows = db
         .active_guest_windows(now_ms - ACTIVE_WITHIN_MS, ANALYSIS_WINDOW_MS)
         .await?;
-    let facts = best_facts(db.latest_facts().await?, now_ms);
+    let facts = best_facts(db.latest_facts(None).await?, now_ms);
     let mut guests = analyse(rows, facts);
     guests.sort_by(|a, b| {
         b.wasted_cpu_pct()
@@ -156,7 +175,7 @@ pub async fn guest(db: &Db, guest_id: i64, now_ms: i64) -> AppResult<Option<Anal
             ANALYSIS_WINDOW_MS,
         )
         .await?;
-    let facts = best_facts(db.latest_facts().await?, now_ms);
+    let facts = best_facts(db.latest_facts(Some(host_id)).await?, now_ms);
     Ok(analyse(rows, facts).into_iter().find(|g| g.id == guest_id))
 }
 
@@ -180,5 +199,54 @@ pub fn totals(guests: &[AnalysedGuest]) -> Totals {
             .filter(|g| g.verdict.classification.mode.is_wasteful())
             .count(),
         wasted_cores: guests.iter().map(|g| g.wasted_cpu_pct()).sum::<f64>() / 100.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(guest_id: i64, source: &str, received_ms: i64, release: &str) -> FactsRow {
+        FactsRow {
+            guest_id,
+            source: source.into(),
+            received_ms,
+            facts_json: serde_json::json!({"kernel_release": release}).to_string(),
+        }
+    }
+
+    #[test]
+    fn the_best_fresh_source_wins_unless_a_newer_one_saw_another_kernel() {
+        let now = 10 * 3_600_000;
+        let cases = [
+            // (rows, expected source, expected release)
+            (
+                vec![
+                    row(1, "qemu_guest_agent", now - 1000, "6.1"),
+                    row(1, "probe_channel", now - 50_000, "6.1"),
+                ],
+                Some(("probe_channel", "6.1")),
+            ),
+            // The probe last spoke before the upgrade; the guest agent saw the new kernel.
+            (
+                vec![
+                    row(1, "probe_channel", now - 900_000, "6.1"),
+                    row(1, "qemu_guest_agent", now - 1000, "6.12"),
+                ],
+                Some(("qemu_guest_agent", "6.12")),
+            ),
+            // Facts older than the limit are not used at all.
+            (
+                vec![row(1, "probe_channel", now - FACTS_MAX_AGE_MS - 1, "6.1")],
+                None,
+            ),
+        ];
+        for (rows, expected) in cases {
+            let best = best_facts(rows, now);
+            let got = best
+                .get(&1)
+                .map(|k| (k.source.as_str(), k.kernel_release.as_deref().unwrap()));
+            assert_eq!(got, expected);
+        }
     }
 }

@@ -187,18 +187,21 @@ fn validate_guest(
         .boot_args
         .map(|a| text_or_empty(&field("boot_args"), a, MAX_BOOT_ARGS_CHARS))
         .transpose()?;
-    let facts = g
-        .facts
-        .map(|delivered| {
-            if delivered.source == FactsSource::ProbeDirect {
-                return Err(AppError::invalid(
-                    field("facts.source"),
-                    "probe_direct facts come from a guest token, not inside a host report",
-                ));
-            }
+    // Facts come from inside a guest, through the host agent: if they are not acceptable, they
+    // are left out and said so in the log, and the host's measurements are still stored.
+    let facts = g.facts.and_then(|delivered| {
+        let checked = if delivered.source == FactsSource::ProbeDirect {
+            Err(AppError::invalid(
+                field("facts.source"),
+                "probe_direct facts come with a guest token, not inside a host report",
+            ))
+        } else {
             facts::validate(&field("facts"), delivered.source.as_str(), delivered.facts)
-        })
-        .transpose()?;
+        };
+        checked
+            .inspect_err(|e| tracing::warn!(host = %host.name, guest = %name, error = %e, "guest facts left out"))
+            .ok()
+    });
     let identity = uuid.clone().unwrap_or_else(|| format!("name:{name}"));
     Ok(ValidGuest {
         hypervisor: g.hypervisor.as_str(),

@@ -151,6 +151,42 @@ async fn a_guest_token_posts_facts_matched_by_uuid_in_either_byte_order() {
 }
 
 #[tokio::test]
+async fn a_guest_token_writes_facts_for_one_guest_only() {
+    let s = server().await;
+    let mut r = report_with(1, None);
+    r["guests"][2]["uuid"] = json!("00000000-0000-4000-8000-00000000beef");
+    s.post_report(Some(&s.agent_token), &r).await;
+    let token = guest_token(&s).await;
+    let post = |facts: Value| {
+        let body = json!({ "facts": facts }).to_string();
+        let s = &s;
+        let token = token.clone();
+        async move {
+            s.call(
+                Method::POST,
+                "/api/v1/guest-facts",
+                Some(&token),
+                Some(body),
+            )
+            .await
+        }
+    };
+    assert_eq!(
+        post(probe_facts("6.1", "quiet", &[2])).await.status,
+        StatusCode::OK
+    );
+    // The same token now claims to be the neighbour: refused, and the neighbour has no facts.
+    let mut neighbour = probe_facts("6.1", "quiet nohz=off", &[0]);
+    neighbour["dmi_uuid"] = json!("00000000-0000-4000-8000-00000000beef");
+    let reply = post(neighbour).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
+    assert_eq!(
+        by_name(&ranked(&s).await, "ticker-2")["kernel_release"],
+        Value::Null
+    );
+}
+
+#[tokio::test]
 async fn each_token_does_only_its_own_job() {
     let s = server().await;
     let token = guest_token(&s).await;
@@ -214,12 +250,16 @@ async fn facts_for_an_unknown_guest_or_with_garbage_are_refused() {
     let mut hostile = probe_facts("6.1", "quiet", &[2]);
     hostile["kernel_release"] = json!("6.1\u{1b}[2J");
     assert_eq!(post(hostile).await.status, StatusCode::UNPROCESSABLE_ENTITY);
-    // A host report whose forwarded facts are hostile is refused whole.
+    // Hostile facts forwarded in a host report are left out; the host's measurements are kept.
     let mut bad = probe_facts("6.1", "quiet", &[2]);
     bad["cmdline"] = json!("quiet\nnohz=off");
     let reply = s
         .post_report(Some(&s.agent_token), &report_with(2, Some(bad)))
         .await;
-    assert_eq!(reply.json()["error"]["field"], "guests[1].facts");
-    assert_eq!(s.stored().await, (1, 3));
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(s.stored().await, (2, 6));
+    assert_eq!(
+        by_name(&ranked(&s).await, "ticker-1")["kernel_release"],
+        Value::Null
+    );
 }

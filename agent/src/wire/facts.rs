@@ -94,6 +94,19 @@ impl FactsSource {
             FactsSource::Other => "other",
         }
     }
+
+    /// The source named by [`FactsSource::as_str`]; `Other` for any other name.
+    pub fn from_name(name: &str) -> FactsSource {
+        [
+            FactsSource::ProbeChannel,
+            FactsSource::ProbeDirect,
+            FactsSource::QemuGuestAgent,
+            FactsSource::VirtualboxProperties,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+        .unwrap_or(FactsSource::Other)
+    }
 }
 
 /// Facts as a host agent forwards them inside its report.
@@ -129,8 +142,14 @@ impl GuestFacts {
                 ..self.config
             },
             measured_hz: finite(self.measured_hz, 100_000.0),
+            // .nohz_mode is 0, 1 or 2, one per CPU.
             dynticks: self.dynticks.map(|d| Dynticks {
-                nohz_mode: d.nohz_mode.into_iter().take(MAX_LIST).collect(),
+                nohz_mode: d
+                    .nohz_mode
+                    .into_iter()
+                    .filter(|&m| m <= 2)
+                    .take(MAX_LIST)
+                    .collect(),
                 tick_stopped_cpus: d.tick_stopped_cpus.min(MAX_LIST as u32),
             }),
             cmdline: self.cmdline.map(|c| clean_text(&c, MAX_BOOT_ARGS_CHARS)),

@@ -1,7 +1,7 @@
 use sqlx::{FromRow, SqliteConnection};
 
 use super::Db;
-use crate::error::AppResult;
+use crate::error::{AppError, AppResult};
 use crate::facts::ValidFacts;
 
 /// The newest facts of one guest from one source.
@@ -23,8 +23,12 @@ pub struct FactsEventRow {
     pub cmdline: Option<String>,
 }
 
+/// Events kept per guest and source: a guest that changes its command line on every delivery
+/// cannot grow the table beyond this.
+pub const MAX_EVENTS_PER_SOURCE: i64 = 100;
+
 /// Refreshes the guest's newest row from this source when its facts did not change, or adds a
-/// row when they did.
+/// row when they did (dropping the oldest beyond `MAX_EVENTS_PER_SOURCE`).
 pub(super) async fn record_facts(
     conn: &mut SqliteConnection,
     guest_id: i64,
@@ -63,20 +67,51 @@ pub(super) async fn record_facts(
             .bind(&facts.facts_json)
             .execute(&mut *conn)
             .await?;
+            sqlx::query(
+                "DELETE FROM guest_facts WHERE guest_id = ? AND source = ? AND id NOT IN
+                 (SELECT id FROM guest_facts WHERE guest_id = ? AND source = ? ORDER BY id DESC LIMIT ?)",
+            )
+            .bind(guest_id)
+            .bind(facts.source)
+            .bind(guest_id)
+            .bind(facts.source)
+            .bind(MAX_EVENTS_PER_SOURCE)
+            .execute(&mut *conn)
+            .await?;
         }
     }
     Ok(())
 }
 
 impl Db {
-    /// Stores facts a guest probe posted itself.
+    /// Stores facts a guest probe posted itself with a guest token. The token is bound to the
+    /// first guest UUID it reports for, and refused for any other, so one guest cannot write
+    /// facts for its neighbours. `uuid` is the form the guest sent.
     pub async fn record_guest_facts(
         &self,
+        token_id: i64,
+        uuid: &str,
         guest_id: i64,
         facts: &ValidFacts,
         now_ms: i64,
     ) -> AppResult<()> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let bound: Option<String> =
+            sqlx::query_scalar("SELECT guest_uuid FROM tokens WHERE id = ?")
+                .bind(token_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        if let Some(bound) = bound.filter(|b| b != uuid) {
+            return Err(AppError::Forbidden(format!(
+                "this guest token submits facts for the guest with UUID {bound}, not {uuid}; give each guest its own token"
+            )));
+        }
+        sqlx::query("UPDATE tokens SET guest_uuid = ?, last_used_ms = ? WHERE id = ?")
+            .bind(uuid)
+            .bind(now_ms)
+            .bind(token_id)
+            .execute(&mut *tx)
+            .await?;
         record_facts(&mut tx, guest_id, facts, now_ms).await?;
         tx.commit().await?;
         Ok(())
@@ -101,23 +136,26 @@ impl Db {
         Ok(best.map(|(id, _)| id))
     }
 
-    /// The newest facts of every guest from every source.
-    pub async fn latest_facts(&self) -> AppResult<Vec<FactsRow>> {
+    /// The newest facts from every source of every guest, or of one host's guests.
+    pub async fn latest_facts(&self, host_id: Option<i64>) -> AppResult<Vec<FactsRow>> {
         Ok(sqlx::query_as(
             "SELECT guest_id, source, received_ms, facts_json FROM guest_facts
-             WHERE id IN (SELECT MAX(id) FROM guest_facts GROUP BY guest_id, source)",
+             WHERE id IN (SELECT MAX(id) FROM guest_facts GROUP BY guest_id, source)
+               AND (?1 IS NULL OR guest_id IN (SELECT id FROM guests WHERE host_id = ?1))",
         )
+        .bind(host_id)
         .fetch_all(&self.pool)
         .await?)
     }
 
-    /// A guest's kernel events, oldest first.
+    /// A guest's kernel events, newest first.
     pub async fn facts_history(&self, guest_id: i64) -> AppResult<Vec<FactsEventRow>> {
         Ok(sqlx::query_as(
             "SELECT source, first_received_ms, received_ms, kernel_release, cmdline
-             FROM guest_facts WHERE guest_id = ? ORDER BY id",
+             FROM guest_facts WHERE guest_id = ? ORDER BY id DESC LIMIT ?",
         )
         .bind(guest_id)
+        .bind(MAX_EVENTS_PER_SOURCE)
         .fetch_all(&self.pool)
         .await?)
     }

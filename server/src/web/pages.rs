@@ -202,11 +202,14 @@ pub async fn guest(
     let kernel_source = guest.kernel.as_ref().map_or_else(String::new, |k| {
         format!("from {}, received {:.0} s ago", k.source, k.age_s)
     });
-    let events = state
-        .db
-        .facts_history(id)
-        .await?
+    let history = state.db.facts_history(id).await?;
+    // Only a source that reported more than one set of facts has seen a change.
+    let changed = history
+        .iter()
+        .any(|e| history.iter().filter(|o| o.source == e.source).count() > 1);
+    let events = history
         .into_iter()
+        .filter(|_| changed)
         .map(|e| EventLine {
             first: view::time(e.first_received_ms),
             last: view::time(e.received_ms),
