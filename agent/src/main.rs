@@ -116,6 +116,34 @@ fn main() -> Result<()> {
     }
 }
 
+/// Writes one line to a serial or virtio-serial port without ever blocking: a virtio port with
+/// no host end connected blocks writers, and the probe must go on (to its server, and to the
+/// next delivery). The port is opened for each line, so a port that was reset is no obstacle.
+fn write_line(port: &std::path::Path, line: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(port)?;
+    match file.write(line.as_bytes()) {
+        Ok(n) if n == line.len() => Ok(()),
+        // A cut line is ended, so the host drops it rather than gluing it to the next one.
+        Ok(_) => {
+            let _ = file.write_all(b"\n");
+            Err(std::io::Error::new(
+                std::io::ErrorKind::WriteZero,
+                "the port took only part of the line",
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(std::io::Error::new(
+            e.kind(),
+            "the port is full, or nobody is connected at the host end",
+        )),
+        Err(e) => Err(e),
+    }
+}
+
 fn seconds(name: &str, value: f64, min: f64, max: f64) -> Result<Duration> {
     if !(value.is_finite() && (min..=max).contains(&value)) {
         bail!("--{name} must be between {min} and {max} seconds, not {value}");
@@ -125,7 +153,7 @@ fn seconds(name: &str, value: f64, min: f64, max: f64) -> Result<Duration> {
 
 fn guest(args: &GuestArgs) -> Result<()> {
     let measure = seconds("measure", args.measure, 0.1, 60.0)?;
-    let probe = tickscope_agent::guest::Probe::new(&args.root);
+    let mut probe = tickscope_agent::guest::Probe::new(&args.root);
     if args.once {
         println!("{}", serde_json::to_string_pretty(&probe.collect(measure))?);
         return Ok(());
@@ -142,20 +170,13 @@ fn guest(args: &GuestArgs) -> Result<()> {
     loop {
         let started = Instant::now();
         let facts = probe.collect(measure);
-        if let Some(channel) = &args.channel {
-            // Opened for each delivery: a port that was not ready (host side not connected)
-            // or was reset must not stop the probe.
-            let line = serde_json::to_string(&facts)? + "\n";
-            if let Err(e) = std::fs::OpenOptions::new()
-                .write(true)
-                .open(channel)
-                .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()))
-            {
-                eprintln!(
-                    "tickscope-agent guest: cannot write to {}: {e}",
-                    channel.display()
-                );
-            }
+        if let Some(channel) = &args.channel
+            && let Err(e) = write_line(channel, &(serde_json::to_string(&facts)? + "\n"))
+        {
+            eprintln!(
+                "tickscope-agent guest: facts not delivered to {}: {e}",
+                channel.display()
+            );
         }
         if let Some(client) = &client
             && let Err(e) = client.send_facts(facts)

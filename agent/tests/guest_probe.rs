@@ -54,3 +54,20 @@ fn a_guest_that_shows_nothing_gives_unknowns() {
     assert_eq!(f.dmi_uuid, None);
     assert!(f.collected_ms.is_some());
 }
+
+#[test]
+fn idle_time_is_measured_since_the_previous_collection() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("proc")).unwrap();
+    let stat = root.path().join("proc/stat");
+    std::fs::write(&stat, "cpu  100 0 0 900 0 0 0 0 0 0\n").unwrap();
+    let mut probe = Probe::new(root.path());
+    assert_eq!(probe.collect(Duration::from_millis(1)).idle_fraction, None);
+    // A minute later: 590 of 600 more ticks idle, although the last second was all busy.
+    std::fs::write(&stat, "cpu  110 0 0 1490 0 0 0 0 0 0\n").unwrap();
+    let idle = probe
+        .collect(Duration::from_millis(1))
+        .idle_fraction
+        .unwrap();
+    assert!((idle - 590.0 / 600.0).abs() < 1e-9, "{idle}");
+}

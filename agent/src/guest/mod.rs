@@ -20,6 +20,9 @@ use crate::wire::{Dynticks, GuestFacts, KernelConfig};
 /// Reads a guest's facts from a root directory (`/` in a real guest, a fixture in tests).
 pub struct Probe {
     root: PathBuf,
+    /// `/proc/stat` CPU times at the previous collection: the idle fraction is measured over
+    /// the whole time since, not over one second.
+    last_cpu: Option<(u64, u64)>,
 }
 
 /// The parts of the facts that are rates: read at the start and the end of the measurement.
@@ -32,7 +35,10 @@ struct Snapshot {
 
 impl Probe {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Probe { root: root.into() }
+        Probe {
+            root: root.into(),
+            last_cpu: None,
+        }
     }
 
     fn read(&self, path: &str) -> Option<String> {
@@ -77,8 +83,9 @@ impl Probe {
     }
 
     /// Collects every fact, measuring the rates over `measure` (about a second is enough to
-    /// count a tick rate to within 1 %).
-    pub fn collect(&self, measure: Duration) -> GuestFacts {
+    /// count a tick rate to within 1 %); the idle fraction covers the time since the previous
+    /// collection when there was one, so a busy second does not make an idle guest look busy.
+    pub fn collect(&mut self, measure: Duration) -> GuestFacts {
         let before = self.snapshot();
         std::thread::sleep(measure);
         let after = self.snapshot();
@@ -94,7 +101,9 @@ impl Probe {
             (Some(b), Some(a)) => timer_list::measured_hz(b, a),
             _ => None,
         };
-        let idle_fraction = match (before.cpu, after.cpu) {
+        let idle_since = self.last_cpu.or(before.cpu);
+        self.last_cpu = after.cpu;
+        let idle_fraction = match (idle_since, after.cpu) {
             (Some((idle0, total0)), Some((idle1, total1))) if total1 > total0 => {
                 Some(idle1.saturating_sub(idle0) as f64 / (total1 - total0) as f64)
             }
