@@ -25,6 +25,8 @@ use crate::wire::{
 const FULL_RESCAN_EVERY_CYCLES: u64 = 30;
 /// Cycles between two questions to a VM's guest agent once it answered (10 min at 10 s).
 const GUEST_AGENT_EVERY_CYCLES: u64 = 60;
+/// Longest time one cycle spends asking guest agents.
+const GUEST_AGENT_BUDGET: Duration = Duration::from_secs(2);
 /// Longest wait before asking a guest agent that did not answer again (1 h at 10 s).
 const GUEST_AGENT_MAX_BACKOFF_CYCLES: u64 = 360;
 /// Cycles during which a new process that is not a VM is looked at again: launchers (libvirt,
@@ -285,13 +287,17 @@ impl Sampler {
         }
 
         // Guest agents can take up to a second to answer: asked only now, after every VM's
-        // counters were read, so the wait does not stretch anyone's interval. Their answers go
-        // out with the next report; a probe's facts, which say more, are not replaced.
+        // counters were read, so the wait does not stretch anyone's interval, and for at most
+        // GUEST_AGENT_BUDGET per cycle (the others wait for the next cycle). Their answers go out
+        // with the next report, unless the probe's facts, which say more, arrive first.
         let cycle = self.cycles;
+        let asking_since = Instant::now();
         for tracked in self.processes.values_mut() {
+            if asking_since.elapsed() >= GUEST_AGENT_BUDGET {
+                break;
+            }
             if let Tracked::Vm(vm) = tracked
                 && let Some((facts, source)) = vm.guest_agent.as_mut().and_then(|a| a.ask(cycle))
-                && vm.unreported_facts.is_none()
             {
                 vm.unreported_facts = Some(DeliveredFacts {
                     source,

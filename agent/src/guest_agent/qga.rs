@@ -1,11 +1,11 @@
 //! qemu-guest-agent over its virtio-serial socket, or through libvirt (`virsh
 //! qemu-agent-command`), which holds the socket itself for the VMs it manages.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -16,53 +16,79 @@ pub const TIMEOUT: Duration = Duration::from_secs(1);
 /// Longest answer line read, in bytes: the guest is hostile.
 const MAX_REPLY_BYTES: u64 = 64 * 1024;
 
-/// Asks the agent behind a QGA socket for its OS information.
+/// Asks the agent behind a QGA socket for its OS information, giving it `TIMEOUT` in all.
 pub fn osinfo_from_socket(path: &Path, sync_id: u64) -> Option<GuestFacts> {
     let stream = UnixStream::connect(path).ok()?;
-    stream.set_read_timeout(Some(TIMEOUT)).ok()?;
-    stream.set_write_timeout(Some(TIMEOUT)).ok()?;
-    let mut writer = stream.try_clone().ok()?;
-    let mut reader = BufReader::new(std::io::Read::take(stream, MAX_REPLY_BYTES));
+    let mut agent = Conversation {
+        stream,
+        buffer: Vec::new(),
+        received: 0,
+        deadline: Instant::now() + TIMEOUT,
+    };
     // guest-sync first: answers left over from an earlier client are skipped until ours.
     let sync = json!({"execute": "guest-sync", "arguments": {"id": sync_id}});
-    writer.write_all(format!("{sync}\n").as_bytes()).ok()?;
-    loop {
-        let reply = read_reply(&mut reader)?;
-        if reply.get("return") == Some(&json!(sync_id)) {
-            break;
-        }
-    }
-    writer
-        .write_all(b"{\"execute\": \"guest-get-osinfo\"}\n")
-        .ok()?;
-    osinfo_facts(&read_reply(&mut reader)?)
+    agent.send(&format!("{sync}\n"))?;
+    while agent.reply()?.get("return") != Some(&json!(sync_id)) {}
+    agent.send("{\"execute\": \"guest-get-osinfo\"}\n")?;
+    osinfo_facts(&agent.reply()?)
 }
 
 /// Asks through libvirt, for a domain libvirt manages.
 pub fn osinfo_from_virsh(domain: &str) -> Option<GuestFacts> {
-    let output = Command::new("virsh")
+    let mut command = Command::new("virsh");
+    command
         .args(["--quiet", "qemu-agent-command", "--timeout", "1", domain])
-        .arg(r#"{"execute":"guest-get-osinfo"}"#)
-        .output()
-        .ok()?;
-    if !output.status.success() {
-        return None;
-    }
-    osinfo_facts(&serde_json::from_slice(&output.stdout).ok()?)
+        .arg(r#"{"execute":"guest-get-osinfo"}"#);
+    let stdout = super::run_with_timeout(command, TIMEOUT * 3)?;
+    osinfo_facts(&serde_json::from_slice(&stdout).ok()?)
 }
 
-fn read_reply(reader: &mut impl BufRead) -> Option<Value> {
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).ok()? == 0 {
-            return None;
-        }
-        // The agent may send a raw 0xFF sentinel (guest-sync-delimited) or blank lines.
-        let text: Vec<u8> = line.iter().copied().filter(|&b| b != 0xFF).collect();
-        let text = std::str::from_utf8(&text).ok()?.trim();
-        if !text.is_empty() {
-            return serde_json::from_str(text).ok();
+/// One exchange with a guest agent, under one deadline for all of it: an agent that answers a
+/// byte at a time cannot hold the host agent longer than a silent one.
+struct Conversation {
+    stream: UnixStream,
+    buffer: Vec<u8>,
+    received: u64,
+    deadline: Instant,
+}
+
+impl Conversation {
+    fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+    }
+
+    fn send(&mut self, text: &str) -> Option<()> {
+        self.stream
+            .set_write_timeout(Some(self.remaining()?))
+            .ok()?;
+        self.stream.write_all(text.as_bytes()).ok()
+    }
+
+    /// The next JSON reply. The agent may send a raw 0xFF sentinel (guest-sync-delimited) or
+    /// blank lines between replies.
+    fn reply(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).filter(|&b| b != 0xFF).collect();
+                let text = std::str::from_utf8(&line).ok()?.trim();
+                if text.is_empty() {
+                    continue;
+                }
+                return serde_json::from_str(text).ok();
+            }
+            if self.received > MAX_REPLY_BYTES {
+                return None;
+            }
+            self.stream.set_read_timeout(Some(self.remaining()?)).ok()?;
+            let mut chunk = [0u8; 4096];
+            let n = self.stream.read(&mut chunk).ok()?;
+            if n == 0 {
+                return None;
+            }
+            self.received += n as u64;
+            self.buffer.extend_from_slice(&chunk[..n]);
         }
     }
 }
@@ -85,6 +111,7 @@ pub fn osinfo_facts(reply: &Value) -> Option<GuestFacts> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{BufRead, BufReader};
     use std::os::unix::net::UnixListener;
 
     /// A stand-in for qemu-guest-agent speaking its JSON protocol: a stale reply left by an
@@ -162,5 +189,29 @@ mod tests {
             osinfo_from_socket(&dir.path().join("missing.sock"), 1),
             None
         );
+    }
+
+    #[test]
+    fn an_agent_that_answers_a_byte_at_a_time_gets_one_timeout_in_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("drip.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let dripper = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            for byte in b"{\"return\": 1}".iter().cycle().take(60) {
+                if stream.write_all(&[*byte]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let started = Instant::now();
+        assert_eq!(osinfo_from_socket(&path, 7), None);
+        assert!(
+            started.elapsed() < TIMEOUT + Duration::from_millis(500),
+            "{:?}",
+            started.elapsed()
+        );
+        dripper.join().unwrap();
     }
 }
