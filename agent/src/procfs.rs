@@ -190,6 +190,20 @@ impl ProcFs {
         parse_stat(file.read(&mut self.buf)?)
     }
 
+    /// The filesystem path a process's socket descriptor is bound to (libvirt hands QEMU
+    /// listening sockets as descriptors): the socket's inode from `/proc/<pid>/fd/<fd>`, looked
+    /// up in `/proc/net/unix`.
+    pub fn socket_path_of_fd(&self, pid: u32, fd: u32) -> Option<String> {
+        let link = fs::read_link(self.root.join(format!("{pid}/fd/{fd}"))).ok()?;
+        let inode = link
+            .to_str()?
+            .strip_prefix("socket:[")?
+            .strip_suffix(']')?
+            .to_string();
+        let table = fs::read_to_string(self.root.join("net/unix")).ok()?;
+        unix_socket_path(&table, &inode)
+    }
+
     /// Reads a VM's configuration file (VMware's `.vmx`) as the VM process sees it: through its
     /// root and working directory under `/proc`, so a path means what it means to the VM, and a
     /// fixture's paths stay inside the fixture. The path comes from a command line anybody can
@@ -226,6 +240,17 @@ impl ProcFs {
     }
 }
 
+/// The path of the socket with this inode in `/proc/net/unix` (columns: Num RefCount Protocol
+/// Flags Type St Inode Path).
+pub fn unix_socket_path(table: &str, inode: &str) -> Option<String> {
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        (fields.get(6) == Some(&inode))
+            .then(|| fields.get(7).map(|p| p.to_string()))
+            .flatten()
+    })
+}
+
 fn numeric_entries(dir: &Path) -> std::io::Result<Vec<u32>> {
     let mut ids = Vec::new();
     for entry in fs::read_dir(dir)? {
@@ -251,6 +276,23 @@ mod tests {
         assert_eq!(stat.cpu_ticks, 331 + 73);
         assert_eq!(stat.start_ticks, 1234567);
         assert_eq!(stat.num_threads, 4);
+    }
+
+    #[test]
+    fn socket_paths_are_found_by_inode() {
+        let table = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+                     0000000000000000: 00000002 00000000 00010000 0001 01 23987 /var/lib/libvirt/qemu/channel/target/domain-3-web/org.tickscope.probe.0\n\
+                     0000000000000000: 00000003 00000000 00000000 0001 03 24001\n";
+        assert_eq!(
+            unix_socket_path(table, "23987").as_deref(),
+            Some("/var/lib/libvirt/qemu/channel/target/domain-3-web/org.tickscope.probe.0")
+        );
+        assert_eq!(
+            unix_socket_path(table, "24001"),
+            None,
+            "an unbound socket has no path"
+        );
+        assert_eq!(unix_socket_path(table, "1"), None);
     }
 
     #[test]

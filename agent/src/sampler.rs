@@ -106,7 +106,11 @@ enum GuestAgentVia {
 impl GuestAgent {
     fn for_vm(identity: &VmIdentity, first_cycle: u64) -> Option<GuestAgent> {
         let via = match (identity.hypervisor, &identity.guest_agent_socket) {
-            (Hypervisor::Qemu, Some(_)) if identity.management.as_deref() == Some("libvirt") => {
+            // libvirt holds the agent's socket itself.
+            (Hypervisor::Qemu, _)
+                if identity.guest_agent_port
+                    && identity.management.as_deref() == Some("libvirt") =>
+            {
                 GuestAgentVia::Virsh(identity.name.clone())
             }
             (Hypervisor::Qemu, Some(socket)) => GuestAgentVia::QgaSocket(socket.clone()),
@@ -341,9 +345,17 @@ impl Sampler {
                     identity.name = format!("{}-{pid}", identity.hypervisor.as_str());
                 }
                 identity.vcpus_hint = identity.vcpus_hint.map(|n| n.clamp(1, MAX_VCPUS));
-                if identity.probe_channel.is_none() {
-                    identity.probe_channel = self.conventional_channel(&identity);
-                }
+                // libvirt passes listening sockets as descriptors: find their paths.
+                let resolve = |socket: Option<String>| {
+                    let socket = socket?;
+                    match socket.strip_prefix("fd:") {
+                        Some(fd) => self.proc.socket_path_of_fd(pid, fd.parse().ok()?),
+                        None => Some(socket),
+                    }
+                };
+                identity.probe_channel = resolve(identity.probe_channel.take())
+                    .or_else(|| self.conventional_channel(&identity));
+                identity.guest_agent_socket = resolve(identity.guest_agent_socket.take());
                 identity.boot_args = identity
                     .boot_args
                     .map(|args| clean_text(&args, MAX_BOOT_ARGS_CHARS));

@@ -674,3 +674,15 @@ fn a_probe_channel_is_found_by_convention_for_vms_that_name_none() {
         Some("2.6.29-slitaz")
     );
 }
+
+#[test]
+fn a_listening_socket_passed_as_a_descriptor_is_found_by_its_path() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("org.tickscope.probe.0");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    // This process stands in for QEMU holding the socket libvirt handed it.
+    let proc = tickscope_agent::procfs::ProcFs::new("/proc");
+    let found = proc.socket_path_of_fd(std::process::id(), listener.as_raw_fd() as u32);
+    assert_eq!(found.as_deref(), path.to_str());
+}

@@ -49,6 +49,8 @@ pub struct VmIdentity {
     pub probe_channel: Option<String>,
     /// qemu-guest-agent's socket, when the VM has the port.
     pub guest_agent_socket: Option<String>,
+    /// Whether the VM has a qemu-guest-agent port at all (libvirt is asked through virsh).
+    pub guest_agent_port: bool,
 }
 
 impl VmIdentity {
@@ -63,6 +65,7 @@ impl VmIdentity {
             config_file: None,
             probe_channel: None,
             guest_agent_socket: None,
+            guest_agent_port: false,
         }
     }
 }

@@ -38,6 +38,7 @@ fn recognise(p: &ProcessView) -> Option<VmIdentity> {
     id.boot_args = flag_value(p.argv, "-append").map(str::to_string);
     id.probe_channel = probe_channel(p.argv);
     id.guest_agent_socket = guest_agent_socket(p.argv);
+    id.guest_agent_port = !virtserial_chardevs(p.argv, GUEST_AGENT_PORT).is_empty();
     id.management = if proxmox_id.is_some() {
         Some("proxmox".into())
     } else if p.argv.iter().any(|a| a.contains("/libvirt/")) {
@@ -49,14 +50,37 @@ fn recognise(p: &ProcessView) -> Option<VmIdentity> {
     Some(id)
 }
 
-/// The UNIX socket behind the chardev of a virtio-serial port whose name starts with `port`.
-fn virtserial_socket(
-    argv: &[String],
-    port: &str,
-    also: impl Fn(&str, &str) -> bool,
-) -> Option<String> {
-    let ports: Vec<String> = flag_values(argv, "-device")
-        .map(split_options)
+/// A `-device` or `-chardev` value as a list of options, driver or backend first: QEMU's
+/// `a,b=c` form, or the JSON form libvirt uses (`{"driver":"virtserialport","name":...}`).
+fn options_of(value: &str) -> Vec<String> {
+    if !value.trim_start().starts_with('{') {
+        return split_options(value);
+    }
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str(value) else {
+        return Vec::new();
+    };
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let first = map
+        .get("driver")
+        .or_else(|| map.get("backend"))
+        .map(text)
+        .unwrap_or_default();
+    std::iter::once(first)
+        .chain(
+            map.iter()
+                .filter(|(k, _)| *k != "driver" && *k != "backend")
+                .map(|(k, v)| format!("{k}={}", text(v))),
+        )
+        .collect()
+}
+
+/// The chardev ids of virtio-serial ports whose name starts with `port`.
+fn virtserial_chardevs(argv: &[String], port: &str) -> Vec<String> {
+    flag_values(argv, "-device")
+        .map(options_of)
         .filter(|o| o.first().is_some_and(|d| d == "virtserialport"))
         .filter(|o| {
             o.iter().any(|kv| {
@@ -68,16 +92,33 @@ fn virtserial_socket(
             o.iter()
                 .find_map(|kv| kv.strip_prefix("chardev=").map(str::to_string))
         })
-        .collect();
+        .collect()
+}
+
+/// The UNIX socket behind the chardev of a virtio-serial port whose name starts with `port`,
+/// or of a socket chardev `also` accepts by its id and path. Newer libvirt hands QEMU the
+/// listening socket as `fd=N` instead of a path: that is returned as `fd:N`, for the sampler to
+/// resolve through `/proc`.
+fn virtserial_socket(
+    argv: &[String],
+    port: &str,
+    also: impl Fn(&str, &str) -> bool,
+) -> Option<String> {
+    let ports = virtserial_chardevs(argv, port);
     flag_values(argv, "-chardev").find_map(|value| {
-        let options = split_options(value);
+        let options = options_of(value);
         if options.first().map(String::as_str) != Some("socket") {
             return None;
         }
         let get = |key: &str| options.iter().find_map(|kv| kv.strip_prefix(key));
-        let path = get("path=")?;
         let id = get("id=").unwrap_or("");
-        (ports.iter().any(|p| p == id) || also(id, path)).then(|| path.to_string())
+        let path = get("path=");
+        let wanted = ports.iter().any(|p| p == id) || path.is_some_and(|path| also(id, path));
+        if !wanted {
+            return None;
+        }
+        path.map(str::to_string)
+            .or_else(|| get("fd=").map(|fd| format!("fd:{fd}")))
     })
 }
 
@@ -96,9 +137,11 @@ fn probe_channel(argv: &[String]) -> Option<String> {
     })
 }
 
+const GUEST_AGENT_PORT: &str = "org.qemu.guest_agent.";
+
 /// The UNIX socket of qemu-guest-agent's port (`org.qemu.guest_agent.0`).
 fn guest_agent_socket(argv: &[String]) -> Option<String> {
-    virtserial_socket(argv, "org.qemu.guest_agent.", |_, _| false)
+    virtserial_socket(argv, GUEST_AGENT_PORT, |_, _| false)
 }
 
 /// Splits a QEMU option string on commas; a doubled comma is a literal comma in a value.
@@ -274,6 +317,34 @@ mod tests {
         );
         assert_eq!(probe_channel(&proxmox), None);
         assert_eq!(guest_agent_socket(&argv("qemu-system-x86_64 -m 256")), None);
+    }
+
+    #[test]
+    fn modern_libvirt_json_devices_and_socket_fds_are_understood() {
+        let a: Vec<String> = [
+            "/usr/bin/qemu-system-x86_64",
+            "-name",
+            "guest=web,debug-threads=on",
+            "-chardev",
+            "socket,id=charchannel0,fd=33,server=on,wait=off",
+            "-device",
+            r#"{"driver":"virtserialport","bus":"virtio-serial0.0","nr":1,"chardev":"charchannel0","id":"channel0","name":"org.tickscope.probe.0"}"#,
+            "-chardev",
+            "socket,id=charchannel1,fd=34,server=on,wait=off",
+            "-device",
+            r#"{"driver":"virtserialport","bus":"virtio-serial0.0","nr":2,"chardev":"charchannel1","id":"channel1","name":"org.qemu.guest_agent.0"}"#,
+        ]
+        .map(String::from)
+        .to_vec();
+        let id = recognise(&ProcessView {
+            pid: 1,
+            comm: "qemu-system-x86",
+            argv: &a,
+        })
+        .unwrap();
+        assert_eq!(id.probe_channel.as_deref(), Some("fd:33"));
+        assert_eq!(id.guest_agent_socket.as_deref(), Some("fd:34"));
+        assert!(id.guest_agent_port);
     }
 
     #[test]
