@@ -8,8 +8,8 @@ pub struct TimerList {
     pub now_ns: Option<u64>,
     /// `jiffies: N` (printed once per CPU; all the same counter).
     pub jiffies: Option<u64>,
-    /// Each CPU's `.nohz_mode` (0 periodic, 1 low-res dynticks, 2 high-res dynticks); newer
-    /// kernels print a boolean `.nohz` instead, taken as 0 or 1.
+    /// Each CPU's `.nohz_mode` (0 periodic, 1 low-res dynticks, 2 high-res dynticks); from 6.9
+    /// kernels print `.nohz` and `.highres` flags instead, read as the same three modes.
     pub nohz_mode: Vec<u32>,
     /// CPUs with `.tick_stopped : 1`.
     pub tick_stopped_cpus: u32,
@@ -22,27 +22,58 @@ pub fn parse(text: &str) -> TimerList {
         nohz_mode: Vec::new(),
         tick_stopped_cpus: 0,
     };
+    // Per-CPU fields, gathered until the next `cpu:` line (or the tick devices that follow).
+    let mut cpu: Option<CpuTick> = None;
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("now at ") {
             list.now_ns = rest.split_whitespace().next().and_then(|n| n.parse().ok());
+        } else if line.starts_with("cpu:") || line.starts_with("Tick Device:") {
+            if let Some(mode) = cpu.take().and_then(|c| c.mode()) {
+                list.nohz_mode.push(mode);
+            }
+            if line.starts_with("cpu:") {
+                cpu = Some(CpuTick::default());
+            }
         } else if let Some(rest) = line.strip_prefix("jiffies:") {
             if list.jiffies.is_none() {
                 list.jiffies = rest.trim().parse().ok();
             }
-        } else if let Some((key, value)) = line.trim().split_once(':') {
+        } else if let (Some(c), Some((key, value))) = (cpu.as_mut(), line.trim().split_once(':')) {
             let value = value.trim();
+            let flag = value.parse::<u32>().ok();
             match key.trim() {
-                ".nohz_mode" | ".nohz" => {
-                    if let Ok(mode) = value.parse() {
-                        list.nohz_mode.push(mode);
-                    }
-                }
+                ".nohz_mode" => c.nohz_mode = flag,
+                ".nohz" => c.nohz = flag.map(|f| f > 0),
+                ".highres" | ".hres_active" => c.highres = flag.map(|f| f > 0),
                 ".tick_stopped" if value == "1" => list.tick_stopped_cpus += 1,
                 _ => {}
             }
         }
     }
+    if let Some(mode) = cpu.and_then(|c| c.mode()) {
+        list.nohz_mode.push(mode);
+    }
     list
+}
+
+/// One CPU's tick fields: `.nohz_mode` before 6.9, `.nohz` and `.highres` flags after.
+#[derive(Default)]
+struct CpuTick {
+    nohz_mode: Option<u32>,
+    nohz: Option<bool>,
+    highres: Option<bool>,
+}
+
+impl CpuTick {
+    fn mode(&self) -> Option<u32> {
+        self.nohz_mode.or_else(|| {
+            self.nohz.map(|on| match (on, self.highres) {
+                (false, _) => 0,
+                (true, Some(true)) => 2,
+                (true, _) => 1,
+            })
+        })
+    }
 }
 
 /// The tick rate between two readings: jiffies counted over the kernel's own clock, in Hz.
@@ -81,6 +112,19 @@ mod tests {
         assert_eq!(t.jiffies, Some(4_295_998_165));
         assert_eq!(t.nohz_mode, [2]);
         assert_eq!(t.tick_stopped_cpus, 1);
+    }
+
+    /// The 6.9+ layout (v0.10): flags instead of `.nohz_mode`.
+    #[test]
+    fn newer_flag_layout_gives_the_same_modes() {
+        let text = "Timer List Version: v0.10\nHRTIMER_MAX_CLOCK_BASES: 8\nnow at 5000000000 nsecs\n\n\
+                    cpu: 0\n clock 0:\n  .index:      0\nactive timers:\n  .expires_next   : 5004000000 nsecs\n  .hres_active    : 1\n  .nr_events      : 900\n  .nohz           : 1\n  .highres        : 1\n  .tick_stopped   : 1\njiffies: 4294893388\n\n\
+                    cpu: 1\n clock 0:\n  .index:      0\nactive timers:\n  .hres_active    : 1\n  .nohz           : 0\n  .highres        : 1\n  .tick_stopped   : 0\njiffies: 4294893388\n\n\
+                    Tick Device: mode:     1\nBroadcast device\nClock Event Device: hpet\n";
+        let t = parse(text);
+        assert_eq!(t.nohz_mode, [2, 0]);
+        assert_eq!(t.tick_stopped_cpus, 1);
+        assert_eq!(t.jiffies, Some(4_294_893_388));
     }
 
     #[test]
