@@ -5,7 +5,7 @@ mod common;
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use common::{Server, fleet_report, server};
+use common::{Reply, Server, fleet_report, server};
 use tickscope_server::{app, auth};
 
 const UUID: &str = "564d9a3b-1234-5678-9abc-def012345678";
@@ -49,6 +49,13 @@ async fn ranked(s: &Server) -> Vec<Value> {
 
 fn by_name<'a>(guests: &'a [Value], name: &str) -> &'a Value {
     guests.iter().find(|g| g["name"] == name).unwrap()
+}
+
+/// Posts a guest probe's facts with a guest token.
+async fn post_facts(s: &Server, token: &str, facts: Value) -> Reply {
+    let body = json!({ "facts": facts }).to_string();
+    s.call(Method::POST, "/api/v1/guest-facts", Some(token), Some(body))
+        .await
 }
 
 async fn guest_token(s: &Server) -> String {
@@ -135,15 +142,7 @@ async fn a_guest_token_posts_facts_matched_by_uuid_in_either_byte_order() {
     let token = guest_token(&s).await;
     let mut facts = probe_facts("6.1.0-57-cloud-amd64", "quiet nohz=off", &[0]);
     facts["dmi_uuid"] = json!(UUID_SWAPPED);
-    let body = json!({ "facts": facts }).to_string();
-    let reply = s
-        .call(
-            Method::POST,
-            "/api/v1/guest-facts",
-            Some(&token),
-            Some(body),
-        )
-        .await;
+    let reply = post_facts(&s, &token, facts).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     let g = by_name(&ranked(&s).await, "ticker-1").clone();
     assert_eq!(g["facts_source"], "probe_direct");
@@ -157,28 +156,16 @@ async fn a_guest_token_writes_facts_for_one_guest_only() {
     r["guests"][2]["uuid"] = json!("00000000-0000-4000-8000-00000000beef");
     s.post_report(Some(&s.agent_token), &r).await;
     let token = guest_token(&s).await;
-    let post = |facts: Value| {
-        let body = json!({ "facts": facts }).to_string();
-        let s = &s;
-        let token = token.clone();
-        async move {
-            s.call(
-                Method::POST,
-                "/api/v1/guest-facts",
-                Some(&token),
-                Some(body),
-            )
-            .await
-        }
-    };
     assert_eq!(
-        post(probe_facts("6.1", "quiet", &[2])).await.status,
+        post_facts(&s, &token, probe_facts("6.1", "quiet", &[2]))
+            .await
+            .status,
         StatusCode::OK
     );
     // The same token now claims to be the neighbour: refused, and the neighbour has no facts.
     let mut neighbour = probe_facts("6.1", "quiet nohz=off", &[0]);
     neighbour["dmi_uuid"] = json!("00000000-0000-4000-8000-00000000beef");
-    let reply = post(neighbour).await;
+    let reply = post_facts(&s, &token, neighbour).await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
     assert_eq!(
         by_name(&ranked(&s).await, "ticker-2")["kernel_release"],
@@ -201,16 +188,8 @@ async fn each_token_does_only_its_own_job() {
     // An agent or viewer token cannot post guest facts.
     s.post_report(Some(&s.agent_token), &report_with(1, None))
         .await;
-    let body = json!({ "facts": probe_facts("6.1", "quiet", &[2]) }).to_string();
     for other in [&s.agent_token, &s.viewer_token] {
-        let reply = s
-            .call(
-                Method::POST,
-                "/api/v1/guest-facts",
-                Some(other),
-                Some(body.clone()),
-            )
-            .await;
+        let reply = post_facts(&s, other, probe_facts("6.1", "quiet", &[2])).await;
         assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.body);
     }
 }
@@ -219,21 +198,7 @@ async fn each_token_does_only_its_own_job() {
 async fn facts_for_an_unknown_guest_or_with_garbage_are_refused() {
     let s = server().await;
     let token = guest_token(&s).await;
-    let post = |facts: Value| {
-        let body = json!({ "facts": facts }).to_string();
-        let s = &s;
-        let token = token.clone();
-        async move {
-            s.call(
-                Method::POST,
-                "/api/v1/guest-facts",
-                Some(&token),
-                Some(body),
-            )
-            .await
-        }
-    };
-    let reply = post(probe_facts("6.1", "quiet", &[2])).await;
+    let reply = post_facts(&s, &token, probe_facts("6.1", "quiet", &[2])).await;
     assert_eq!(
         reply.status,
         StatusCode::NOT_FOUND,
@@ -244,12 +209,15 @@ async fn facts_for_an_unknown_guest_or_with_garbage_are_refused() {
     let mut no_uuid = probe_facts("6.1", "quiet", &[2]);
     no_uuid.as_object_mut().unwrap().remove("dmi_uuid");
     assert_eq!(
-        post(no_uuid).await.json()["error"]["field"],
+        post_facts(&s, &token, no_uuid).await.json()["error"]["field"],
         "facts.dmi_uuid"
     );
     let mut hostile = probe_facts("6.1", "quiet", &[2]);
     hostile["kernel_release"] = json!("6.1\u{1b}[2J");
-    assert_eq!(post(hostile).await.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        post_facts(&s, &token, hostile).await.status,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
     // Hostile facts forwarded in a host report are left out; the host's measurements are kept.
     let mut bad = probe_facts("6.1", "quiet", &[2]);
     bad["cmdline"] = json!("quiet\nnohz=off");
