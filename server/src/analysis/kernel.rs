@@ -78,6 +78,7 @@ pub struct KernelFacts {
     pub cmdline: Option<String>,
     pub idle_fraction: Option<f64>,
     pub clocksource: Option<String>,
+    pub available_clocksources: Vec<String>,
     pub cpuidle_driver: Option<String>,
 }
 
@@ -114,6 +115,7 @@ impl KernelFacts {
             cmdline: facts.cmdline.clone(),
             idle_fraction: facts.idle_fraction,
             clocksource: facts.clocksource.clone(),
+            available_clocksources: facts.available_clocksources.clone().unwrap_or_default(),
             cpuidle_driver: facts.cpuidle_driver.clone(),
         }
     }
@@ -137,6 +139,34 @@ impl KernelFacts {
     pub fn has_param(&self, key: &str, value: &str) -> bool {
         boot_args::has(self.cmdline.as_deref(), key, value)
     }
+
+    /// The kernel's version numbers, from its release (`2.6.18-398.el5` → 2.6.18).
+    pub fn version(&self) -> Option<(u32, u32, u32)> {
+        kernel_version(self.kernel_release.as_deref()?)
+    }
+}
+
+/// Major, minor and patch level of a kernel release string (`6.1.0-57-cloud-amd64` → 6.1.0).
+pub fn kernel_version(release: &str) -> Option<(u32, u32, u32)> {
+    let numbers = release.split(['-', '+', '_', ' ']).next()?;
+    let mut parts = numbers.split('.').map(|p| {
+        let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u32>().ok()
+    });
+    let major = parts.next()??;
+    let minor = parts.next()??;
+    let patch = parts.next().flatten().unwrap_or(0);
+    Some((major, minor, patch))
+}
+
+/// The build number of a RHEL/CentOS 5 kernel (`2.6.18-308.el5` → 308): which 5.x point
+/// release it belongs to (5.3 is 128, 5.8 is 308, 5.11 is 398).
+pub fn rhel5_build(release: &str) -> Option<u32> {
+    let rest = release.strip_prefix("2.6.18-")?;
+    if !rest.contains("el5") {
+        return None;
+    }
+    rest.split('.').next()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -188,6 +218,23 @@ mod tests {
                 expected,
                 "{c:?}"
             );
+        }
+    }
+
+    #[test]
+    fn kernel_versions_and_rhel5_builds() {
+        let cases = [
+            ("6.1.0-57-cloud-amd64", Some((6, 1, 0)), None),
+            ("2.6.18-398.el5", Some((2, 6, 18)), Some(398)),
+            ("2.6.18-128.el5PAE", Some((2, 6, 18)), Some(128)),
+            ("2.6.32-754.el6.x86_64", Some((2, 6, 32)), None),
+            ("3.10", Some((3, 10, 0)), None),
+            ("5.15.0-91-generic", Some((5, 15, 0)), None),
+            ("garbage", None, None),
+        ];
+        for (release, version, build) in cases {
+            assert_eq!(kernel_version(release), version, "{release}");
+            assert_eq!(rhel5_build(release), build, "{release}");
         }
     }
 

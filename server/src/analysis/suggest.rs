@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::boot_args;
-use super::kernel::NohzBuilt;
+use super::kernel::{self, KernelFacts, NohzBuilt};
 use super::tick_mode::{Classification, Confidence, TickMode};
 use super::waste::Waste;
 use super::{Rates, Window};
@@ -40,11 +40,158 @@ type Rule = fn(&Input) -> Option<Suggestion>;
 /// Rules in the order their suggestions are shown: the most direct fix first.
 pub const RULES: &[Rule] = &[
     remove_idle_poll,
+    tune_haltpoll,
     remove_nohz_off,
+    upgrade_pre_nohz_kernel,
+    rhel5_divider,
     check_guest_kernel,
     fewer_vcpus,
+    paravirt_clocksource,
+    find_user_space_wakeups,
     busy_or_polling,
 ];
+
+/// The guest's own facts, when it reported them.
+fn facts<'a>(input: &Input<'a>) -> Option<&'a KernelFacts> {
+    input.window.facts.as_ref()
+}
+
+/// cpuidle-haltpoll polls before halting; on a host with more vCPUs than cores that polling is
+/// taken from other guests.
+fn tune_haltpoll(input: &Input) -> Option<Suggestion> {
+    let k = facts(input)?;
+    if k.cpuidle_driver.as_deref() != Some("haltpoll")
+        || !matches!(
+            input.classification.mode,
+            TickMode::Polling | TickMode::Busy
+        )
+        || k.idle_fraction.is_some_and(|idle| idle < 0.5)
+    {
+        return None;
+    }
+    Some(Suggestion {
+        rule: "tune_haltpoll",
+        title: "Stop idle vCPUs from polling (haltpoll)",
+        change: "In the guest, `echo 0 > /sys/module/haltpoll/parameters/guest_halt_poll_ns`, or boot with `haltpoll.guest_halt_poll_ns=0`; on a host with spare cores only, a smaller value keeps some of the latency benefit.".into(),
+        why: "The cpuidle-haltpoll driver spins for a while before halting an idle vCPU: lower wake-up latency, paid for in host CPU, which an overcommitted host takes from other guests.".into(),
+        confidence: Confidence::High,
+        saving_cpu_pct: Some(input.waste.wasted_cpu_pct),
+    })
+}
+
+/// Kernels before 2.6.21 (i386) and 2.6.24 (x86_64) have no NO_HZ: no setting makes them
+/// tickless.
+fn upgrade_pre_nohz_kernel(input: &Input) -> Option<Suggestion> {
+    let k = facts(input)?;
+    let version = k.version()?;
+    if input.classification.mode != TickMode::Periodic || version >= (2, 6, 24) {
+        return None;
+    }
+    let release = k.kernel_release.as_deref().unwrap_or("this kernel");
+    let why = if version < (2, 6, 21) {
+        format!(
+            "{release} predates NO_HZ (2.6.21 on i386, 2.6.24 on x86_64): it ticks on every vCPU whatever its configuration."
+        )
+    } else {
+        format!("{release} can be tickless only on i386; x86_64 kernels gained NO_HZ in 2.6.24.")
+    };
+    Some(Suggestion {
+        rule: "upgrade_pre_nohz_kernel",
+        title: "Upgrade to a kernel that can stop its tick",
+        change: "Move this guest to a kernel of 2.6.24 or later built with NO_HZ (a current distribution kernel), or to a distribution release that ships one.".into(),
+        why,
+        confidence: Confidence::High,
+        saving_cpu_pct: Some(input.waste.wasted_cpu_pct),
+    })
+}
+
+/// RHEL/CentOS 5 kernels tick at 1000 Hz; `divider=10` makes that 100 Hz, safely from 5.8.
+fn rhel5_divider(input: &Input) -> Option<Suggestion> {
+    let k = facts(input)?;
+    let build = kernel::rhel5_build(k.kernel_release.as_deref()?)?;
+    let divided = k
+        .cmdline
+        .as_deref()
+        .is_some_and(|c| boot_args::param(c, "divider").is_some());
+    if input.classification.mode != TickMode::Periodic || divided {
+        return None;
+    }
+    // Dividing the tick by ten leaves a tenth of the tick's cost.
+    let saving = Some(input.waste.wasted_cpu_pct * 0.9);
+    Some(if build >= RHEL_5_8_BUILD {
+        Suggestion {
+            rule: "rhel5_divider",
+            title: "Divide the RHEL 5 tick by ten",
+            change: "Add `divider=10` to the kernel line in /boot/grub/grub.conf and reboot: the tick drops from 1000 to 100 Hz.".into(),
+            why: "RHEL/CentOS 5 kernels cannot stop their tick, but from 5.8 (kernel 2.6.18-308) they can run it at a tenth of CONFIG_HZ.".into(),
+            confidence: Confidence::High,
+            saving_cpu_pct: saving,
+        }
+    } else {
+        Suggestion {
+            rule: "rhel5_divider",
+            title: "Update RHEL 5, then divide its tick by ten",
+            change: "Update to RHEL/CentOS 5.8 or later (kernel 2.6.18-308 or newer) first, then add `divider=10` to the kernel line and reboot.".into(),
+            why: format!(
+                "This kernel (build {build}) is older than 5.8, where `divider=` can panic at boot; from 5.8 it runs the tick at 100 instead of 1000 Hz."
+            ),
+            confidence: Confidence::Medium,
+            saving_cpu_pct: saving,
+        }
+    })
+}
+
+/// The RHEL/CentOS 5.8 kernel build, from which `divider=` is safe.
+const RHEL_5_8_BUILD: u32 = 308;
+
+/// Clocksources whose every read is emulated by the hypervisor.
+const EMULATED_CLOCKSOURCES: [&str; 4] = ["hpet", "acpi_pm", "pit", "jiffies"];
+
+/// Timekeeping through an emulated HPET, ACPI PM timer or PIT traps to the hypervisor on every
+/// read; kvm-clock and tsc are read without an exit.
+fn paravirt_clocksource(input: &Input) -> Option<Suggestion> {
+    let k = facts(input)?;
+    let current = k.clocksource.as_deref()?;
+    if !EMULATED_CLOCKSOURCES.contains(&current) {
+        return None;
+    }
+    let better = ["kvm-clock", "tsc"]
+        .into_iter()
+        .find(|c| k.available_clocksources.iter().any(|a| a == c))?;
+    Some(Suggestion {
+        rule: "paravirt_clocksource",
+        title: "Use a clocksource that does not trap",
+        change: format!(
+            "Boot the guest with `clocksource={better}` (it is available; the guest uses {current} now)."
+        ),
+        why: format!(
+            "Each read of the {current} clocksource is emulated by the hypervisor, a VM exit per timestamp; {better} is read without one."
+        ),
+        confidence: Confidence::Medium,
+        saving_cpu_pct: None,
+    })
+}
+
+/// A tickless guest whose vCPUs still wake like a ticking one: something in it asks to.
+fn find_user_space_wakeups(input: &Input) -> Option<Suggestion> {
+    let rates = input.rates?;
+    if input.classification.mode != TickMode::Tickless
+        || rates.wakeups_per_vcpu_s < super::tick_mode::PERIODIC_MIN_WAKEUPS_PER_VCPU_S
+    {
+        return None;
+    }
+    Some(Suggestion {
+        rule: "find_user_space_wakeups",
+        title: "Find what wakes this tickless guest",
+        change: "In the guest, run `powertop` (Overview tab: wake-ups per second by process and interrupt), or `perf sched timehist` for a while, and deal with the top wakers.".into(),
+        why: format!(
+            "The kernel stops its tick when idle, yet the vCPUs wake {:.0} times a second each: timers of processes or drivers in the guest are the cause, not the tick.",
+            rates.wakeups_per_vcpu_s
+        ),
+        confidence: Confidence::Medium,
+        saving_cpu_pct: None,
+    })
+}
 
 pub fn suggest(input: &Input) -> Vec<Suggestion> {
     RULES.iter().filter_map(|rule| rule(input)).collect()
@@ -98,6 +245,12 @@ fn check_guest_kernel(input: &Input) -> Option<Suggestion> {
         return None;
     }
     let facts = input.window.facts.as_ref();
+    if facts
+        .and_then(KernelFacts::version)
+        .is_some_and(|v| v < (2, 6, 24))
+    {
+        return None; // no NO_HZ kernel of that age exists: upgrade_pre_nohz_kernel says so
+    }
     if let Some(k) = facts.filter(|k| k.nohz == NohzBuilt::None) {
         let release = k.kernel_release.as_deref().unwrap_or("this kernel");
         let hz = k
@@ -263,5 +416,164 @@ mod tests {
         assert!(s[0].why.contains("built without NO_HZ"), "{}", s[0].why);
         let s = rules_for(1, 4.0, 1000.0, None);
         assert!(!s[0].why.contains("built without NO_HZ"));
+    }
+
+    /// Facts as a guest probe reports them, for the rules that read them.
+    fn guest(release: &str, nohz: NohzBuilt, hz: u32, cmdline: &str) -> KernelFacts {
+        KernelFacts {
+            source: "probe_channel".into(),
+            age_s: 5.0,
+            kernel_release: Some(release.into()),
+            distro: None,
+            config_hz: Some(hz),
+            nohz,
+            measured_hz: None,
+            dynticks_active: None,
+            cmdline: Some(cmdline.into()),
+            idle_fraction: Some(0.98),
+            clocksource: Some("kvm-clock".into()),
+            available_clocksources: vec!["kvm-clock".into(), "tsc".into(), "hpet".into()],
+            cpuidle_driver: None,
+        }
+    }
+
+    fn rules_with_facts(
+        cpu_pct: f64,
+        wakeups_per_vcpu_s: f64,
+        facts: KernelFacts,
+    ) -> Vec<Suggestion> {
+        let mut window = test_window(1, cpu_pct, wakeups_per_vcpu_s, None);
+        window.facts = Some(facts);
+        let rates = window.rates();
+        let classification = classify(&window, rates.as_ref());
+        let waste = waste(
+            &classification,
+            rates.as_ref(),
+            1,
+            &Baseline::learn(&[]),
+            Some(0.98),
+        );
+        suggest(&Input {
+            window: &window,
+            rates: rates.as_ref(),
+            classification: &classification,
+            waste: &waste,
+        })
+    }
+
+    #[test]
+    fn rules_for_real_kernels() {
+        use NohzBuilt as N;
+        let rhel = |release: &str| {
+            guest(
+                release,
+                N::None,
+                1000,
+                "ro root=/dev/VolGroup00/LogVol00 rhgb quiet",
+            )
+        };
+        let mut hpet = guest("6.1.0-57-cloud-amd64", N::Full, 250, "quiet");
+        hpet.clocksource = Some("hpet".into());
+        let mut haltpoll = guest("6.1.0-57-cloud-amd64", N::Full, 250, "quiet");
+        haltpoll.cpuidle_driver = Some("haltpoll".into());
+        haltpoll.dynticks_active = Some(true);
+        let mut chatty = guest("6.1.0-57-cloud-amd64", N::Idle, 250, "quiet");
+        chatty.dynticks_active = Some(true);
+        let mut fine = chatty.clone();
+        fine.cpuidle_driver = Some("none".into());
+        let mut divided = rhel("2.6.18-398.el5");
+        divided.cmdline = Some("ro quiet divider=10".into());
+        let cases: [(&str, f64, f64, KernelFacts, &[&str]); 9] = [
+            (
+                "RHEL 5.3",
+                4.8,
+                1000.0,
+                rhel("2.6.18-128.el5"),
+                &["upgrade_pre_nohz_kernel", "rhel5_divider"],
+            ),
+            (
+                "RHEL 5.8",
+                4.8,
+                1000.0,
+                rhel("2.6.18-308.el5"),
+                &["upgrade_pre_nohz_kernel", "rhel5_divider"],
+            ),
+            (
+                "RHEL 5.11 already divided",
+                1.0,
+                100.0,
+                divided,
+                &["upgrade_pre_nohz_kernel"],
+            ),
+            (
+                "Debian 12 with nohz=off",
+                5.3,
+                650.0,
+                guest("6.1.0-57-cloud-amd64", N::Full, 250, "quiet nohz=off"),
+                &["remove_nohz_off"],
+            ),
+            (
+                "idle=poll",
+                99.3,
+                485.0,
+                guest("6.1.0-57-cloud-amd64", N::Full, 250, "quiet idle=poll"),
+                &["remove_idle_poll"],
+            ),
+            ("haltpoll", 70.0, 300.0, haltpoll, &["tune_haltpoll"]),
+            (
+                "HPET clocksource",
+                0.4,
+                30.0,
+                hpet,
+                &["paravirt_clocksource"],
+            ),
+            (
+                "tickless but chatty user space",
+                1.2,
+                400.0,
+                chatty,
+                &["find_user_space_wakeups"],
+            ),
+            ("tickless and quiet: nothing to do", 0.3, 30.0, fine, &[]),
+        ];
+        for (what, cpu, wakeups, facts, expected) in cases {
+            let s = rules_with_facts(cpu, wakeups, facts);
+            assert_eq!(rule_names(&s), expected, "{what}: {s:#?}");
+        }
+    }
+
+    #[test]
+    fn rhel5_before_5_8_is_told_to_update_first() {
+        let old = rules_with_facts(
+            4.8,
+            1000.0,
+            guest("2.6.18-128.el5", NohzBuilt::None, 1000, "quiet"),
+        );
+        let divider = old.iter().find(|s| s.rule == "rhel5_divider").unwrap();
+        assert!(
+            divider.change.starts_with("Update to RHEL/CentOS 5.8"),
+            "{}",
+            divider.change
+        );
+        assert!(divider.why.contains("can panic"));
+        let new = rules_with_facts(
+            4.8,
+            1000.0,
+            guest("2.6.18-308.el5", NohzBuilt::None, 1000, "quiet"),
+        );
+        let divider = new.iter().find(|s| s.rule == "rhel5_divider").unwrap();
+        assert!(
+            divider.change.starts_with("Add `divider=10`"),
+            "{}",
+            divider.change
+        );
+        // A tenth of the tick's cost remains.
+        let waste = new
+            .iter()
+            .find(|s| s.rule == "upgrade_pre_nohz_kernel")
+            .unwrap()
+            .saving_cpu_pct
+            .unwrap();
+        assert!((divider.saving_cpu_pct.unwrap() - 0.9 * waste).abs() < 1e-9);
     }
 }

@@ -426,6 +426,7 @@ mod tests {
             cmdline: Some(cmdline.into()),
             idle_fraction: idle,
             clocksource: None,
+            available_clocksources: vec![],
             cpuidle_driver: None,
         }
     }
