@@ -21,6 +21,8 @@ pub struct AppState {
 pub struct Options {
     /// The database holds the simulated demo fleet: every page says so.
     pub demo: bool,
+    /// How wasted CPU is priced on every page and in the API.
+    pub cost: crate::analysis::cost::CostModel,
 }
 
 pub fn router(state: AppState) -> Router {

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use tickscope_agent::wire::{FactsSource, GuestFacts, Hypervisor};
 
+use crate::analysis::cost::{self, CostModel};
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::{self, Verdict, Window};
 use crate::db::{Db, FactsRow, GuestWindowRow};
@@ -180,17 +181,24 @@ pub async fn guest(db: &Db, guest_id: i64, now_ms: i64) -> AppResult<Option<Anal
 }
 
 /// Fleet totals for the overview.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Totals {
     pub guests: usize,
     pub hosts: usize,
     pub ticking: usize,
     /// Summed waste, in host cores.
     pub wasted_cores: f64,
+    /// The same waste per day and year, in energy and money, under `cost_model`.
+    pub wasted_core_hours_per_day: f64,
+    pub wasted_kwh_per_year: f64,
+    pub wasted_cost_per_year: f64,
+    pub cost_model: CostModel,
 }
 
-pub fn totals(guests: &[AnalysedGuest]) -> Totals {
+pub fn totals(guests: &[AnalysedGuest], model: &CostModel) -> Totals {
     let hosts: std::collections::BTreeSet<i64> = guests.iter().map(|g| g.host_id).collect();
+    let wasted_pct: f64 = guests.iter().map(|g| g.wasted_cpu_pct()).sum();
+    let yearly = cost::of_waste(wasted_pct, model);
     Totals {
         guests: guests.len(),
         hosts: hosts.len(),
@@ -198,7 +206,11 @@ pub fn totals(guests: &[AnalysedGuest]) -> Totals {
             .iter()
             .filter(|g| g.verdict.classification.mode.is_wasteful())
             .count(),
-        wasted_cores: guests.iter().map(|g| g.wasted_cpu_pct()).sum::<f64>() / 100.0,
+        wasted_cores: yearly.cores,
+        wasted_core_hours_per_day: yearly.core_hours_per_day,
+        wasted_kwh_per_year: yearly.kwh_per_year,
+        wasted_cost_per_year: yearly.money_per_year,
+        cost_model: model.clone(),
     }
 }
 

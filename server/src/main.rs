@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
+use tickscope_server::analysis::cost::CostModel;
 use tickscope_server::app::{self, AppState, Options};
 use tickscope_server::auth::{self, Role};
 use tickscope_server::db::Db;
@@ -34,6 +35,15 @@ enum Command {
         /// on every page. Use a database of its own (the default is `./tickscope-demo.db`).
         #[arg(long)]
         demo: bool,
+        /// Extra power a busy host core draws, in watts, to turn wasted CPU into energy.
+        #[arg(long, env = "TICKSCOPE_WATTS_PER_CORE", default_value_t = 7.0)]
+        watts_per_core: f64,
+        /// Price of a kWh, to turn energy into money.
+        #[arg(long, env = "TICKSCOPE_PRICE_PER_KWH", default_value_t = 0.25)]
+        price_per_kwh: f64,
+        /// Currency of --price-per-kwh.
+        #[arg(long, env = "TICKSCOPE_CURRENCY", default_value = "EUR")]
+        currency: String,
     },
     /// Manage API tokens.
     Token {
@@ -104,7 +114,26 @@ async fn main() -> Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match Cli::parse().command {
-        Command::Serve { listen, db, demo } => serve(&listen, &db.path(demo), demo).await,
+        Command::Serve {
+            listen,
+            db,
+            demo,
+            watts_per_core,
+            price_per_kwh,
+            currency,
+        } => {
+            if !(watts_per_core.is_finite() && watts_per_core >= 0.0)
+                || !(price_per_kwh.is_finite() && price_per_kwh >= 0.0)
+            {
+                anyhow::bail!("--watts-per-core and --price-per-kwh must be zero or more");
+            }
+            let cost = CostModel {
+                watts_per_busy_core: watts_per_core,
+                price_per_kwh,
+                currency,
+            };
+            serve(&listen, &db.path(demo), Options { demo, cost }).await
+        }
         Command::Token {
             command:
                 TokenCommand::Add {
@@ -140,21 +169,21 @@ async fn main() -> Result<()> {
     }
 }
 
-async fn serve(listen: &str, db_path: &Path, demo: bool) -> Result<()> {
+async fn serve(listen: &str, db_path: &Path, options: Options) -> Result<()> {
     let db = open_db(db_path).await?;
     tracing::info!(
         db = %db_path.display(),
         journal_mode = %db.journal_mode().await?,
         "database ready"
     );
-    if demo {
+    if options.demo {
         tickscope_server::demo::start(db.clone())
             .await
             .context("cannot fill the demo database")?;
     }
     let state = AppState {
         db: db.clone(),
-        options: Arc::new(Options { demo }),
+        options: Arc::new(options),
     };
     let listener = tokio::net::TcpListener::bind(listen)
         .await

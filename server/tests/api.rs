@@ -376,3 +376,31 @@ async fn a_host_clock_that_steps_back_does_not_shrink_the_window() {
         assert_eq!(g["intervals"], 2, "{g}");
     }
 }
+
+#[tokio::test]
+async fn waste_is_priced_with_the_cost_model_it_names() {
+    let s = server().await;
+    s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
+    let body = s
+        .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
+        .await
+        .json();
+    let totals = &body["totals"];
+    assert_eq!(totals["cost_model"]["watts_per_busy_core"], 7.0);
+    assert_eq!(totals["cost_model"]["currency"], "EUR");
+    let cores = totals["wasted_cores"].as_f64().unwrap();
+    // (8.6 − 2 × 0.5) + (5.3 − 0.5) = 12.4 % of a core.
+    assert!((cores - 0.124).abs() < 1e-9, "{totals}");
+    let kwh = totals["wasted_kwh_per_year"].as_f64().unwrap();
+    assert!((kwh - cores * 7.0 * 8760.0 / 1000.0).abs() < 1e-9);
+    assert!((totals["wasted_cost_per_year"].as_f64().unwrap() - kwh * 0.25).abs() < 1e-9);
+    let first = &body["guests"][0];
+    assert!((first["wasted_core_hours_per_day"].as_f64().unwrap() - 0.076 * 24.0).abs() < 1e-9);
+    let page = s.call(Method::GET, "/", None, None).await;
+    assert!(
+        page.body
+            .contains("at 7 W per busy core and 0.25 EUR per kWh"),
+        "{}",
+        page.body
+    );
+}

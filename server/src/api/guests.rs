@@ -6,6 +6,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 
+use crate::analysis::cost::{self, CostModel};
 use crate::analysis::suggest::Suggestion;
 use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
@@ -38,6 +39,10 @@ struct GuestJson {
     evidence: Vec<String>,
     /// Host CPU wasted beyond the tickless baseline, in % of one host core.
     wasted_cpu_pct: f64,
+    /// The same waste if it goes on, under the server's cost model (see totals.cost_model).
+    wasted_core_hours_per_day: f64,
+    wasted_kwh_per_year: f64,
+    wasted_cost_per_year: f64,
     baseline_cpu_pct_per_vcpu: f64,
     baseline_learned_from_guests: usize,
     waste_reasoning: String,
@@ -62,9 +67,10 @@ struct GuestJson {
     idle_fraction: Option<f64>,
 }
 
-impl From<AnalysedGuest> for GuestJson {
-    fn from(g: AnalysedGuest) -> Self {
+impl GuestJson {
+    fn new(g: AnalysedGuest, model: &CostModel) -> Self {
         let v = g.verdict;
+        let yearly = cost::of_waste(v.waste.wasted_cpu_pct, model);
         let k = g.kernel;
         GuestJson {
             kernel_release: k.as_ref().and_then(|k| k.kernel_release.clone()),
@@ -90,6 +96,9 @@ impl From<AnalysedGuest> for GuestJson {
             estimated_hz: v.classification.estimated_hz,
             evidence: v.classification.evidence,
             wasted_cpu_pct: v.waste.wasted_cpu_pct,
+            wasted_core_hours_per_day: yearly.core_hours_per_day,
+            wasted_kwh_per_year: yearly.kwh_per_year,
+            wasted_cost_per_year: yearly.money_per_year,
             baseline_cpu_pct_per_vcpu: v.waste.baseline.cpu_pct_per_vcpu,
             baseline_learned_from_guests: v.waste.baseline.learned_from_guests,
             waste_reasoning: v.waste.reasoning,
@@ -114,8 +123,11 @@ async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<G
     let now = now_ms();
     let guests = fleet::ranked_guests(&state.db, now).await?;
     Ok(Json(GuestList {
-        totals: fleet::totals(&guests),
-        guests: guests.into_iter().map(GuestJson::from).collect(),
+        totals: fleet::totals(&guests, &state.options.cost),
+        guests: guests
+            .into_iter()
+            .map(|g| GuestJson::new(g, &state.options.cost))
+            .collect(),
         generated_ms: now,
     }))
 }
@@ -130,5 +142,5 @@ async fn one(
     let guest = fleet::guest(&state.db, id, now_ms())
         .await?
         .ok_or_else(|| AppError::NotFound(format!("no guest {id}")))?;
-    Ok(Json(guest.into()))
+    Ok(Json(GuestJson::new(guest, &state.options.cost)))
 }

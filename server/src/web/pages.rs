@@ -7,6 +7,7 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 
 use super::view::{self, GuestRow, Segment};
+use crate::analysis::cost;
 use crate::analysis::suggest::Suggestion;
 use crate::app::{AppState, now_ms};
 use crate::error::AppError;
@@ -50,6 +51,9 @@ pub struct OverviewPage {
     demo: bool,
     totals: Totals,
     wasted_cores: String,
+    wasted_kwh: String,
+    wasted_money: String,
+    cost_basis: String,
     rows: Vec<GuestRow>,
     generated: String,
 }
@@ -57,10 +61,16 @@ pub struct OverviewPage {
 pub async fn overview(State(state): State<AppState>) -> Result<OverviewPage, PageError> {
     let now = now_ms();
     let guests = fleet::ranked_guests(&state.db, now).await?;
-    let totals = fleet::totals(&guests);
+    let totals = fleet::totals(&guests, &state.options.cost);
     Ok(OverviewPage {
         demo: state.options.demo,
         wasted_cores: format!("{:.2}", totals.wasted_cores),
+        wasted_kwh: format!("{:.0}", totals.wasted_kwh_per_year),
+        wasted_money: format!(
+            "{:.0} {}",
+            totals.wasted_cost_per_year, totals.cost_model.currency
+        ),
+        cost_basis: view::cost_basis(&state.options.cost),
         totals,
         rows: guests.iter().map(GuestRow::new).collect(),
         generated: view::time(now),
@@ -115,6 +125,8 @@ pub struct GuestPage {
     row: GuestRow,
     last_seen: String,
     confidence: &'static str,
+    /// The waste as energy and money per year, with the settings used.
+    waste_cost: String,
     evidence: Vec<Vec<Segment>>,
     suggestions: Vec<SuggestionView>,
     /// (label, value) rows of what the guest reported about its kernel; empty without facts.
@@ -218,7 +230,17 @@ pub async fn guest(
             cmdline: e.cmdline.unwrap_or_default(),
         })
         .collect();
+    let yearly = cost::of_waste(guest.wasted_cpu_pct(), &state.options.cost);
+    let waste_cost = format!(
+        "If it goes on: {:.1} core-hours a day, {:.1} kWh and {:.2} {} a year ({}).",
+        yearly.core_hours_per_day,
+        yearly.kwh_per_year,
+        yearly.money_per_year,
+        state.options.cost.currency,
+        view::cost_basis(&state.options.cost)
+    );
     Ok(GuestPage {
+        waste_cost,
         kernel,
         kernel_source,
         events,

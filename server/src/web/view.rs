@@ -24,6 +24,14 @@ pub fn time(ms: i64) -> String {
         .unwrap_or_else(|| "—".into())
 }
 
+/// The cost settings behind a figure, to show beside it.
+pub fn cost_basis(model: &crate::analysis::cost::CostModel) -> String {
+    format!(
+        "at {} W per busy core and {} {} per kWh",
+        model.watts_per_busy_core, model.price_per_kwh, model.currency
+    )
+}
+
 /// How long ago, roughly, for "last seen".
 pub fn ago(ms: i64, now_ms: i64) -> String {
     let s = (now_ms - ms).max(0) / 1000;
