@@ -122,9 +122,8 @@ async fn main() -> Result<()> {
             price_per_kwh,
             currency,
         } => {
-            if !(watts_per_core.is_finite() && watts_per_core >= 0.0)
-                || !(price_per_kwh.is_finite() && price_per_kwh >= 0.0)
-            {
+            let usable = |v: f64| v.is_finite() && v >= 0.0;
+            if !(usable(watts_per_core) && usable(price_per_kwh)) {
                 anyhow::bail!("--watts-per-core and --price-per-kwh must be zero or more");
             }
             let cost = CostModel {
