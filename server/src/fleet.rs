@@ -7,6 +7,7 @@ use tickscope_agent::wire::{FactsSource, GuestFacts, Hypervisor};
 
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::kernel::KernelFacts;
+use crate::analysis::plan::{PlanGroup, PlanGuest};
 use crate::analysis::{self, Verdict, Window};
 use crate::db::{Db, FactsRow, GuestWindowRow};
 use crate::error::AppResult;
@@ -178,6 +179,25 @@ pub async fn guest(db: &Db, guest_id: i64, now_ms: i64) -> AppResult<Option<Anal
         .await?;
     let facts = best_facts(db.latest_facts(Some(host_id)).await?, now_ms);
     Ok(analyse(rows, facts).into_iter().find(|g| g.id == guest_id))
+}
+
+/// The upgrade plan of the active guests.
+pub fn plan(guests: &[AnalysedGuest]) -> Vec<PlanGroup> {
+    let rows: Vec<PlanGuest> = guests
+        .iter()
+        .map(|g| PlanGuest {
+            distro: g.kernel.as_ref().and_then(|k| k.distro.clone()),
+            kernel_release: g.kernel.as_ref().and_then(|k| k.kernel_release.clone()),
+            tick_mode: g.verdict.classification.mode.as_str(),
+            wasted_cpu_pct: g.wasted_cpu_pct(),
+            change: g
+                .verdict
+                .suggestions
+                .first()
+                .map(|s| (s.title, s.saving_cpu_pct)),
+        })
+        .collect();
+    analysis::plan::plan(&rows)
 }
 
 /// Fleet totals for the overview.

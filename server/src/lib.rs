@@ -7,6 +7,7 @@ pub mod auth;
 pub mod db;
 pub mod demo;
 pub mod error;
+pub mod export;
 pub mod facts;
 pub mod fleet;
 pub mod ingest;

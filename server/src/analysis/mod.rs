@@ -8,6 +8,7 @@
 pub mod boot_args;
 pub mod cost;
 pub mod kernel;
+pub mod plan;
 pub mod suggest;
 pub mod tick_mode;
 pub mod waste;

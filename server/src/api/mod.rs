@@ -1,5 +1,6 @@
 //! The JSON API, versioned in its paths.
 
+mod exports;
 mod facts;
 mod guests;
 mod reports;
@@ -13,5 +14,6 @@ pub fn router() -> Router<AppState> {
         .merge(reports::router())
         .merge(guests::router())
         .merge(facts::router())
+        .merge(exports::router())
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
 }

@@ -19,6 +19,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(pages::overview))
         .route("/guests/{id}", get(pages::guest))
+        .route("/plan", get(pages::plan))
         .route("/static/style.css", get(stylesheet))
 }
 

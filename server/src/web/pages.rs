@@ -268,3 +268,61 @@ pub async fn not_found(uri: axum::http::Uri) -> Response {
         PageError(error).into_response()
     }
 }
+
+struct PlanRow {
+    distro: String,
+    kernel_release: String,
+    tick_mode: &'static str,
+    guests: usize,
+    waste: String,
+    change: Vec<Segment>,
+    change_guests: usize,
+    saving: String,
+    saving_money: String,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "plan.html")]
+pub struct PlanPage {
+    demo: bool,
+    generated: String,
+    cost_basis: String,
+    rows: Vec<PlanRow>,
+    total_saving: String,
+}
+
+/// The kernel-upgrade plan, printable.
+pub async fn plan(State(state): State<AppState>) -> Result<PlanPage, PageError> {
+    let now = now_ms();
+    let guests = fleet::ranked_guests(&state.db, now).await?;
+    let model = &state.options.cost;
+    let money = |pct: f64| {
+        format!(
+            "{:.2} {}",
+            cost::of_waste(pct, model).money_per_year,
+            model.currency
+        )
+    };
+    let groups = fleet::plan(&guests);
+    let total: f64 = groups.iter().map(|g| g.projected_saving_cpu_pct).sum();
+    Ok(PlanPage {
+        demo: state.options.demo,
+        generated: view::time(now),
+        cost_basis: view::cost_basis(model),
+        total_saving: format!("{} of a core, {} a year", view::pct(total), money(total)),
+        rows: groups
+            .into_iter()
+            .map(|g| PlanRow {
+                waste: view::pct(g.wasted_cpu_pct),
+                saving: view::pct(g.projected_saving_cpu_pct),
+                saving_money: money(g.projected_saving_cpu_pct),
+                change: view::segments(&g.change),
+                distro: g.distro,
+                kernel_release: g.kernel_release,
+                tick_mode: g.tick_mode,
+                guests: g.guests,
+                change_guests: g.change_guests,
+            })
+            .collect(),
+    })
+}
