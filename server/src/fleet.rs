@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use tickscope_agent::wire::{FactsSource, GuestFacts, Hypervisor};
 
+use crate::analysis::change::{self, Change, Span};
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::plan::{PlanGroup, PlanGuest};
@@ -179,6 +180,39 @@ pub async fn guest(db: &Db, guest_id: i64, now_ms: i64) -> AppResult<Option<Anal
         .await?;
     let facts = best_facts(db.latest_facts(Some(host_id)).await?, now_ms);
     Ok(analyse(rows, facts).into_iter().find(|g| g.id == guest_id))
+}
+
+/// How far back before a change its "before" figures reach.
+pub const BEFORE_CHANGE_MS: i64 = 60 * 60 * 1000;
+
+/// Each guest's last kernel or command-line change with the host CPU before and after it,
+/// measured; only guests whose change has enough samples on both sides. `guest_id` limits it
+/// to one guest.
+pub async fn changes(
+    db: &Db,
+    guest_id: Option<i64>,
+    now_ms: i64,
+) -> AppResult<HashMap<i64, Change>> {
+    let mut measured = HashMap::new();
+    for (guest, at_ms) in db.last_changes(guest_id).await? {
+        let span = |(cpu, length_ms, vcpu_ms, wakeups): (f64, f64, f64, i64)| Span {
+            host_cpu_s: cpu,
+            length_s: length_ms / 1000.0,
+            vcpu_s: vcpu_ms / 1000.0,
+            wakeups: u64::try_from(wakeups).unwrap_or(0),
+        };
+        let before = span(
+            db.samples_between(guest, at_ms - BEFORE_CHANGE_MS, at_ms)
+                .await?,
+        );
+        // The report that brought the new facts also brought the interval in which the guest
+        // rebooted into them: that interval belongs to neither side.
+        let after = span(db.samples_between(guest, at_ms + 1, now_ms + 1).await?);
+        if let Some(change) = change::measure(at_ms, &before, &after) {
+            measured.insert(guest, change);
+        }
+    }
+    Ok(measured)
 }
 
 /// The upgrade plan of the active guests.

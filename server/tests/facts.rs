@@ -231,3 +231,60 @@ async fn facts_for_an_unknown_guest_or_with_garbage_are_refused() {
         Value::Null
     );
 }
+
+#[tokio::test]
+async fn the_host_cpu_before_and_after_a_kernel_change_is_measured() {
+    let s = server().await;
+    let ticking = probe_facts("6.1.0-57-cloud-amd64", "console=ttyS0 nohz=off", &[0]);
+    let tickless = probe_facts("6.1.0-57-cloud-amd64", "console=ttyS0", &[2]);
+    // Two intervals at 5.3 % before the command line changes, two at 0.3 % after.
+    for (seq, facts, cpu_pct) in [
+        (1, &ticking, 5.3),
+        (2, &ticking, 5.3),
+        (3, &tickless, 0.3),
+        (4, &tickless, 0.3),
+    ] {
+        let mut r = report_with(seq, Some(facts.clone()));
+        r["guests"][1]["host_cpu_seconds"] = json!(cpu_pct / 100.0 * 10.0);
+        let reply = s.post_report(Some(&s.agent_token), &r).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        // Received times order the samples around the change: keep them apart.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let body = s
+        .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
+        .await
+        .json();
+    let g = by_name(body["guests"].as_array().unwrap(), "ticker-1");
+    let change = &g["last_change"];
+    assert!(
+        (change["cpu_before_pct"].as_f64().unwrap() - 5.3).abs() < 1e-9,
+        "{change}"
+    );
+    assert!(
+        (change["cpu_after_pct"].as_f64().unwrap() - 0.3).abs() < 1e-9,
+        "{change}"
+    );
+    assert!(
+        (change["saved_cpu_pct"].as_f64().unwrap() - 5.0).abs() < 1e-9,
+        "{change}"
+    );
+    assert_eq!(body["realised"]["guests"], 1);
+    assert!((body["realised"]["saved_cpu_pct"].as_f64().unwrap() - 5.0).abs() < 1e-9);
+    // Guests without a change have none.
+    assert_eq!(
+        by_name(body["guests"].as_array().unwrap(), "quiet")["last_change"],
+        Value::Null
+    );
+    let page = s.call(Method::GET, "/", None, None).await;
+    assert!(
+        page.body.contains("5.00 % of a core saved so far"),
+        "{}",
+        page.body
+    );
+    let page = s
+        .call(Method::GET, &format!("/guests/{}", g["id"]), None, None)
+        .await;
+    assert!(page.body.contains("Before and after the last change"));
+    assert!(page.body.contains("5.30 % → 0.30 %"));
+}

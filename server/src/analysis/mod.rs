@@ -6,6 +6,7 @@
 //! guest) and says so in its evidence; guest-reported facts come later and will win over it.
 
 pub mod boot_args;
+pub mod change;
 pub mod cost;
 pub mod kernel;
 pub mod plan;

@@ -6,6 +6,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 
+use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::suggest::Suggestion;
 use crate::app::{AppState, now_ms};
@@ -65,14 +66,17 @@ struct GuestJson {
     facts_age_s: Option<f64>,
     /// Fraction of time the guest itself was idle, 0 to 1.
     idle_fraction: Option<f64>,
+    /// Host CPU before and after the guest's last kernel or command-line change, measured.
+    last_change: Option<Change>,
 }
 
 impl GuestJson {
-    fn new(g: AnalysedGuest, model: &CostModel) -> Self {
+    fn new(g: AnalysedGuest, model: &CostModel, last_change: Option<Change>) -> Self {
         let v = g.verdict;
         let yearly = cost::of_waste(v.waste.wasted_cpu_pct, model);
         let k = g.kernel;
         GuestJson {
+            last_change,
             kernel_release: k.as_ref().and_then(|k| k.kernel_release.clone()),
             distro: k.as_ref().and_then(|k| k.distro.clone()),
             config_hz: k.as_ref().and_then(|k| k.config_hz),
@@ -111,10 +115,21 @@ impl GuestJson {
     }
 }
 
+/// What the changes made so far saved, measured.
+#[derive(Serialize)]
+struct Realised {
+    /// Guests whose kernel or command line changed, with enough samples on both sides.
+    guests: usize,
+    /// Host CPU saved, in % of one core (a change that costs more counts against it).
+    saved_cpu_pct: f64,
+    saved_cost_per_year: f64,
+}
+
 #[derive(Serialize)]
 struct GuestList {
     guests: Vec<GuestJson>,
     totals: Totals,
+    realised: Realised,
     generated_ms: i64,
 }
 
@@ -122,11 +137,22 @@ async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<G
     caller.require(Role::Viewer)?;
     let now = now_ms();
     let guests = fleet::ranked_guests(&state.db, now).await?;
+    let mut changes = fleet::changes(&state.db, None, now).await?;
+    let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
+    let realised = Realised {
+        guests: changes.len(),
+        saved_cpu_pct: saved,
+        saved_cost_per_year: cost::of_waste(saved, &state.options.cost).money_per_year,
+    };
     Ok(Json(GuestList {
         totals: fleet::totals(&guests, &state.options.cost),
+        realised,
         guests: guests
             .into_iter()
-            .map(|g| GuestJson::new(g, &state.options.cost))
+            .map(|g| {
+                let change = changes.remove(&g.id);
+                GuestJson::new(g, &state.options.cost, change)
+            })
             .collect(),
         generated_ms: now,
     }))
@@ -139,8 +165,10 @@ async fn one(
 ) -> AppResult<Json<GuestJson>> {
     caller.require(Role::Viewer)?;
     let Path(id) = id.map_err(|_| AppError::NotFound("a guest id is a number".into()))?;
-    let guest = fleet::guest(&state.db, id, now_ms())
+    let now = now_ms();
+    let guest = fleet::guest(&state.db, id, now)
         .await?
         .ok_or_else(|| AppError::NotFound(format!("no guest {id}")))?;
-    Ok(Json(GuestJson::new(guest, &state.options.cost)))
+    let change = fleet::changes(&state.db, Some(id), now).await?.remove(&id);
+    Ok(Json(GuestJson::new(guest, &state.options.cost, change)))
 }

@@ -109,4 +109,24 @@ impl Db {
         .fetch_all(&self.pool)
         .await?)
     }
+
+    /// A guest's samples received in [from_ms, to_ms), summed: (host CPU core-seconds, length ms,
+    /// vCPU-ms, wake-ups).
+    pub async fn samples_between(
+        &self,
+        guest_id: i64,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> AppResult<(f64, f64, f64, i64)> {
+        Ok(sqlx::query_as(
+            "SELECT COALESCE(SUM(host_cpu_s), 0.0), COALESCE(SUM(length_ms), 0.0),
+                    COALESCE(SUM(vcpus * length_ms), 0.0), COALESCE(SUM(vcpu_wakeups), 0)
+             FROM samples WHERE guest_id = ? AND received_ms >= ? AND received_ms < ?",
+        )
+        .bind(guest_id)
+        .bind(from_ms)
+        .bind(to_ms)
+        .fetch_one(&self.pool)
+        .await?)
+    }
 }

@@ -54,6 +54,8 @@ pub struct OverviewPage {
     wasted_kwh: String,
     wasted_money: String,
     cost_basis: String,
+    /// Savings measured after kernel or command-line changes; empty when none yet.
+    realised: String,
     rows: Vec<GuestRow>,
     generated: String,
 }
@@ -62,6 +64,19 @@ pub async fn overview(State(state): State<AppState>) -> Result<OverviewPage, Pag
     let now = now_ms();
     let guests = fleet::ranked_guests(&state.db, now).await?;
     let totals = fleet::totals(&guests, &state.options.cost);
+    let changes = fleet::changes(&state.db, None, now).await?;
+    let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
+    let realised = if changes.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "{} of a core saved so far, measured on {} guest(s) after their kernel or command line changed ({:.2} {} a year).",
+            view::pct(saved),
+            changes.len(),
+            cost::of_waste(saved, &state.options.cost).money_per_year,
+            state.options.cost.currency
+        )
+    };
     Ok(OverviewPage {
         demo: state.options.demo,
         wasted_cores: format!("{:.2}", totals.wasted_cores),
@@ -71,6 +86,7 @@ pub async fn overview(State(state): State<AppState>) -> Result<OverviewPage, Pag
             totals.wasted_cost_per_year, totals.cost_model.currency
         ),
         cost_basis: view::cost_basis(&state.options.cost),
+        realised,
         totals,
         rows: guests.iter().map(GuestRow::new).collect(),
         generated: view::time(now),
@@ -127,6 +143,8 @@ pub struct GuestPage {
     confidence: &'static str,
     /// The waste as energy and money per year, with the settings used.
     waste_cost: String,
+    /// Host CPU before and after the last kernel or command-line change; empty without one.
+    change: Vec<(&'static str, String)>,
     evidence: Vec<Vec<Segment>>,
     suggestions: Vec<SuggestionView>,
     /// (label, value) rows of what the guest reported about its kernel; empty without facts.
@@ -239,7 +257,36 @@ pub async fn guest(
         state.options.cost.currency,
         view::cost_basis(&state.options.cost)
     );
+    let change = fleet::changes(&state.db, Some(id), now)
+        .await?
+        .remove(&id)
+        .map_or_else(Vec::new, |c| {
+            vec![
+                ("Changed", view::time(c.at_ms)),
+                (
+                    "Host CPU before → after",
+                    format!(
+                        "{} → {}",
+                        view::pct(c.cpu_before_pct),
+                        view::pct(c.cpu_after_pct)
+                    ),
+                ),
+                (
+                    "Wake-ups per vCPU per second",
+                    format!(
+                        "{} → {}",
+                        view::rate(c.wakeups_before),
+                        view::rate(c.wakeups_after)
+                    ),
+                ),
+                (
+                    "Saved",
+                    format!("{} of a host core", view::pct(c.saved_cpu_pct)),
+                ),
+            ]
+        });
     Ok(GuestPage {
+        change,
         waste_cost,
         kernel,
         kernel_source,
