@@ -22,10 +22,7 @@ async fn receive(
     body: Result<Json<FactsSubmission>, JsonRejection>,
 ) -> AppResult<Json<Value>> {
     caller.require(Role::Guest)?;
-    let Json(submission) = body.map_err(|e| match e {
-        JsonRejection::JsonDataError(e) => AppError::invalid("body", e.body_text()),
-        other => AppError::BadRequest(other.body_text()),
-    })?;
+    let submission = super::json_body(body, super::DEFAULT_BODY_LIMIT_BYTES)?;
     let facts = facts::validate("facts", "probe_direct", submission.facts)?;
     let uuid = facts.facts.dmi_uuid.clone().ok_or_else(|| {
         AppError::invalid(

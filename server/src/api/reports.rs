@@ -2,7 +2,6 @@
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{Value, json};
@@ -11,7 +10,7 @@ use tickscope_agent::wire::{REPORTS_PATH, Report};
 use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
 use crate::db::StoreOutcome;
-use crate::error::{AppError, AppResult};
+use crate::error::AppResult;
 use crate::ingest;
 
 /// A report of 10,000 guests is about 3 MB of JSON.
@@ -29,15 +28,7 @@ async fn receive(
     body: Result<Json<Report>, JsonRejection>,
 ) -> AppResult<Json<Value>> {
     caller.require(Role::Agent)?;
-    let Json(report) = body.map_err(|e| match e {
-        // Well-formed JSON of the wrong shape: say which part.
-        JsonRejection::JsonDataError(e) => AppError::invalid("body", e.body_text()),
-        other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => AppError::TooLarge(format!(
-            "a report may be at most {} MiB",
-            MAX_REPORT_BYTES / (1024 * 1024)
-        )),
-        other => AppError::BadRequest(other.body_text()),
-    })?;
+    let report = super::json_body(body, MAX_REPORT_BYTES)?;
     let now = now_ms();
     let report = ingest::validate(report, now)?;
     let outcome = state.db.store_report(&report, caller.token_id, now).await?;
