@@ -59,7 +59,11 @@ fn number(value: f64) -> String {
 }
 
 fn write_csv(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> AppResult<String> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
+    // Every field quoted: a spreadsheet set to split on `;` must not find a new cell, starting
+    // with `=`, inside a VM's name.
+    let mut writer = csv::WriterBuilder::new()
+        .quote_style(csv::QuoteStyle::Always)
+        .from_writer(Vec::new());
     let failed = |e: csv::Error| AppError::Internal(format!("CSV export: {e}"));
     writer.write_record(header).map_err(failed)?;
     for row in rows {
@@ -145,6 +149,26 @@ mod tests {
         for (text, expected) in cases {
             assert_eq!(text_cell(text), expected, "{text:?}");
         }
+    }
+
+    #[test]
+    fn every_field_is_quoted_so_no_separator_can_start_a_cell() {
+        let plan = vec![PlanGroup {
+            distro: "x;=HYPERLINK(\"http://evil\")".into(),
+            kernel_release: "6.1".into(),
+            tick_mode: "periodic",
+            guests: 1,
+            wasted_cpu_pct: 1.0,
+            change: String::new(),
+            change_guests: 0,
+            projected_saving_cpu_pct: 0.0,
+        }];
+        let text = plan_csv(&plan, &CostModel::default()).unwrap();
+        let line = text.lines().nth(1).unwrap();
+        assert!(
+            line.starts_with("\"x;=HYPERLINK(\"\"http://evil\"\")\",\"6.1\""),
+            "{line}"
+        );
     }
 
     #[test]

@@ -182,8 +182,8 @@ pub async fn guest(db: &Db, guest_id: i64, now_ms: i64) -> AppResult<Option<Anal
     Ok(analyse(rows, facts).into_iter().find(|g| g.id == guest_id))
 }
 
-/// How far back before a change its "before" figures reach.
-pub const BEFORE_CHANGE_MS: i64 = 60 * 60 * 1000;
+/// How far before and after a change its figures reach (never past the change before it).
+pub const AROUND_CHANGE_MS: i64 = 60 * 60 * 1000;
 
 /// Each guest's last kernel or command-line change with the host CPU before and after it,
 /// measured; only guests whose change has enough samples on both sides. `guest_id` limits it
@@ -194,20 +194,21 @@ pub async fn changes(
     now_ms: i64,
 ) -> AppResult<HashMap<i64, Change>> {
     let mut measured = HashMap::new();
-    for (guest, at_ms) in db.last_changes(guest_id).await? {
+    for (guest, at_ms, previous_ms) in db.last_changes(guest_id).await? {
         let span = |(cpu, length_ms, vcpu_ms, wakeups): (f64, f64, f64, i64)| Span {
             host_cpu_s: cpu,
             length_s: length_ms / 1000.0,
             vcpu_s: vcpu_ms / 1000.0,
             wakeups: u64::try_from(wakeups).unwrap_or(0),
         };
-        let before = span(
-            db.samples_between(guest, at_ms - BEFORE_CHANGE_MS, at_ms)
-                .await?,
-        );
-        // The report that brought the new facts also brought the interval in which the guest
-        // rebooted into them: that interval belongs to neither side.
-        let after = span(db.samples_between(guest, at_ms + 1, now_ms + 1).await?);
+        // Each report that brought new facts also brought the interval in which the guest
+        // rebooted into them: that interval belongs to neither side of either change.
+        let from_ms = previous_ms.map_or(at_ms - AROUND_CHANGE_MS, |p| {
+            (p + 1).max(at_ms - AROUND_CHANGE_MS)
+        });
+        let before = span(db.samples_between(guest, from_ms, at_ms).await?);
+        let to_ms = (at_ms + 1 + AROUND_CHANGE_MS).min(now_ms + 1);
+        let after = span(db.samples_between(guest, at_ms + 1, to_ms).await?);
         if let Some(change) = change::measure(at_ms, &before, &after) {
             measured.insert(guest, change);
         }
@@ -224,10 +225,13 @@ pub fn plan(guests: &[AnalysedGuest]) -> Vec<PlanGroup> {
             kernel_release: g.kernel.as_ref().and_then(|k| k.kernel_release.clone()),
             tick_mode: g.verdict.classification.mode.as_str(),
             wasted_cpu_pct: g.wasted_cpu_pct(),
+            // The first suggestion that saves something, else the first at all.
             change: g
                 .verdict
                 .suggestions
-                .first()
+                .iter()
+                .find(|s| s.saving_cpu_pct.is_some())
+                .or(g.verdict.suggestions.first())
                 .map(|s| (s.title, s.saving_cpu_pct)),
         })
         .collect();

@@ -288,3 +288,45 @@ async fn the_host_cpu_before_and_after_a_kernel_change_is_measured() {
     assert!(page.body.contains("Before and after the last change"));
     assert!(page.body.contains("5.30 % → 0.30 %"));
 }
+
+#[tokio::test]
+async fn a_second_change_is_measured_against_the_first_not_across_it() {
+    let s = server().await;
+    let a = probe_facts("6.1.0-57-cloud-amd64", "console=ttyS0 nohz=off", &[0]);
+    let b = probe_facts("6.1.0-57-cloud-amd64", "console=ttyS0", &[2]);
+    let c = probe_facts("6.1.0-58-cloud-amd64", "console=ttyS0", &[2]);
+    // A at 5.3 %, then B at 0.3 %, then C at 2 % (a worse kernel): the last change is B → C.
+    for (seq, facts, cpu_pct) in [
+        (1, &a, 5.3),
+        (2, &a, 5.3),
+        (3, &b, 50.0),
+        (4, &b, 0.3),
+        (5, &b, 0.3),
+        (6, &c, 50.0),
+        (7, &c, 2.0),
+    ] {
+        let mut r = report_with(seq, Some(facts.clone()));
+        r["guests"][1]["host_cpu_seconds"] = json!(cpu_pct / 100.0 * 10.0);
+        assert_eq!(
+            s.post_report(Some(&s.agent_token), &r).await.status,
+            StatusCode::OK
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let body = s
+        .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
+        .await
+        .json();
+    let change = &by_name(body["guests"].as_array().unwrap(), "ticker-1")["last_change"];
+    assert!(
+        (change["cpu_before_pct"].as_f64().unwrap() - 0.3).abs() < 1e-9,
+        "{change}"
+    );
+    assert!(
+        (change["cpu_after_pct"].as_f64().unwrap() - 2.0).abs() < 1e-9,
+        "{change}"
+    );
+    // It cost CPU, and the money says so.
+    assert!(body["realised"]["saved_cpu_pct"].as_f64().unwrap() < 0.0);
+    assert!(body["realised"]["saved_cost_per_year"].as_f64().unwrap() < 0.0);
+}

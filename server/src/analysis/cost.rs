@@ -52,6 +52,12 @@ pub fn of_waste(wasted_cpu_pct: f64, model: &CostModel) -> Cost {
     }
 }
 
+/// Money a year of a change in host CPU (% of one core), signed: a change that costs more CPU
+/// costs money.
+pub fn money_per_year(cpu_pct: f64, model: &CostModel) -> f64 {
+    cpu_pct / 100.0 * model.watts_per_busy_core * HOURS_PER_YEAR / 1000.0 * model.price_per_kwh
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +88,8 @@ mod tests {
             currency: "USD".into(),
         };
         assert!((of_waste(100.0, &dear).money_per_year - 35.04).abs() < 1e-9);
+        // A saving can be negative; its money is too.
+        assert!((money_per_year(-100.0, &dear) + 35.04).abs() < 1e-9);
+        assert!((money_per_year(5.0, &model) - 0.7665).abs() < 1e-9);
     }
 }

@@ -84,7 +84,9 @@ fn tune_haltpoll(input: &Input) -> Option<Suggestion> {
 fn upgrade_pre_nohz_kernel(input: &Input) -> Option<Suggestion> {
     let k = facts(input)?;
     let version = k.version()?;
-    if input.classification.mode != TickMode::Periodic || version >= (2, 6, 24) {
+    // 2.6.21-2.6.23 can be tickless on i386: only a kernel built without NO_HZ needs replacing.
+    let too_old = version < (2, 6, 21) || (version < (2, 6, 24) && k.nohz == NohzBuilt::None);
+    if input.classification.mode != TickMode::Periodic || !too_old {
         return None;
     }
     let release = k.kernel_release.as_deref().unwrap_or("this kernel");
@@ -112,7 +114,10 @@ fn rhel5_divider(input: &Input) -> Option<Suggestion> {
     let divided = k
         .cmdline
         .as_deref()
-        .is_some_and(|c| boot_args::param(c, "divider").is_some());
+        .and_then(|c| boot_args::param(c, "divider"))
+        .and_then(|d| d.parse::<u32>().ok())
+        .is_some_and(|d| d > 1);
+    let hz = k.config_hz.unwrap_or(1000);
     if input.classification.mode != TickMode::Periodic || divided {
         return None;
     }
@@ -122,7 +127,10 @@ fn rhel5_divider(input: &Input) -> Option<Suggestion> {
         Suggestion {
             rule: "rhel5_divider",
             title: "Divide the RHEL 5 tick by ten",
-            change: "Add `divider=10` to the kernel line in /boot/grub/grub.conf and reboot: the tick drops from 1000 to 100 Hz.".into(),
+            change: format!(
+                "Add `divider=10` to the kernel line in /boot/grub/grub.conf and reboot: the tick drops from {hz} to {} Hz.",
+                hz / 10
+            ),
             why: "RHEL/CentOS 5 kernels cannot stop their tick, but from 5.8 (kernel 2.6.18-308) they can run it at a tenth of CONFIG_HZ.".into(),
             confidence: Confidence::High,
             saving_cpu_pct: saving,
@@ -133,7 +141,8 @@ fn rhel5_divider(input: &Input) -> Option<Suggestion> {
             title: "Update RHEL 5, then divide its tick by ten",
             change: "Update to RHEL/CentOS 5.8 or later (kernel 2.6.18-308 or newer) first, then add `divider=10` to the kernel line and reboot.".into(),
             why: format!(
-                "This kernel (build {build}) is older than 5.8, where `divider=` can panic at boot; from 5.8 it runs the tick at 100 instead of 1000 Hz."
+                "This kernel (build {build}) is older than 5.8, where `divider=` can panic at boot; from 5.8 it runs the tick at {} instead of {hz} Hz.",
+                hz / 10
             ),
             confidence: Confidence::Medium,
             saving_cpu_pct: saving,
@@ -145,27 +154,41 @@ fn rhel5_divider(input: &Input) -> Option<Suggestion> {
 const RHEL_5_8_BUILD: u32 = 308;
 
 /// Clocksources whose every read is emulated by the hypervisor.
-const EMULATED_CLOCKSOURCES: [&str; 4] = ["hpet", "acpi_pm", "pit", "jiffies"];
+const EMULATED_CLOCKSOURCES: [&str; 3] = ["hpet", "acpi_pm", "pit"];
 
 /// Timekeeping through an emulated HPET, ACPI PM timer or PIT traps to the hypervisor on every
 /// read; kvm-clock and tsc are read without an exit.
 fn paravirt_clocksource(input: &Input) -> Option<Suggestion> {
     let k = facts(input)?;
     let current = k.clocksource.as_deref()?;
-    if !EMULATED_CLOCKSOURCES.contains(&current) {
+    // Only kvm-clock: a guest on hpet with tsc still listed usually had its TSC marked unstable.
+    if !EMULATED_CLOCKSOURCES.contains(&current)
+        || !k.available_clocksources.iter().any(|a| a == "kvm-clock")
+    {
         return None;
     }
-    let better = ["kvm-clock", "tsc"]
-        .into_iter()
-        .find(|c| k.available_clocksources.iter().any(|a| a == c))?;
+    // kvm-clock is available but not used: something on the command line chose another.
+    let param = |key: &str| {
+        k.cmdline
+            .as_deref()
+            .and_then(|c| boot_args::param(c, key))
+            .is_some()
+    };
+    let change = if param("clocksource") || param("clock") || param("notsc") {
+        format!(
+            "Remove the `clocksource=`, `clock=` or `notsc` parameter that makes the guest use {current}, so that it uses kvm-clock."
+        )
+    } else {
+        format!(
+            "Boot the guest with `clocksource=kvm-clock` (it is available; the guest uses {current} now)."
+        )
+    };
     Some(Suggestion {
         rule: "paravirt_clocksource",
         title: "Use a clocksource that does not trap",
-        change: format!(
-            "Boot the guest with `clocksource={better}` (it is available; the guest uses {current} now)."
-        ),
+        change,
         why: format!(
-            "Each read of the {current} clocksource is emulated by the hypervisor, a VM exit per timestamp; {better} is read without one."
+            "Each read of the {current} clocksource is emulated by the hypervisor, a VM exit per timestamp; kvm-clock is read without one."
         ),
         confidence: Confidence::Medium,
         saving_cpu_pct: None,
@@ -474,6 +497,10 @@ mod tests {
         };
         let mut hpet = guest("6.1.0-57-cloud-amd64", N::Full, 250, "quiet");
         hpet.clocksource = Some("hpet".into());
+        let mut tsc_only = hpet.clone();
+        tsc_only.available_clocksources = vec!["hpet".into(), "tsc".into()];
+        let mut i386_nohz = guest("2.6.22-14-generic", N::Legacy, 250, "quiet nohz=off");
+        i386_nohz.dynticks_active = Some(false);
         let mut haltpoll = guest("6.1.0-57-cloud-amd64", N::Full, 250, "quiet");
         haltpoll.cpuidle_driver = Some("haltpoll".into());
         haltpoll.dynticks_active = Some(true);
@@ -483,7 +510,21 @@ mod tests {
         fine.cpuidle_driver = Some("none".into());
         let mut divided = rhel("2.6.18-398.el5");
         divided.cmdline = Some("ro quiet divider=10".into());
-        let cases: [(&str, f64, f64, KernelFacts, &[&str]); 9] = [
+        let cases: [(&str, f64, f64, KernelFacts, &[&str]); 11] = [
+            (
+                "hpet with only tsc besides: no safe change",
+                0.4,
+                30.0,
+                tsc_only,
+                &[],
+            ),
+            (
+                "2.6.22 i386 with NO_HZ, nohz=off",
+                4.0,
+                250.0,
+                i386_nohz,
+                &["remove_nohz_off"],
+            ),
             (
                 "RHEL 5.3",
                 4.8,

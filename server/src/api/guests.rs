@@ -138,11 +138,13 @@ async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<G
     let now = now_ms();
     let guests = fleet::ranked_guests(&state.db, now).await?;
     let mut changes = fleet::changes(&state.db, None, now).await?;
+    // Only guests still reporting count towards what was realised.
+    changes.retain(|id, _| guests.iter().any(|g| g.id == *id));
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
     let realised = Realised {
         guests: changes.len(),
         saved_cpu_pct: saved,
-        saved_cost_per_year: cost::of_waste(saved, &state.options.cost).money_per_year,
+        saved_cost_per_year: cost::money_per_year(saved, &state.options.cost),
     };
     Ok(Json(GuestList {
         totals: fleet::totals(&guests, &state.options.cost),

@@ -161,14 +161,23 @@ impl Db {
     }
 
     /// When each guest last changed kernel or command line: the newest facts row that has an
-    /// older one from the same source, per guest (server clock, Unix ms).
-    pub async fn last_changes(&self, guest_id: Option<i64>) -> AppResult<Vec<(i64, i64)>> {
+    /// older one from the same source, per guest, with when the facts before it were first seen
+    /// (server clock, Unix ms): (guest id, change, previous change).
+    pub async fn last_changes(
+        &self,
+        guest_id: Option<i64>,
+    ) -> AppResult<Vec<(i64, i64, Option<i64>)>> {
         Ok(sqlx::query_as(
-            "SELECT f.guest_id, MAX(f.first_received_ms) FROM guest_facts f
-             WHERE (?1 IS NULL OR f.guest_id = ?1)
-               AND EXISTS (SELECT 1 FROM guest_facts e
-                           WHERE e.guest_id = f.guest_id AND e.source = f.source AND e.id < f.id)
-             GROUP BY f.guest_id",
+            "WITH changes AS (
+                 SELECT f.guest_id, MAX(f.first_received_ms) AS at_ms FROM guest_facts f
+                 WHERE (?1 IS NULL OR f.guest_id = ?1)
+                   AND EXISTS (SELECT 1 FROM guest_facts e
+                               WHERE e.guest_id = f.guest_id AND e.source = f.source AND e.id < f.id)
+                 GROUP BY f.guest_id)
+             SELECT c.guest_id, c.at_ms,
+                    (SELECT MAX(p.first_received_ms) FROM guest_facts p
+                     WHERE p.guest_id = c.guest_id AND p.first_received_ms < c.at_ms)
+             FROM changes c",
         )
         .bind(guest_id)
         .fetch_all(&self.pool)

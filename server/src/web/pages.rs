@@ -64,7 +64,8 @@ pub async fn overview(State(state): State<AppState>) -> Result<OverviewPage, Pag
     let now = now_ms();
     let guests = fleet::ranked_guests(&state.db, now).await?;
     let totals = fleet::totals(&guests, &state.options.cost);
-    let changes = fleet::changes(&state.db, None, now).await?;
+    let mut changes = fleet::changes(&state.db, None, now).await?;
+    changes.retain(|id, _| guests.iter().any(|g| g.id == *id));
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
     let realised = if changes.is_empty() {
         String::new()
@@ -73,7 +74,7 @@ pub async fn overview(State(state): State<AppState>) -> Result<OverviewPage, Pag
             "{} of a core saved so far, measured on {} guest(s) after their kernel or command line changed ({:.2} {} a year).",
             view::pct(saved),
             changes.len(),
-            cost::of_waste(saved, &state.options.cost).money_per_year,
+            cost::money_per_year(saved, &state.options.cost),
             state.options.cost.currency
         )
     };
