@@ -2,17 +2,15 @@
 //! port: proves the wire format and the client end to end, without booting guests. The agent
 //! samples the `/proc` tree recorded from a real 2-vCPU `nohz=off` QEMU guest.
 
+mod common;
+
 use std::path::Path;
-use std::sync::Arc;
 
 use serde_json::Value;
 use tickscope_agent::client::Client;
 use tickscope_agent::report::Reporter;
 use tickscope_agent::sampler::Sampler;
 use tickscope_agent::wire::{AgentInfo, HostInfo};
-use tickscope_server::app::{self, AppState, Options};
-use tickscope_server::auth;
-use tickscope_server::db::Db;
 
 fn copy_tree(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).unwrap() {
@@ -29,28 +27,21 @@ fn copy_tree(from: &Path, to: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_reports_reach_the_ranking_and_a_resend_is_stored_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(&dir.path().join("e2e.db")).await.unwrap();
-    let mut tokens = Vec::new();
-    for role in ["agent", "viewer"] {
-        let token = auth::new_token().unwrap();
-        db.insert_token(role, role, &auth::token_hash(&token), None, app::now_ms())
-            .await
-            .unwrap();
-        tokens.push(token);
-    }
-    let (agent_token, viewer_token) = (tokens[0].clone(), tokens[1].clone());
-    let state = AppState {
-        db: db.clone(),
-        options: Arc::new(Options::default()),
-    };
+    // The same server the in-process tests use, this time on a real loopback port.
+    let server = common::server().await;
+    let (db, agent_token, viewer_token) = (
+        server.db.clone(),
+        server.agent_token.clone(),
+        server.viewer_token.clone(),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app::router(state)).await });
+    let router = server.router.clone();
+    tokio::spawn(async move { axum::serve(listener, router).await });
 
     let fixture =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../agent/tests/fixtures/qemu-tcg-nohz-off");
-    let proc_dir = dir.path().join("proc");
+    let proc_dir = server.dir.path().join("proc");
     std::fs::create_dir_all(&proc_dir).unwrap();
     let agent_url = url.clone();
     let viewer_for_agent = viewer_token.clone();
