@@ -204,6 +204,16 @@ impl ProcFs {
         unix_socket_path(&table, &inode)
     }
 
+    /// Whether the process holds a KVM virtual machine (a descriptor linked to
+    /// `anon_inode:kvm-vm`): QEMU under TCG, or any process without KVM, holds none. `None` when
+    /// its descriptors cannot be listed (no permission, or it exited).
+    pub fn holds_kvm_vm(&self, pid: u32) -> Option<bool> {
+        let fds = fs::read_dir(self.root.join(format!("{pid}/fd"))).ok()?;
+        Some(fds.flatten().any(|fd| {
+            fs::read_link(fd.path()).is_ok_and(|link| link.as_os_str() == "anon_inode:kvm-vm")
+        }))
+    }
+
     /// Reads a VM's configuration file (VMware's `.vmx`) as the VM process sees it: through its
     /// root and working directory under `/proc`, so a path means what it means to the VM, and a
     /// fixture's paths stay inside the fixture. The path comes from a command line anybody can

@@ -85,6 +85,9 @@ struct VmState {
     guest_agent: Option<GuestAgent>,
     /// Facts received and not yet reported.
     unreported_facts: Option<DeliveredFacts>,
+    /// Whether the process holds a KVM VM; looked at again on full rescans until it does (QEMU
+    /// creates its VM just after it starts).
+    uses_kvm: Option<bool>,
 }
 
 /// How to ask a VM's guest agent, and when next.
@@ -232,6 +235,9 @@ impl Sampler {
                 Some(Tracked::Vm(vm)) => {
                     if full_rescan {
                         vm.threads.clear();
+                        if vm.uses_kvm != Some(true) {
+                            vm.uses_kvm = self.proc.holds_kvm_vm(pid);
+                        }
                     }
                     self.proc
                         .read_stat(&vm.stat)
@@ -284,6 +290,7 @@ impl Sampler {
                     vcpu_wakeups: wakeups_between(previous, &counters),
                     wakeups_source: counted.source,
                     boot_args: vm.identity.boot_args.clone(),
+                    uses_kvm: vm.uses_kvm,
                     facts: vm.unreported_facts.take(),
                 });
             }
@@ -370,6 +377,7 @@ impl Sampler {
                     channel: identity.probe_channel.clone().map(Channel::new),
                     guest_agent: GuestAgent::for_vm(&identity, self.cycles + 1),
                     unreported_facts: None,
+                    uses_kvm: self.proc.holds_kvm_vm(pid),
                     identity,
                 }))
             }

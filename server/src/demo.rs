@@ -186,6 +186,14 @@ impl Fleet {
                         vcpu_wakeups: (wakeups * v * length_s * self.noise.factor()) as u64,
                         wakeups_source: WakeupsSource::VcpuThreads,
                         boot_args: boot_args.map(str::to_string),
+                        // The simulated hosts are KVM hosts; VirtualBox and VMware bring
+                        // their own hypervisors.
+                        uses_kvm: Some(matches!(
+                            hypervisor,
+                            Hypervisor::Qemu
+                                | Hypervisor::Firecracker
+                                | Hypervisor::CloudHypervisor
+                        )),
                         facts: simulated_facts(name, end_ms),
                     }
                 },

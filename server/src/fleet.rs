@@ -5,12 +5,12 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use tickscope_agent::wire::{FactsSource, GuestFacts, Hypervisor};
 
-use crate::analysis::change::{self, Change, Span};
+use crate::analysis::change::{self, Change};
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::plan::{PlanGroup, PlanGuest};
-use crate::analysis::{self, Verdict, Window};
-use crate::db::{Db, FactsRow, GuestWindowRow};
+use crate::analysis::{self, Interval, Span, Verdict, Window, idle};
+use crate::db::{Db, FactsRow, GuestRow, GuestScope, IntervalRow};
 use crate::error::AppResult;
 
 /// Samples from this far back (before a guest's newest one) are averaged into its figures.
@@ -95,38 +95,79 @@ fn best_facts(rows: Vec<FactsRow>, now_ms: i64) -> HashMap<i64, KernelFacts> {
         .collect()
 }
 
-fn window(row: &GuestWindowRow, facts: Option<KernelFacts>) -> Window {
-    Window {
-        hypervisor: Hypervisor::from_name(&row.hypervisor),
-        vcpus: row.vcpus,
-        host_cpu_s: row.host_cpu_s,
-        length_s: row.length_ms / 1000.0,
-        vcpu_s: row.vcpu_ms / 1000.0,
-        wakeups: u64::try_from(row.wakeups).unwrap_or(0),
-        wakeups_from_vcpu_threads: row.all_from_vcpu_threads,
-        boot_args: row.boot_args.clone(),
-        facts,
+/// Each guest's window: its samples, each with the guest's own idle reading for that time.
+fn windows(
+    guests: &[GuestRow],
+    samples: Vec<IntervalRow>,
+    readings: Vec<(i64, i64, f64)>,
+    mut facts: HashMap<i64, KernelFacts>,
+) -> Vec<(Window, i64)> {
+    let mut samples_of: HashMap<i64, Vec<IntervalRow>> = HashMap::new();
+    for sample in samples {
+        samples_of.entry(sample.guest_id).or_default().push(sample);
     }
+    let mut readings_of: HashMap<i64, Vec<(i64, f64)>> = HashMap::new();
+    for (guest, at_ms, idle) in readings {
+        readings_of.entry(guest).or_default().push((at_ms, idle));
+    }
+    guests
+        .iter()
+        .map(|g| {
+            let samples = samples_of.remove(&g.id).unwrap_or_default();
+            let readings = readings_of.remove(&g.id).unwrap_or_default();
+            let intervals = samples
+                .iter()
+                .map(|s| Interval {
+                    length_s: s.length_ms / 1000.0,
+                    vcpus: s.vcpus,
+                    host_cpu_s: s.host_cpu_s,
+                    wakeups: u64::try_from(s.vcpu_wakeups).unwrap_or(0),
+                    guest_idle_fraction: idle::reading_for(&readings, s.received_ms),
+                })
+                .collect();
+            let window = Window {
+                hypervisor: Hypervisor::from_name(&g.hypervisor),
+                vcpus: g.vcpus,
+                intervals,
+                wakeups_from_vcpu_threads: samples.iter().all(|s| s.from_vcpu_threads),
+                boot_args: g.boot_args.clone(),
+                facts: facts.remove(&g.id),
+                uses_kvm: g.uses_kvm,
+                host_halt_poll_ns: g.host_halt_poll_ns.and_then(|ns| u64::try_from(ns).ok()),
+            };
+            (window, samples.len() as i64)
+        })
+        .collect()
 }
 
-/// Analyses rows host by host (each host learns its own baseline).
-fn analyse(rows: Vec<GuestWindowRow>, mut facts: HashMap<i64, KernelFacts>) -> Vec<AnalysedGuest> {
-    let mut by_host: BTreeMap<i64, Vec<GuestWindowRow>> = BTreeMap::new();
-    for row in rows {
-        by_host.entry(row.host_id).or_default().push(row);
+/// Analyses the guests in `scope` host by host (each host learns its own baseline).
+async fn analyse(db: &Db, scope: GuestScope, now_ms: i64) -> AppResult<Vec<AnalysedGuest>> {
+    let rows = db.guests_in(scope).await?;
+    let samples = db.window_intervals(scope, ANALYSIS_WINDOW_MS).await?;
+    let readings = db
+        .window_idle_readings(scope, ANALYSIS_WINDOW_MS, idle::READING_REACH_MS)
+        .await?;
+    let host = match scope {
+        GuestScope::Host { host_id, .. } => Some(host_id),
+        GuestScope::Active { .. } => None,
+    };
+    let facts = best_facts(db.latest_facts(host).await?, now_ms);
+    let mut by_host: BTreeMap<i64, Vec<(GuestRow, Window, i64)>> = BTreeMap::new();
+    for (row, (window, intervals)) in rows.iter().zip(windows(&rows, samples, readings, facts)) {
+        by_host
+            .entry(row.host_id)
+            .or_default()
+            .push((row.clone(), window, intervals));
     }
     let mut guests = Vec::new();
-    for rows in by_host.into_values() {
-        let windows: Vec<Window> = rows
-            .iter()
-            .map(|row| window(row, facts.remove(&row.id)))
-            .collect();
+    for host_guests in by_host.into_values() {
+        let windows: Vec<Window> = host_guests.iter().map(|(_, w, _)| w.clone()).collect();
         let verdicts = analysis::analyse_host(&windows);
-        for ((row, verdict), window) in rows.into_iter().zip(verdicts).zip(windows) {
+        for ((row, window, intervals), verdict) in host_guests.into_iter().zip(verdicts) {
             guests.push(AnalysedGuest {
+                window_s: window.total().length_s,
                 kernel: window.facts,
                 id: row.id,
-                window_s: row.length_ms / 1000.0,
                 name: row.name,
                 uuid: row.uuid,
                 host: row.host_name,
@@ -137,21 +178,20 @@ fn analyse(rows: Vec<GuestWindowRow>, mut facts: HashMap<i64, KernelFacts>) -> V
                 pid: row.pid,
                 boot_args: row.boot_args,
                 last_seen_ms: row.last_seen_ms,
-                intervals: row.intervals,
+                intervals,
                 verdict,
             });
         }
     }
-    guests
+    Ok(guests)
 }
 
 /// Active guests, most wasteful first; ties by host CPU, then name.
 pub async fn ranked_guests(db: &Db, now_ms: i64) -> AppResult<Vec<AnalysedGuest>> {
-    let rows = db
-        .active_guest_windows(now_ms - ACTIVE_WITHIN_MS, ANALYSIS_WINDOW_MS)
-        .await?;
-    let facts = best_facts(db.latest_facts(None).await?, now_ms);
-    let mut guests = analyse(rows, facts);
+    let scope = GuestScope::Active {
+        since_ms: now_ms - ACTIVE_WITHIN_MS,
+    };
+    let mut guests = analyse(db, scope, now_ms).await?;
     guests.sort_by(|a, b| {
         b.wasted_cpu_pct()
             .total_cmp(&a.wasted_cpu_pct())
@@ -170,16 +210,15 @@ pub async fn guest(db: &Db, guest_id: i64, now_ms: i64) -> AppResult<Option<Anal
     let Some(host_id) = db.guest_host_id(guest_id).await? else {
         return Ok(None);
     };
-    let rows = db
-        .host_guest_windows(
-            host_id,
-            guest_id,
-            now_ms - ACTIVE_WITHIN_MS,
-            ANALYSIS_WINDOW_MS,
-        )
-        .await?;
-    let facts = best_facts(db.latest_facts(Some(host_id)).await?, now_ms);
-    Ok(analyse(rows, facts).into_iter().find(|g| g.id == guest_id))
+    let scope = GuestScope::Host {
+        host_id,
+        guest_id,
+        active_since_ms: now_ms - ACTIVE_WITHIN_MS,
+    };
+    Ok(analyse(db, scope, now_ms)
+        .await?
+        .into_iter()
+        .find(|g| g.id == guest_id))
 }
 
 /// How far before and after a change its figures reach (never past the change before it).

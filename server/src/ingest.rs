@@ -62,6 +62,7 @@ pub struct ValidGuest {
     pub vcpu_wakeups: i64,
     pub wakeups_source: &'static str,
     pub boot_args: Option<String>,
+    pub uses_kvm: Option<bool>,
     /// What the guest said about itself, delivered through the host agent.
     pub facts: Option<ValidFacts>,
 }
@@ -215,6 +216,7 @@ fn validate_guest(
         vcpu_wakeups,
         wakeups_source: g.wakeups_source.as_str(),
         boot_args,
+        uses_kvm: g.uses_kvm,
         facts,
     })
 }

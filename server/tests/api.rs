@@ -404,3 +404,52 @@ async fn waste_is_priced_with_the_cost_model_it_names() {
         page.body
     );
 }
+
+#[tokio::test]
+async fn busy_intervals_are_left_out_of_the_waste() {
+    let s = server().await;
+    // A nohz=off guest idles at 5.3 % of a core, except for one interval of work at 80 %.
+    for (seq, cpu) in [5.3, 5.3, 80.0, 5.3, 5.3, 5.3].into_iter().enumerate() {
+        let r = report(
+            seq as u64,
+            vec![guest(
+                "ticker",
+                1,
+                cpu,
+                650.0,
+                Some("console=ttyS0 nohz=off"),
+            )],
+        );
+        let reply = s.post_report(Some(&s.agent_token), &r).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    }
+    let reply = s
+        .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
+        .await;
+    let g = &reply.json()["guests"][0];
+    assert_eq!(g["tick_mode"], "periodic", "{g}");
+    assert_eq!(g["idle_judged_from"], "inferred");
+    assert!(
+        (g["idle_share"].as_f64().unwrap() - 5.0 / 6.0).abs() < 1e-9,
+        "{g}"
+    );
+    // What the host saw includes the work; what the waste rests on does not.
+    assert!(
+        (g["host_cpu_pct"].as_f64().unwrap() - 17.75).abs() < 1e-9,
+        "{g}"
+    );
+    assert!(
+        (g["idle_host_cpu_pct"].as_f64().unwrap() - 5.3).abs() < 1e-9,
+        "{g}"
+    );
+    // (5.3 − 0.5 default baseline) in five of six intervals.
+    let wasted = g["wasted_cpu_pct"].as_f64().unwrap();
+    assert!((wasted - 4.8 * 5.0 / 6.0).abs() < 1e-9, "{wasted}: {g}");
+    assert!(
+        g["waste_reasoning"]
+            .as_str()
+            .unwrap()
+            .contains("busy intervals add nothing"),
+        "{g}"
+    );
+}

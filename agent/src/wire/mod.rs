@@ -128,6 +128,10 @@ pub struct GuestSample {
     /// QEMU `-append`, cloud-hypervisor `--cmdline`). Hostile, like every VM-supplied string.
     #[serde(default)]
     pub boot_args: Option<String>,
+    /// Whether the VM runs on KVM (its process holds a KVM VM descriptor): host-side KVM halt
+    /// polling only costs KVM guests. Absent when the agent could not tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses_kvm: Option<bool>,
     /// What the guest said about itself since the last report, through a channel the host agent
     /// reads (the guest probe over serial, qemu-guest-agent, VirtualBox guest properties).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,17 +3,7 @@
 
 use serde::Serialize;
 
-/// Samples summed over a stretch of time.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Span {
-    /// Host CPU used, in core-seconds.
-    pub host_cpu_s: f64,
-    /// Measured time, in seconds.
-    pub length_s: f64,
-    /// Σ vCPUs × length, in vCPU-seconds.
-    pub vcpu_s: f64,
-    pub wakeups: u64,
-}
+use super::Span;
 
 /// Measured time needed on each side of a change before it is judged, in seconds.
 pub const MIN_SPAN_S: f64 = 10.0;

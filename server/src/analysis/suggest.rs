@@ -7,6 +7,7 @@
 use serde::Serialize;
 
 use super::boot_args;
+use super::idle::Activity;
 use super::kernel::{self, KernelFacts, NohzBuilt};
 use super::tick_mode::{Classification, Confidence, TickMode};
 use super::waste::Waste;
@@ -30,7 +31,9 @@ pub struct Suggestion {
 /// What the rules look at.
 pub struct Input<'a> {
     pub window: &'a Window,
+    /// Over the guest's idle intervals.
     pub rates: Option<&'a Rates>,
+    pub activity: &'a Activity,
     pub classification: &'a Classification,
     pub waste: &'a Waste,
 }
@@ -347,9 +350,15 @@ fn busy_or_polling(input: &Input) -> Option<Suggestion> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::test_window;
-    use crate::analysis::tick_mode::classify;
-    use crate::analysis::waste::{Baseline, waste};
+    use crate::analysis::{analyse_host, test_window};
+
+    /// The suggestions the whole analysis makes for this guest alone on its host (so against
+    /// the default baseline).
+    fn suggestions(window: Window) -> Vec<Suggestion> {
+        analyse_host(std::slice::from_ref(&window))
+            .remove(0)
+            .suggestions
+    }
 
     fn rules_for(
         vcpus: u32,
@@ -357,22 +366,7 @@ mod tests {
         wakeups_per_vcpu_s: f64,
         args: Option<&str>,
     ) -> Vec<Suggestion> {
-        let window = test_window(vcpus, cpu_pct, wakeups_per_vcpu_s, args);
-        let rates = window.rates();
-        let classification = classify(&window, rates.as_ref());
-        let waste = waste(
-            &classification,
-            rates.as_ref(),
-            vcpus,
-            &Baseline::learn(&[]),
-            None,
-        );
-        suggest(&Input {
-            window: &window,
-            rates: rates.as_ref(),
-            classification: &classification,
-            waste: &waste,
-        })
+        suggestions(test_window(vcpus, cpu_pct, wakeups_per_vcpu_s, args))
     }
 
     fn rule_names(s: &[Suggestion]) -> Vec<&'static str> {
@@ -466,22 +460,11 @@ mod tests {
         facts: KernelFacts,
     ) -> Vec<Suggestion> {
         let mut window = test_window(1, cpu_pct, wakeups_per_vcpu_s, None);
+        for interval in &mut window.intervals {
+            interval.guest_idle_fraction = facts.idle_fraction;
+        }
         window.facts = Some(facts);
-        let rates = window.rates();
-        let classification = classify(&window, rates.as_ref());
-        let waste = waste(
-            &classification,
-            rates.as_ref(),
-            1,
-            &Baseline::learn(&[]),
-            Some(0.98),
-        );
-        suggest(&Input {
-            window: &window,
-            rates: rates.as_ref(),
-            classification: &classification,
-            waste: &waste,
-        })
+        suggestions(window)
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::boot_args;
 use super::kernel::{KernelFacts, NohzBuilt};
-use super::{Rates, Window};
+use super::{Rates, Span, Window};
 
 /// Per-vCPU host CPU above which a guest is busy (or polling), not idle, in % of a core.
 pub const BUSY_CPU_PCT_PER_VCPU: f64 = 50.0;
@@ -86,12 +86,13 @@ pub const GUEST_BUSY_BELOW_IDLE_FRACTION: f64 = 0.5;
 /// Guest-reported idle fraction above which a vCPU running flat out is polling.
 pub const GUEST_IDLE_ABOVE_FRACTION: f64 = 0.9;
 
-/// Classifies a guest: from what the guest reported about itself when it did, and from the
-/// host-side rates otherwise (`None` rates: nothing to divide by).
-pub fn classify(window: &Window, rates: Option<&Rates>) -> Classification {
-    let from_host = classify_from_host(window, rates);
+/// Classifies a guest from `measured` (its idle intervals, or all of them): from what the guest
+/// reported about itself when it did, and from the host-side rates otherwise.
+pub fn classify(window: &Window, measured: &Span) -> Classification {
+    let rates = measured.rates();
+    let from_host = classify_from_host(window, measured, rates.as_ref());
     match window.facts.as_ref() {
-        Some(facts) => classify_from_facts(facts, rates, from_host),
+        Some(facts) => classify_from_facts(facts, rates.as_ref(), from_host),
         None => from_host,
     }
 }
@@ -207,15 +208,15 @@ fn classify_from_facts(
     }
 }
 
-fn classify_from_host(window: &Window, rates: Option<&Rates>) -> Classification {
-    let Some(rates) = rates.filter(|_| window.length_s >= MIN_WINDOW_S) else {
+fn classify_from_host(window: &Window, measured: &Span, rates: Option<&Rates>) -> Classification {
+    let Some(rates) = rates.filter(|_| measured.length_s >= MIN_WINDOW_S) else {
         return Classification {
             mode: TickMode::Unknown,
             estimated_hz: None,
             confidence: Confidence::Low,
             evidence: vec![format!(
                 "Not enough measured time yet ({:.1} s; at least {MIN_WINDOW_S} s needed).",
-                window.length_s
+                measured.length_s
             )],
         };
     };
@@ -225,7 +226,7 @@ fn classify_from_host(window: &Window, rates: Option<&Rates>) -> Classification 
         window.vcpus,
         rates.cpu_pct_per_vcpu,
         rates.wakeups_per_vcpu_s,
-        window.length_s
+        measured.length_s
     )];
     if !window.wakeups_from_vcpu_threads {
         evidence.push(
@@ -321,7 +322,7 @@ mod tests {
     use crate::analysis::test_window as window;
 
     fn classify_window(w: &Window) -> Classification {
-        classify(w, w.rates().as_ref())
+        classify(w, &w.total())
     }
 
     /// Rows are the figures measured on real TCG guests (DESIGN.md §2) and typical KVM ones.
@@ -385,12 +386,12 @@ mod tests {
     #[test]
     fn too_short_or_empty_windows_are_unknown() {
         let mut w = window(1, 5.0, 700.0, None);
-        w.length_s = 1.0;
-        w.vcpu_s = 1.0;
+        w.intervals.truncate(1);
+        w.intervals[0].length_s = 1.0;
         assert_eq!(classify_window(&w).mode, TickMode::Unknown);
         let mut w = window(1, 5.0, 700.0, None);
-        w.length_s = 0.0;
-        assert_eq!(w.rates(), None);
+        w.intervals.clear();
+        assert_eq!(w.total().rates(), None);
         assert_eq!(classify_window(&w).mode, TickMode::Unknown);
     }
 

@@ -7,7 +7,8 @@
 
 use serde::Serialize;
 
-use super::Rates;
+use super::Span;
+use super::idle::Activity;
 use super::tick_mode::{Classification, TickMode};
 
 /// Tickless idle cost per vCPU when a host has no guests to learn it from, in % of a core.
@@ -79,23 +80,23 @@ pub struct Waste {
     pub reasoning: String,
 }
 
-/// Waste = host CPU − baseline × vCPUs, for guests that tick or poll while idle. A tickless
-/// guest's CPU above the baseline is not the tick's doing, a busy guest's CPU is work, and an
-/// unknown one has not been measured long enough: none of these count.
-/// `guest_idle_fraction` is the guest's own count of its idle time, when it reported one.
+/// Waste = host CPU used while idle − baseline × vCPU time while idle, never negative, for
+/// guests that tick or poll while idle, averaged over all the measured time (busy intervals add
+/// nothing: their CPU is work). A tickless guest's CPU above the baseline is not the tick's
+/// doing, a busy guest's CPU is work, and an unknown one has not been measured long enough: none
+/// of these count.
 pub fn waste(
     classification: &Classification,
-    rates: Option<&Rates>,
-    vcpus: u32,
+    activity: &Activity,
+    total: &Span,
     baseline: &Baseline,
-    guest_idle_fraction: Option<f64>,
 ) -> Waste {
     let none = |reasoning: String| Waste {
         wasted_cpu_pct: 0.0,
         baseline: *baseline,
         reasoning,
     };
-    let Some(rates) = rates else {
+    let Some(rates) = total.rates() else {
         return none("Nothing measured yet.".into());
     };
     match classification.mode {
@@ -110,23 +111,36 @@ pub fn waste(
             baseline.describe()
         )),
         TickMode::Periodic | TickMode::Polling => {
-            let tickless_cost = baseline.cpu_pct_per_vcpu * f64::from(vcpus);
-            let wasted = (rates.host_cpu_pct - tickless_cost).max(0.0);
-            let idle = match guest_idle_fraction {
-                Some(idle) => format!(
-                    "The guest reports it was idle {:.0} % of the time, so this is the cost of idling.",
-                    idle * 100.0
-                ),
-                None => "From the host side this includes any work the guest did meanwhile: it is an upper bound until the guest reports its own idle time.".into(),
+            let idle = &activity.idle;
+            let Some(idle_rates) = idle.rates() else {
+                return none(format!(
+                    "It was never idle in the {:.0} s measured, so none of its CPU counts as waste. {}",
+                    total.length_s,
+                    activity.describe()
+                ));
+            };
+            let tickless_cost_s = baseline.cpu_pct_per_vcpu / 100.0 * idle.vcpu_s;
+            let wasted_s = (idle.host_cpu_s - tickless_cost_s).max(0.0);
+            let wasted = 100.0 * wasted_s / total.length_s;
+            let vcpus = idle.vcpu_s / idle.length_s;
+            let busy = if activity.busy_s > 0.0 {
+                format!(
+                    " Averaged over all {:.0} s measured (busy intervals add nothing), that is {wasted:.2} % of a core.",
+                    total.length_s
+                )
+            } else {
+                String::new()
             };
             Waste {
                 wasted_cpu_pct: wasted,
                 baseline: *baseline,
                 reasoning: format!(
-                    "{:.2} % used − {vcpus} vCPU(s) × {:.2} % = {wasted:.2} % of a core, against the {}. {idle}",
-                    rates.host_cpu_pct,
+                    "While idle it used {:.2} % of a core − {vcpus:.0} vCPU(s) × {:.2} % = {:.2} % of a core, against the {}.{busy} {}",
+                    idle_rates.host_cpu_pct,
                     baseline.cpu_pct_per_vcpu,
-                    baseline.describe()
+                    (idle_rates.host_cpu_pct - vcpus * baseline.cpu_pct_per_vcpu).max(0.0),
+                    baseline.describe(),
+                    activity.describe()
                 ),
             }
         }
@@ -136,6 +150,8 @@ pub fn waste(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::Interval;
+    use crate::analysis::idle::activity;
     use crate::analysis::tick_mode::Confidence;
 
     fn classification(mode: TickMode) -> Classification {
@@ -147,12 +163,20 @@ mod tests {
         }
     }
 
-    fn rates(host_cpu_pct: f64) -> Rates {
-        Rates {
-            host_cpu_pct,
-            cpu_pct_per_vcpu: host_cpu_pct,
-            wakeups_per_vcpu_s: 0.0,
-        }
+    /// A minute of 10 s intervals at these host CPU levels (% of a core, whole VM), with the
+    /// guest's own idle fractions where given.
+    fn measured(vcpus: u32, levels: &[(f64, Option<f64>)]) -> (Activity, Span) {
+        let intervals: Vec<Interval> = levels
+            .iter()
+            .map(|&(cpu_pct, reported)| Interval {
+                length_s: 10.0,
+                vcpus,
+                host_cpu_s: cpu_pct / 10.0,
+                wakeups: 0,
+                guest_idle_fraction: reported,
+            })
+            .collect();
+        (activity(&intervals), Span::of(&intervals))
     }
 
     #[test]
@@ -194,47 +218,86 @@ mod tests {
             (TickMode::Unknown, 12.0, 1, 0.0),
         ];
         for (mode, cpu, vcpus, expected) in cases {
-            let w = waste(
-                &classification(mode),
-                Some(&rates(cpu)),
-                vcpus,
-                &baseline,
-                None,
-            );
+            let (activity, total) = measured(vcpus, &[(cpu, None); 6]);
+            let w = waste(&classification(mode), &activity, &total, &baseline);
             assert!(
                 (w.wasted_cpu_pct - expected).abs() < 1e-9,
                 "{mode:?} {cpu} % {vcpus} vCPU: {w:?}"
             );
             assert!(!w.reasoning.is_empty());
         }
+        let (activity, total) = measured(1, &[]);
         let w = waste(
             &classification(TickMode::Periodic),
-            None,
-            1,
+            &activity,
+            &total,
             &baseline,
-            None,
         );
         assert_eq!(w.wasted_cpu_pct, 0.0);
-        // The guest's own idle count turns the upper bound into a statement.
-        let w = waste(
-            &classification(TickMode::Periodic),
-            Some(&rates(5.3)),
-            1,
-            &baseline,
-            Some(0.99),
-        );
+    }
+
+    #[test]
+    fn busy_intervals_add_no_waste() {
+        let baseline = Baseline {
+            cpu_pct_per_vcpu: 0.5,
+            learned_from_guests: 0,
+        };
+        let periodic = classification(TickMode::Periodic);
+        // (intervals: host CPU % and the guest's idle fraction, waste averaged over the minute)
+        type Case<'a> = (&'a [(f64, Option<f64>)], f64);
+        let cases: [Case; 5] = [
+            // Idle all minute, judged from the host: (5.3 − 0.5) every interval.
+            (&[(5.3, None); 6], 4.8),
+            // Two intervals of work (inferred): only the four idle ones count, over 60 s.
+            (
+                &[
+                    (5.3, None),
+                    (70.0, None),
+                    (90.0, None),
+                    (5.3, None),
+                    (5.3, None),
+                    (5.3, None),
+                ],
+                4.8 * 4.0 / 6.0,
+            ),
+            // The guest says it was working in half the intervals, though the host saw no rise.
+            (
+                &[
+                    (5.3, Some(0.99)),
+                    (5.3, Some(0.2)),
+                    (5.3, Some(0.99)),
+                    (5.3, Some(0.2)),
+                    (5.3, Some(0.99)),
+                    (5.3, Some(0.2)),
+                ],
+                2.4,
+            ),
+            // Busy all the time by its own account: nothing is waste.
+            (&[(5.3, Some(0.1)); 6], 0.0),
+            // Idle below the baseline: never negative.
+            (&[(0.2, None); 6], 0.0),
+        ];
+        for (levels, expected) in cases {
+            let (activity, total) = measured(1, levels);
+            let w = waste(&periodic, &activity, &total, &baseline);
+            assert!(
+                (w.wasted_cpu_pct - expected).abs() < 1e-9,
+                "{levels:?}: {} {}",
+                w.wasted_cpu_pct,
+                w.reasoning
+            );
+        }
+        let (activity, total) = measured(1, &[(5.3, Some(0.99)), (80.0, None), (5.3, None)]);
+        let w = waste(&periodic, &activity, &total, &baseline);
         assert!(
-            w.reasoning.contains("idle 99 % of the time"),
+            w.reasoning.contains("busy intervals add nothing"),
             "{}",
             w.reasoning
         );
-        let w = waste(
-            &classification(TickMode::Periodic),
-            Some(&rates(5.3)),
-            1,
-            &baseline,
-            None,
+        assert!(
+            w.reasoning.contains("guest's own idle time"),
+            "{}",
+            w.reasoning
         );
-        assert!(w.reasoning.contains("upper bound"), "{}", w.reasoning);
     }
 }

@@ -34,6 +34,13 @@ struct GuestJson {
     host_cpu_pct: Option<f64>,
     /// vCPU wake-ups per vCPU per second.
     wakeups_per_vcpu: Option<f64>,
+    /// Share of the window the guest was idle (0 to 1), and what that was judged from:
+    /// `reported` (the guest's own idle time), `inferred` (host CPU), `mixed` or `none`.
+    idle_share: Option<f64>,
+    idle_judged_from: &'static str,
+    /// Host CPU and wake-ups over the idle intervals only: what tick mode and waste rest on.
+    idle_host_cpu_pct: Option<f64>,
+    idle_wakeups_per_vcpu: Option<f64>,
     tick_mode: &'static str,
     tick_mode_confidence: &'static str,
     estimated_hz: Option<u32>,
@@ -95,6 +102,10 @@ impl GuestJson {
             vcpus: g.vcpus,
             host_cpu_pct: v.rates.map(|r| r.host_cpu_pct),
             wakeups_per_vcpu: v.rates.map(|r| r.wakeups_per_vcpu_s),
+            idle_share: v.activity.idle_share(),
+            idle_judged_from: v.activity.basis(),
+            idle_host_cpu_pct: v.idle_rates.map(|r| r.host_cpu_pct),
+            idle_wakeups_per_vcpu: v.idle_rates.map(|r| r.wakeups_per_vcpu_s),
             tick_mode: v.classification.mode.as_str(),
             tick_mode_confidence: v.classification.confidence.as_str(),
             estimated_hz: v.classification.estimated_hz,

@@ -35,6 +35,22 @@ pub(super) async fn record_facts(
     facts: &ValidFacts,
     now_ms: i64,
 ) -> AppResult<()> {
+    if let Some(idle) = facts
+        .facts
+        .idle_fraction
+        .filter(|f| (0.0..=1.0).contains(f))
+    {
+        // Two deliveries in one millisecond (channel and direct) say the same thing.
+        sqlx::query(
+            "INSERT OR REPLACE INTO guest_idle_readings (guest_id, received_ms, idle_fraction)
+             VALUES (?, ?, ?)",
+        )
+        .bind(guest_id)
+        .bind(now_ms)
+        .bind(idle)
+        .execute(&mut *conn)
+        .await?;
+    }
     let latest: Option<(i64, String)> = sqlx::query_as(
         "SELECT id, stable_json FROM guest_facts WHERE guest_id = ? AND source = ?
          ORDER BY id DESC LIMIT 1",

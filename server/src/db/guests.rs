@@ -3,12 +3,13 @@ use sqlx::FromRow;
 use super::Db;
 use crate::error::AppResult;
 
-/// A guest with its samples over the analysis window summed.
+/// A guest as the analysis needs it, with its host's KVM setting.
 #[derive(Debug, Clone, FromRow)]
-pub struct GuestWindowRow {
+pub struct GuestRow {
     pub id: i64,
     pub host_id: i64,
     pub host_name: String,
+    pub host_halt_poll_ns: Option<i64>,
     pub hypervisor: String,
     pub name: String,
     pub uuid: Option<String>,
@@ -16,16 +17,51 @@ pub struct GuestWindowRow {
     pub vcpus: u32,
     pub pid: i64,
     pub boot_args: Option<String>,
+    pub uses_kvm: Option<bool>,
     pub last_seen_ms: i64,
-    /// Host CPU over the window, in core-seconds.
-    pub host_cpu_s: f64,
-    /// Length of the window's samples, in milliseconds.
+}
+
+/// One sample of the analysis window.
+#[derive(Debug, Clone, FromRow)]
+pub struct IntervalRow {
+    pub guest_id: i64,
+    pub received_ms: i64,
     pub length_ms: f64,
-    /// Σ vCPUs × length, in vCPU-milliseconds.
-    pub vcpu_ms: f64,
-    pub wakeups: i64,
-    pub all_from_vcpu_threads: bool,
-    pub intervals: i64,
+    pub vcpus: u32,
+    pub host_cpu_s: f64,
+    pub vcpu_wakeups: i64,
+    pub from_vcpu_threads: bool,
+}
+
+/// Which guests to analyse: every active one, or one host's active guests plus one guest
+/// whether active or not (a guest's verdict needs its host's peers for the baseline).
+#[derive(Debug, Clone, Copy)]
+pub enum GuestScope {
+    Active {
+        since_ms: i64,
+    },
+    Host {
+        host_id: i64,
+        guest_id: i64,
+        active_since_ms: i64,
+    },
+}
+
+impl GuestScope {
+    /// The condition on `g` (guests) and its binds, in order.
+    fn condition(&self) -> (&'static str, Vec<i64>) {
+        match *self {
+            GuestScope::Active { since_ms } => ("g.last_seen_ms >= ?", vec![since_ms]),
+            GuestScope::Host {
+                host_id,
+                guest_id,
+                active_since_ms,
+            } => (
+                "g.host_id = ? AND (g.last_seen_ms >= ? OR g.id = ?)",
+                vec![host_id, active_since_ms, guest_id],
+            ),
+        }
+    }
 }
 
 #[derive(Debug, Clone, FromRow)]
@@ -38,55 +74,70 @@ pub struct SampleRow {
     pub wakeups_source: String,
 }
 
-/// Sums each guest's samples received within `window_ms` before its newest one. Both ends are on
-/// the server's clock, so a host whose clock is off, or jumps, still gets a full window.
-const WINDOW_SELECT: &str = "
-    SELECT g.id, g.host_id, h.name AS host_name, g.hypervisor, g.name, g.uuid, g.management,
-           g.vcpus, g.pid, g.boot_args, g.last_seen_ms,
-           SUM(s.host_cpu_s) AS host_cpu_s,
-           SUM(s.length_ms) AS length_ms,
-           SUM(s.vcpus * s.length_ms) AS vcpu_ms,
-           SUM(s.vcpu_wakeups) AS wakeups,
-           MIN(s.wakeups_source = 'vcpu_threads') AS all_from_vcpu_threads,
-           COUNT(*) AS intervals
-    FROM guests g
-    JOIN hosts h ON h.id = g.host_id
-    JOIN samples s ON s.guest_id = g.id AND s.received_ms > g.last_seen_ms - ?";
-
 impl Db {
-    /// Every guest reported since `active_since_ms` (server clock), with its window.
-    pub async fn active_guest_windows(
-        &self,
-        active_since_ms: i64,
-        window_ms: i64,
-    ) -> AppResult<Vec<GuestWindowRow>> {
-        let sql = format!("{WINDOW_SELECT} WHERE g.last_seen_ms >= ? GROUP BY g.id");
-        Ok(sqlx::query_as(&sql)
-            .bind(window_ms)
-            .bind(active_since_ms)
-            .fetch_all(&self.pool)
-            .await?)
+    /// The guests in `scope`.
+    pub async fn guests_in(&self, scope: GuestScope) -> AppResult<Vec<GuestRow>> {
+        let (condition, binds) = scope.condition();
+        let sql = format!(
+            "SELECT g.id, g.host_id, h.name AS host_name, h.kvm_halt_poll_ns AS host_halt_poll_ns,
+                    g.hypervisor, g.name, g.uuid, g.management, g.vcpus, g.pid, g.boot_args,
+                    g.uses_kvm, g.last_seen_ms
+             FROM guests g JOIN hosts h ON h.id = g.host_id
+             WHERE {condition}"
+        );
+        let mut query = sqlx::query_as(&sql);
+        for bind in binds {
+            query = query.bind(bind);
+        }
+        Ok(query.fetch_all(&self.pool).await?)
     }
 
-    /// One host's active guests, plus `guest_id` whether active or not, with their windows: a
-    /// guest's verdict needs its host's peers for the baseline.
-    pub async fn host_guest_windows(
+    /// The samples of the guests in `scope` received within `window_ms` before each guest's
+    /// newest one, by guest, oldest first. Both ends are on the server's clock, so a host whose
+    /// clock is off, or jumps, still gets a full window.
+    pub async fn window_intervals(
         &self,
-        host_id: i64,
-        guest_id: i64,
-        active_since_ms: i64,
+        scope: GuestScope,
         window_ms: i64,
-    ) -> AppResult<Vec<GuestWindowRow>> {
+    ) -> AppResult<Vec<IntervalRow>> {
+        let (condition, binds) = scope.condition();
         let sql = format!(
-            "{WINDOW_SELECT} WHERE g.host_id = ? AND (g.last_seen_ms >= ? OR g.id = ?) GROUP BY g.id"
+            "SELECT s.guest_id, s.received_ms, s.length_ms, s.vcpus, s.host_cpu_s, s.vcpu_wakeups,
+                    s.wakeups_source = 'vcpu_threads' AS from_vcpu_threads
+             FROM guests g
+             JOIN samples s ON s.guest_id = g.id AND s.received_ms > g.last_seen_ms - ?
+             WHERE {condition}
+             ORDER BY s.guest_id, s.received_ms"
         );
-        Ok(sqlx::query_as(&sql)
-            .bind(window_ms)
-            .bind(host_id)
-            .bind(active_since_ms)
-            .bind(guest_id)
-            .fetch_all(&self.pool)
-            .await?)
+        let mut query = sqlx::query_as(&sql).bind(window_ms);
+        for bind in binds {
+            query = query.bind(bind);
+        }
+        Ok(query.fetch_all(&self.pool).await?)
+    }
+
+    /// The idle readings of the guests in `scope` that can reach into their windows, as
+    /// (guest id, received ms, idle fraction), by guest, oldest first.
+    pub async fn window_idle_readings(
+        &self,
+        scope: GuestScope,
+        window_ms: i64,
+        reach_ms: i64,
+    ) -> AppResult<Vec<(i64, i64, f64)>> {
+        let (condition, binds) = scope.condition();
+        let sql = format!(
+            "SELECT r.guest_id, r.received_ms, r.idle_fraction
+             FROM guests g
+             JOIN guest_idle_readings r ON r.guest_id = g.id
+                  AND r.received_ms > g.last_seen_ms - ? - ?
+             WHERE {condition}
+             ORDER BY r.guest_id, r.received_ms"
+        );
+        let mut query = sqlx::query_as(&sql).bind(window_ms).bind(reach_ms);
+        for bind in binds {
+            query = query.bind(bind);
+        }
+        Ok(query.fetch_all(&self.pool).await?)
     }
 
     pub async fn guest_host_id(&self, guest_id: i64) -> AppResult<Option<i64>> {

@@ -83,11 +83,12 @@ impl Db {
 
         for guest in &report.guests {
             let guest_id: i64 = sqlx::query_scalar(
-                "INSERT INTO guests (host_id, hypervisor, identity, name, uuid, management, vcpus, pid, boot_args, first_seen_ms, last_seen_ms)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                "INSERT INTO guests (host_id, hypervisor, identity, name, uuid, management, vcpus, pid, boot_args, uses_kvm, first_seen_ms, last_seen_ms)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                  ON CONFLICT (host_id, hypervisor, identity) DO UPDATE SET
                     name = excluded.name, uuid = excluded.uuid, management = excluded.management,
                     vcpus = excluded.vcpus, pid = excluded.pid, boot_args = excluded.boot_args,
+                    uses_kvm = excluded.uses_kvm,
                     last_seen_ms = MAX(last_seen_ms, excluded.last_seen_ms)
                  RETURNING id",
             )
@@ -100,6 +101,7 @@ impl Db {
             .bind(guest.vcpus)
             .bind(guest.pid)
             .bind(&guest.boot_args)
+            .bind(guest.uses_kvm)
             .bind(now_ms)
             .bind(now_ms)
             .fetch_one(&mut *tx)

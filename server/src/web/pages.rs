@@ -142,6 +142,9 @@ pub struct GuestPage {
     row: GuestRow,
     last_seen: String,
     confidence: &'static str,
+    /// Share of the window the guest idled, and how that was judged.
+    idle_share: String,
+    activity: String,
     /// The waste as energy and money per year, with the settings used.
     waste_cost: String,
     /// Host CPU before and after the last kernel or command-line change; empty without one.
@@ -293,6 +296,12 @@ pub async fn guest(
         kernel_source,
         events,
         demo: state.options.demo,
+        idle_share: guest
+            .verdict
+            .activity
+            .idle_share()
+            .map_or("–".into(), |share| format!("{:.0} %", share * 100.0)),
+        activity: guest.verdict.activity.describe(),
         row: GuestRow::new(&guest),
         last_seen: format!(
             "{} ({})",

@@ -1,0 +1,282 @@
+//! Idle or busy, interval by interval.
+//!
+//! Waste is what a guest costs while it idles; the CPU it uses while it works is work. So each
+//! sample interval is judged on its own:
+//!
+//! - **Reported**: the guest measured its own idle time (the probe's `/proc/stat` reading that
+//!   covers the interval). The interval is idle when the guest's vCPUs idled at least
+//!   [`IDLE_MIN_REPORTED_FRACTION`] of the time.
+//! - **Inferred**, when the guest reported nothing: from the host side an idle guest costs the
+//!   same interval after interval (its tick, its timers), and work shows as a rise above that
+//!   floor. The guest's quiet level is the [`QUIET_QUANTILE`] of its intervals' host CPU per vCPU
+//!   over the window; an interval is busy when it used more than
+//!   [`BUSY_ABOVE_QUIET_FACTOR`] × that level + [`BUSY_ABOVE_QUIET_MARGIN_PCT`]. A guest that
+//!   works all the time has no quieter floor to rise above, so its intervals all look alike here;
+//!   telling that guest busy from polling is the tick classifier's job, and the guest's own idle
+//!   time settles it.
+
+use serde::Serialize;
+
+use super::{Interval, Span};
+
+/// Share of the interval a guest's vCPUs must have idled for the interval to count as idle.
+pub const IDLE_MIN_REPORTED_FRACTION: f64 = 0.9;
+/// Which low quantile of a guest's intervals (host CPU per vCPU) is its quiet level.
+pub const QUIET_QUANTILE: f64 = 0.1;
+/// An interval above this multiple of the quiet level, plus the margin, is busy.
+pub const BUSY_ABOVE_QUIET_FACTOR: f64 = 2.0;
+/// ... in percentage points of a core per vCPU, so that a guest whose quiet level is near zero
+/// is not called busy for a blip.
+pub const BUSY_ABOVE_QUIET_MARGIN_PCT: f64 = 2.0;
+/// How far an idle reading reaches from when it was received, in ms: the probe reports every
+/// minute, measuring the time since its previous report.
+pub const READING_REACH_MS: i64 = 90_000;
+
+/// What an interval was judged from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    Reported,
+    Inferred,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Judgement {
+    pub idle: bool,
+    pub basis: Basis,
+}
+
+/// A guest's intervals over the window, judged and summed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Activity {
+    /// The idle intervals, summed: what waste is computed from.
+    #[serde(skip)]
+    pub idle: Span,
+    /// Measured time in idle and in busy intervals, in seconds.
+    pub idle_s: f64,
+    pub busy_s: f64,
+    /// Measured time judged from the guest's own idle time, and inferred from host CPU, in s.
+    pub reported_s: f64,
+    pub inferred_s: f64,
+    /// The quiet level inference measured against, in % of a core per vCPU.
+    pub quiet_cpu_pct_per_vcpu: Option<f64>,
+}
+
+impl Activity {
+    /// Share of the measured time the guest was idle, 0 to 1; `None` with nothing measured.
+    pub fn idle_share(&self) -> Option<f64> {
+        let total = self.idle_s + self.busy_s;
+        (total > 0.0).then(|| self.idle_s / total)
+    }
+
+    /// What the intervals were judged from: `reported`, `inferred`, `mixed`, or `none` yet.
+    pub fn basis(&self) -> &'static str {
+        match (self.reported_s > 0.0, self.inferred_s > 0.0) {
+            (true, false) => "reported",
+            (false, true) => "inferred",
+            (true, true) => "mixed",
+            (false, false) => "none",
+        }
+    }
+
+    /// How the intervals were judged, in one sentence.
+    pub fn describe(&self) -> String {
+        let Some(share) = self.idle_share() else {
+            return "Nothing measured yet.".into();
+        };
+        let total = self.idle_s + self.busy_s;
+        let how = if self.inferred_s <= 0.0 {
+            format!(
+                "by the guest's own idle time (an interval is idle when the vCPUs idled at least {:.0} % of it)",
+                IDLE_MIN_REPORTED_FRACTION * 100.0
+            )
+        } else {
+            let inferred = format!(
+                "inferred from host CPU (busy above {BUSY_ABOVE_QUIET_FACTOR} × the quiet level of {:.2} % per vCPU + {BUSY_ABOVE_QUIET_MARGIN_PCT} points)",
+                self.quiet_cpu_pct_per_vcpu.unwrap_or(0.0)
+            );
+            if self.reported_s <= 0.0 {
+                inferred
+            } else {
+                format!(
+                    "{:.0} s by the guest's own idle time, {:.0} s {inferred}",
+                    self.reported_s, self.inferred_s
+                )
+            }
+        };
+        format!(
+            "Idle {:.0} % of the {total:.0} s measured, judged {how}.",
+            share * 100.0
+        )
+    }
+}
+
+/// The idle fraction a guest reported for the interval received at `at_ms`: the first reading
+/// received at or after it (which measured the time it lies in), else the newest before it,
+/// within [`READING_REACH_MS`]. `readings` are (received ms, idle fraction), oldest first.
+pub fn reading_for(readings: &[(i64, f64)], at_ms: i64) -> Option<f64> {
+    let after = readings.partition_point(|(t, _)| *t < at_ms);
+    let next = readings
+        .get(after)
+        .filter(|(t, _)| t - at_ms <= READING_REACH_MS);
+    let previous = after
+        .checked_sub(1)
+        .and_then(|i| readings.get(i))
+        .filter(|(t, _)| at_ms - t <= READING_REACH_MS);
+    next.or(previous).map(|(_, idle)| *idle)
+}
+
+/// The `QUIET_QUANTILE` of the intervals' host CPU per vCPU, in % of a core.
+fn quiet_level(intervals: &[Interval]) -> Option<f64> {
+    let mut levels: Vec<f64> = intervals
+        .iter()
+        .filter_map(Interval::cpu_pct_per_vcpu)
+        .collect();
+    if levels.is_empty() {
+        return None;
+    }
+    levels.sort_by(f64::total_cmp);
+    let index = ((levels.len() - 1) as f64 * QUIET_QUANTILE).round() as usize;
+    Some(levels[index])
+}
+
+/// Judges each interval idle or busy, in order.
+pub fn judge(intervals: &[Interval]) -> Vec<Judgement> {
+    let quiet = quiet_level(intervals);
+    intervals
+        .iter()
+        .map(|interval| match interval.guest_idle_fraction {
+            Some(idle) => Judgement {
+                idle: idle >= IDLE_MIN_REPORTED_FRACTION,
+                basis: Basis::Reported,
+            },
+            None => Judgement {
+                idle: match (interval.cpu_pct_per_vcpu(), quiet) {
+                    (Some(level), Some(quiet)) => {
+                        level <= quiet * BUSY_ABOVE_QUIET_FACTOR + BUSY_ABOVE_QUIET_MARGIN_PCT
+                    }
+                    // Nothing to divide by: no time, so it weighs nothing either way.
+                    _ => true,
+                },
+                basis: Basis::Inferred,
+            },
+        })
+        .collect()
+}
+
+/// Judges the intervals and sums them by outcome.
+pub fn activity(intervals: &[Interval]) -> Activity {
+    let mut activity = Activity {
+        idle: Span::default(),
+        idle_s: 0.0,
+        busy_s: 0.0,
+        reported_s: 0.0,
+        inferred_s: 0.0,
+        quiet_cpu_pct_per_vcpu: quiet_level(intervals),
+    };
+    for (interval, judgement) in intervals.iter().zip(judge(intervals)) {
+        if judgement.idle {
+            activity.idle.add(interval);
+            activity.idle_s += interval.length_s;
+        } else {
+            activity.busy_s += interval.length_s;
+        }
+        match judgement.basis {
+            Basis::Reported => activity.reported_s += interval.length_s,
+            Basis::Inferred => activity.inferred_s += interval.length_s,
+        }
+    }
+    activity
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn interval(cpu_pct_per_vcpu: f64, reported: Option<f64>) -> Interval {
+        Interval {
+            length_s: 10.0,
+            vcpus: 1,
+            host_cpu_s: cpu_pct_per_vcpu / 100.0 * 10.0,
+            wakeups: 0,
+            guest_idle_fraction: reported,
+        }
+    }
+
+    #[test]
+    fn intervals_are_judged_by_the_guest_first_then_against_its_quiet_level() {
+        // (host CPU % per vCPU of each interval, reported idle fractions, expected idle flags)
+        type Case<'a> = (&'a [f64], &'a [Option<f64>], &'a [bool]);
+        let cases: [Case; 6] = [
+            // A nohz=off guest idling (4.75-5.75 % measured on TCG): all idle.
+            (&[5.3, 4.9, 5.7, 5.1], &[None; 4], &[true; 4]),
+            // The same guest running a job for two intervals: those are busy.
+            (
+                &[5.3, 60.0, 98.0, 5.1],
+                &[None; 4],
+                &[true, false, false, true],
+            ),
+            // A tickless guest near zero is not called busy for a blip of 1.5 points.
+            (&[0.3, 0.4, 1.9, 0.3], &[None; 4], &[true; 4]),
+            // Flat out all the time: no quieter floor, so nothing stands out (the classifier
+            // and the guest's own idle time decide whether that is work or polling).
+            (&[99.0, 99.5, 98.7], &[None; 3], &[true; 3]),
+            // The guest's own idle time wins over the host's view, both ways.
+            (
+                &[99.0, 99.5, 5.0],
+                &[Some(0.99), Some(0.95), Some(0.3)],
+                &[true, true, false],
+            ),
+            (&[5.0, 5.0], &[Some(0.89), None], &[false, true]),
+        ];
+        for (levels, reported, expected) in cases {
+            let intervals: Vec<Interval> = levels
+                .iter()
+                .zip(reported)
+                .map(|(l, r)| interval(*l, *r))
+                .collect();
+            let idle: Vec<bool> = judge(&intervals).iter().map(|j| j.idle).collect();
+            assert_eq!(idle, expected, "{levels:?} {reported:?}");
+        }
+    }
+
+    #[test]
+    fn activity_sums_idle_intervals_and_says_how_they_were_judged() {
+        let intervals = [
+            interval(5.0, None),
+            interval(80.0, None),
+            interval(5.0, Some(0.97)),
+        ];
+        let a = activity(&intervals);
+        assert_eq!((a.idle_s, a.busy_s), (20.0, 10.0));
+        assert_eq!((a.reported_s, a.inferred_s), (10.0, 20.0));
+        assert!((a.idle.host_cpu_s - 1.0).abs() < 1e-9, "{a:?}");
+        assert!((a.idle_share().unwrap() - 2.0 / 3.0).abs() < 1e-9);
+        let text = a.describe();
+        assert!(text.contains("Idle 67 % of the 30 s"), "{text}");
+        assert!(text.contains("10 s by the guest's own idle time"), "{text}");
+        assert_eq!(a.basis(), "mixed");
+        assert_eq!(activity(&[]).idle_share(), None);
+        assert_eq!(activity(&[]).basis(), "none");
+    }
+
+    #[test]
+    fn an_interval_takes_the_reading_that_measured_it() {
+        let readings = [(60_000, 0.99), (120_000, 0.40), (180_000, 0.98)];
+        let cases = [
+            (50_000, Some(0.99)),
+            (60_000, Some(0.99)),
+            (61_000, Some(0.40)),
+            (130_000, Some(0.98)),
+            // After the newest reading: it is the best guess for a while, then none.
+            (200_000, Some(0.98)),
+            (180_000 + READING_REACH_MS + 1, None),
+            // Long before the first reading: none.
+            (60_000 - READING_REACH_MS - 1, None),
+        ];
+        for (at, expected) in cases {
+            assert_eq!(reading_for(&readings, at), expected, "at {at}");
+        }
+        assert_eq!(reading_for(&[], 0), None);
+    }
+}
