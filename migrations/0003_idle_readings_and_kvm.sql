@@ -1,9 +1,11 @@
 -- The guest's own idle time, one row per facts delivery that carried it. guest_facts keeps only
 -- the newest facts of each distinct set, but judging each sample interval idle or busy needs the
--- readings over time. received_ms is on the server clock, like samples.received_ms.
+-- readings over time. received_ms is on the server clock, like samples.received_ms; a reading
+-- covers the samples received in the measured_ms before it (NULL: the guest did not say).
 CREATE TABLE guest_idle_readings (
     guest_id      INTEGER NOT NULL REFERENCES guests (id),
     received_ms   INTEGER NOT NULL,
+    measured_ms   INTEGER,
     idle_fraction REAL    NOT NULL CHECK (idle_fraction BETWEEN 0.0 AND 1.0),
     PRIMARY KEY (guest_id, received_ms)
 ) WITHOUT ROWID;

@@ -70,4 +70,15 @@ fn idle_time_is_measured_since_the_previous_collection() {
         .idle_fraction
         .unwrap();
     assert!((idle - 590.0 / 600.0).abs() < 1e-9, "{idle}");
+    // The reading says how long it covers: from the first collection's end, across the pause.
+    std::thread::sleep(Duration::from_millis(30));
+    std::fs::write(
+        &stat,
+        "cpu  120 0 0 2080 0 0 0 0 0 0
+",
+    )
+    .unwrap();
+    let facts = probe.collect(Duration::from_millis(1));
+    let measured_s = facts.idle_measured_s.unwrap();
+    assert!((0.03..5.0).contains(&measured_s), "{measured_s}");
 }

@@ -252,6 +252,8 @@ fn simulated_facts(name: &str, now_ms: i64) -> Option<DeliveredFacts> {
         cpuidle_driver: Some("none".into()),
         cpuidle_governor: Some(if dynticks > 0 { "menu" } else { "ladder" }.into()),
         idle_fraction: Some(idle),
+        // Delivered with every report, as the probe measures it: over the time since the last.
+        idle_measured_s: Some(INTERVAL_MS as f64 / 1000.0),
         local_timer_irqs_per_cpu_s: Some(if dynticks > 0 { 12.0 } else { 250.0 }),
         cpus: Some(2),
         dmi_uuid: None,

@@ -9,8 +9,8 @@ use crate::analysis::change::{self, Change};
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::plan::{PlanGroup, PlanGuest};
-use crate::analysis::{self, Interval, Span, Verdict, Window, idle};
-use crate::db::{Db, FactsRow, GuestRow, GuestScope, IntervalRow};
+use crate::analysis::{self, Interval, Verdict, Window, idle};
+use crate::db::{Db, FactsRow, GuestRow, GuestScope, IdleReading, IntervalRow};
 use crate::error::AppResult;
 
 /// Samples from this far back (before a guest's newest one) are averaged into its figures.
@@ -95,40 +95,52 @@ fn best_facts(rows: Vec<FactsRow>, now_ms: i64) -> HashMap<i64, KernelFacts> {
         .collect()
 }
 
-/// Each guest's window: its samples, each with the guest's own idle reading for that time.
+fn reading(r: &IdleReading) -> idle::Reading {
+    idle::Reading {
+        received_ms: r.received_ms,
+        measured_ms: r.measured_ms,
+        idle_fraction: r.idle_fraction,
+    }
+}
+
+/// A guest's samples as intervals, each with the guest's own idle reading for that time.
+fn intervals(samples: &[IntervalRow], readings: &[idle::Reading]) -> Vec<Interval> {
+    samples
+        .iter()
+        .map(|s| Interval {
+            length_s: s.length_ms / 1000.0,
+            vcpus: s.vcpus,
+            host_cpu_s: s.host_cpu_s,
+            wakeups: u64::try_from(s.vcpu_wakeups).unwrap_or(0),
+            guest_idle_fraction: idle::reading_for(readings, s.received_ms),
+        })
+        .collect()
+}
+
+/// Each guest's window, with how many samples it holds.
 fn windows(
     guests: &[GuestRow],
     samples: Vec<IntervalRow>,
-    readings: Vec<(i64, i64, f64)>,
+    readings: Vec<IdleReading>,
     mut facts: HashMap<i64, KernelFacts>,
 ) -> Vec<(Window, i64)> {
     let mut samples_of: HashMap<i64, Vec<IntervalRow>> = HashMap::new();
     for sample in samples {
         samples_of.entry(sample.guest_id).or_default().push(sample);
     }
-    let mut readings_of: HashMap<i64, Vec<(i64, f64)>> = HashMap::new();
-    for (guest, at_ms, idle) in readings {
-        readings_of.entry(guest).or_default().push((at_ms, idle));
+    let mut readings_of: HashMap<i64, Vec<idle::Reading>> = HashMap::new();
+    for r in &readings {
+        readings_of.entry(r.guest_id).or_default().push(reading(r));
     }
     guests
         .iter()
         .map(|g| {
             let samples = samples_of.remove(&g.id).unwrap_or_default();
             let readings = readings_of.remove(&g.id).unwrap_or_default();
-            let intervals = samples
-                .iter()
-                .map(|s| Interval {
-                    length_s: s.length_ms / 1000.0,
-                    vcpus: s.vcpus,
-                    host_cpu_s: s.host_cpu_s,
-                    wakeups: u64::try_from(s.vcpu_wakeups).unwrap_or(0),
-                    guest_idle_fraction: idle::reading_for(&readings, s.received_ms),
-                })
-                .collect();
             let window = Window {
                 hypervisor: Hypervisor::from_name(&g.hypervisor),
                 vcpus: g.vcpus,
-                intervals,
+                intervals: intervals(&samples, &readings),
                 wakeups_from_vcpu_threads: samples.iter().all(|s| s.from_vcpu_threads),
                 boot_args: g.boot_args.clone(),
                 facts: facts.remove(&g.id),
@@ -144,9 +156,7 @@ fn windows(
 async fn analyse(db: &Db, scope: GuestScope, now_ms: i64) -> AppResult<Vec<AnalysedGuest>> {
     let rows = db.guests_in(scope).await?;
     let samples = db.window_intervals(scope, ANALYSIS_WINDOW_MS).await?;
-    let readings = db
-        .window_idle_readings(scope, ANALYSIS_WINDOW_MS, idle::READING_REACH_MS)
-        .await?;
+    let readings = db.window_idle_readings(scope, ANALYSIS_WINDOW_MS).await?;
     let host = match scope {
         GuestScope::Host { host_id, .. } => Some(host_id),
         GuestScope::Active { .. } => None,
@@ -224,9 +234,9 @@ pub async fn guest(db: &Db, guest_id: i64, now_ms: i64) -> AppResult<Option<Anal
 /// How far before and after a change its figures reach (never past the change before it).
 pub const AROUND_CHANGE_MS: i64 = 60 * 60 * 1000;
 
-/// Each guest's last kernel or command-line change with the host CPU before and after it,
-/// measured; only guests whose change has enough samples on both sides. `guest_id` limits it
-/// to one guest.
+/// Each guest's last kernel or command-line change with the host CPU of its idle intervals
+/// before and after it, measured; only guests whose change has enough idle time on both sides.
+/// `guest_id` limits it to one guest.
 pub async fn changes(
     db: &Db,
     guest_id: Option<i64>,
@@ -234,20 +244,18 @@ pub async fn changes(
 ) -> AppResult<HashMap<i64, Change>> {
     let mut measured = HashMap::new();
     for (guest, at_ms, previous_ms) in db.last_changes(guest_id).await? {
-        let span = |(cpu, length_ms, vcpu_ms, wakeups): (f64, f64, f64, i64)| Span {
-            host_cpu_s: cpu,
-            length_s: length_ms / 1000.0,
-            vcpu_s: vcpu_ms / 1000.0,
-            wakeups: u64::try_from(wakeups).unwrap_or(0),
+        // Idle intervals only: the reboot into the new kernel, and any work around it, is not
+        // what the change is about.
+        let idle_span = |(samples, readings): (Vec<IntervalRow>, Vec<IdleReading>)| {
+            let readings: Vec<idle::Reading> = readings.iter().map(reading).collect();
+            idle::activity(&intervals(&samples, &readings)).idle
         };
-        // Each report that brought new facts also brought the interval in which the guest
-        // rebooted into them: that interval belongs to neither side of either change.
         let from_ms = previous_ms.map_or(at_ms - AROUND_CHANGE_MS, |p| {
             (p + 1).max(at_ms - AROUND_CHANGE_MS)
         });
-        let before = span(db.samples_between(guest, from_ms, at_ms).await?);
+        let before = idle_span(db.samples_between(guest, from_ms, at_ms).await?);
         let to_ms = (at_ms + 1 + AROUND_CHANGE_MS).min(now_ms + 1);
-        let after = span(db.samples_between(guest, at_ms + 1, to_ms).await?);
+        let after = idle_span(db.samples_between(guest, at_ms + 1, to_ms).await?);
         if let Some(change) = change::measure(at_ms, &before, &after) {
             measured.insert(guest, change);
         }

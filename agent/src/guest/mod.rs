@@ -20,9 +20,9 @@ use crate::wire::{Dynticks, GuestFacts, KernelConfig};
 /// Reads a guest's facts from a root directory (`/` in a real guest, a fixture in tests).
 pub struct Probe {
     root: PathBuf,
-    /// `/proc/stat` CPU times at the previous collection: the idle fraction is measured over
-    /// the whole time since, not over one second.
-    last_cpu: Option<(u64, u64)>,
+    /// `/proc/stat` CPU times at the previous collection, and when it was: the idle fraction
+    /// is measured over the whole time since, not over one second.
+    last_cpu: Option<(Instant, (u64, u64))>,
 }
 
 /// The parts of the facts that are rates: read at the start and the end of the measurement.
@@ -101,13 +101,14 @@ impl Probe {
             (Some(b), Some(a)) => timer_list::measured_hz(b, a),
             _ => None,
         };
-        let idle_since = self.last_cpu.or(before.cpu);
-        self.last_cpu = after.cpu;
-        let idle_fraction = match (idle_since, after.cpu) {
-            (Some((idle0, total0)), Some((idle1, total1))) if total1 > total0 => {
-                Some(idle1.saturating_sub(idle0) as f64 / (total1 - total0) as f64)
-            }
-            _ => None,
+        let idle_since = self.last_cpu.or(before.cpu.map(|cpu| (before.at, cpu)));
+        self.last_cpu = after.cpu.map(|cpu| (after.at, cpu));
+        let (idle_fraction, idle_measured_s) = match (idle_since, after.cpu) {
+            (Some((since, (idle0, total0))), Some((idle1, total1))) if total1 > total0 => (
+                Some(idle1.saturating_sub(idle0) as f64 / (total1 - total0) as f64),
+                Some(after.at.duration_since(since).as_secs_f64()),
+            ),
+            _ => (None, None),
         };
         let local_timer_irqs_per_cpu_s = match (before.loc, after.loc) {
             (Some((loc0, cpus)), Some((loc1, _))) if elapsed_s > 0.0 => {
@@ -144,6 +145,7 @@ impl Probe {
                 .read(&format!("{cpuidle}/current_governor_ro"))
                 .or_else(|| self.read(&format!("{cpuidle}/current_governor"))),
             idle_fraction,
+            idle_measured_s,
             local_timer_irqs_per_cpu_s,
             cpus,
             dmi_uuid: self.read("sys/class/dmi/id/product_uuid"),

@@ -35,6 +35,10 @@ pub struct GuestFacts {
     pub cpuidle_governor: Option<String>,
     /// Fraction of CPU time the guest spent idle over the measurement, 0 to 1 (`/proc/stat`).
     pub idle_fraction: Option<f64>,
+    /// Seconds of guest time `idle_fraction` was measured over (the time since the probe's
+    /// previous collection), so the server knows which of its samples the reading covers.
+    #[serde(default)]
+    pub idle_measured_s: Option<f64>,
     /// Local timer interrupts (`LOC` in `/proc/interrupts`) per CPU per second.
     pub local_timer_irqs_per_cpu_s: Option<f64>,
     /// Online CPUs the guest sees.
@@ -163,6 +167,7 @@ impl GuestFacts {
             cpuidle_driver: label(self.cpuidle_driver),
             cpuidle_governor: label(self.cpuidle_governor),
             idle_fraction: finite(self.idle_fraction, 1.0),
+            idle_measured_s: finite(self.idle_measured_s, 86_400.0),
             local_timer_irqs_per_cpu_s: finite(self.local_timer_irqs_per_cpu_s, 1_000_000.0),
             cpus: self.cpus.filter(|&n| (1..=MAX_LIST as u32).contains(&n)),
             dmi_uuid: self.dmi_uuid.and_then(|u| normalise_uuid(&u)),

@@ -5,14 +5,15 @@ use serde::Serialize;
 
 use super::Span;
 
-/// Measured time needed on each side of a change before it is judged, in seconds.
+/// Idle time needed on each side of a change before it is judged, in seconds.
 pub const MIN_SPAN_S: f64 = 10.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Change {
     /// When the new facts were first received, Unix ms.
     pub at_ms: i64,
-    /// Host CPU before and after, in % of one core.
+    /// Host CPU while idle before and after, in % of one core (busy intervals, the reboot among
+    /// them, are left out of both sides).
     pub cpu_before_pct: f64,
     pub cpu_after_pct: f64,
     /// vCPU wake-ups per vCPU per second before and after.

@@ -28,9 +28,19 @@ pub const BUSY_ABOVE_QUIET_FACTOR: f64 = 2.0;
 /// ... in percentage points of a core per vCPU, so that a guest whose quiet level is near zero
 /// is not called busy for a blip.
 pub const BUSY_ABOVE_QUIET_MARGIN_PCT: f64 = 2.0;
-/// How far an idle reading reaches from when it was received, in ms: the probe reports every
-/// minute, measuring the time since its previous report.
-pub const READING_REACH_MS: i64 = 90_000;
+/// How much time an idle reading covers when the guest did not say, in ms: the probe's default
+/// delivery interval (it measures the time since its previous delivery).
+pub const DEFAULT_READING_SPAN_MS: i64 = 60_000;
+
+/// One idle fraction a guest reported.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reading {
+    /// When it arrived, server clock.
+    pub received_ms: i64,
+    /// How much guest time it measured, when the guest said.
+    pub measured_ms: Option<i64>,
+    pub idle_fraction: f64,
+}
 
 /// What an interval was judged from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -111,19 +121,16 @@ impl Activity {
     }
 }
 
-/// The idle fraction a guest reported for the interval received at `at_ms`: the first reading
-/// received at or after it (which measured the time it lies in), else the newest before it,
-/// within [`READING_REACH_MS`]. `readings` are (received ms, idle fraction), oldest first.
-pub fn reading_for(readings: &[(i64, f64)], at_ms: i64) -> Option<f64> {
-    let after = readings.partition_point(|(t, _)| *t < at_ms);
-    let next = readings
-        .get(after)
-        .filter(|(t, _)| t - at_ms <= READING_REACH_MS);
-    let previous = after
-        .checked_sub(1)
-        .and_then(|i| readings.get(i))
-        .filter(|(t, _)| at_ms - t <= READING_REACH_MS);
-    next.or(previous).map(|(_, idle)| *idle)
+/// The idle fraction a guest reported over the sample received at `at_ms`: that of the first
+/// reading received at or after it whose measured time reaches back to it. A sample no reading
+/// covers (newer than the newest reading, or from before the guest's probe started, such as a
+/// boot) has none, and is judged from the host side. `readings` are oldest first.
+pub fn reading_for(readings: &[Reading], at_ms: i64) -> Option<f64> {
+    let first_after = readings.partition_point(|r| r.received_ms < at_ms);
+    readings[first_after..]
+        .iter()
+        .find(|r| r.received_ms - r.measured_ms.unwrap_or(DEFAULT_READING_SPAN_MS) <= at_ms)
+        .map(|r| r.idle_fraction)
 }
 
 /// The `QUIET_QUANTILE` of the intervals' host CPU per vCPU, in % of a core.
@@ -262,17 +269,31 @@ mod tests {
 
     #[test]
     fn an_interval_takes_the_reading_that_measured_it() {
-        let readings = [(60_000, 0.99), (120_000, 0.40), (180_000, 0.98)];
+        let reading = |received_ms, measured_ms, idle_fraction| Reading {
+            received_ms,
+            measured_ms,
+            idle_fraction,
+        };
+        let readings = [
+            reading(60_000, Some(60_000), 0.99),
+            reading(120_000, Some(60_000), 0.40),
+            reading(180_000, None, 0.98),
+            // A rebooted guest's probe: its first reading measured only one second.
+            reading(400_000, Some(1_000), 0.95),
+            reading(405_000, Some(5_000), 0.97),
+        ];
         let cases = [
-            (50_000, Some(0.99)),
+            (0, Some(0.99)),
             (60_000, Some(0.99)),
             (61_000, Some(0.40)),
             (130_000, Some(0.98)),
-            // After the newest reading: it is the best guess for a while, then none.
-            (200_000, Some(0.98)),
-            (180_000 + READING_REACH_MS + 1, None),
-            // Long before the first reading: none.
-            (60_000 - READING_REACH_MS - 1, None),
+            // Newer than the newest reading of that run: nothing measured it.
+            (200_000, None),
+            // The boot before the probe started is not covered by its first reading.
+            (390_000, None),
+            (399_000, Some(0.95)),
+            (401_000, Some(0.97)),
+            (406_000, None),
         ];
         for (at, expected) in cases {
             assert_eq!(reading_for(&readings, at), expected, "at {at}");

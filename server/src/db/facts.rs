@@ -42,11 +42,12 @@ pub(super) async fn record_facts(
     {
         // Two deliveries in one millisecond (channel and direct) say the same thing.
         sqlx::query(
-            "INSERT OR REPLACE INTO guest_idle_readings (guest_id, received_ms, idle_fraction)
-             VALUES (?, ?, ?)",
+            "INSERT OR REPLACE INTO guest_idle_readings (guest_id, received_ms, measured_ms, idle_fraction)
+             VALUES (?, ?, ?, ?)",
         )
         .bind(guest_id)
         .bind(now_ms)
+        .bind(facts.facts.idle_measured_s.map(|s| (s * 1000.0).round() as i64))
         .bind(idle)
         .execute(&mut *conn)
         .await?;
@@ -177,23 +178,24 @@ impl Db {
     }
 
     /// When each guest last changed kernel or command line: the newest facts row that has an
-    /// older one from the same source, per guest, with when the facts before it were first seen
-    /// (server clock, Unix ms): (guest id, change, previous change).
+    /// older one from the same source, per guest, with the change before it, if any (the first
+    /// facts a guest reports are not a change; the time before them belongs to the "before"
+    /// side). Server clock, Unix ms: (guest id, change, previous change).
     pub async fn last_changes(
         &self,
         guest_id: Option<i64>,
     ) -> AppResult<Vec<(i64, i64, Option<i64>)>> {
         Ok(sqlx::query_as(
-            "WITH changes AS (
-                 SELECT f.guest_id, MAX(f.first_received_ms) AS at_ms FROM guest_facts f
+            "WITH changed AS (
+                 SELECT f.guest_id, f.first_received_ms FROM guest_facts f
                  WHERE (?1 IS NULL OR f.guest_id = ?1)
                    AND EXISTS (SELECT 1 FROM guest_facts e
-                               WHERE e.guest_id = f.guest_id AND e.source = f.source AND e.id < f.id)
-                 GROUP BY f.guest_id)
-             SELECT c.guest_id, c.at_ms,
-                    (SELECT MAX(p.first_received_ms) FROM guest_facts p
-                     WHERE p.guest_id = c.guest_id AND p.first_received_ms < c.at_ms)
-             FROM changes c",
+                               WHERE e.guest_id = f.guest_id AND e.source = f.source AND e.id < f.id)),
+             latest AS (SELECT guest_id, MAX(first_received_ms) AS at_ms FROM changed GROUP BY guest_id)
+             SELECT l.guest_id, l.at_ms,
+                    (SELECT MAX(p.first_received_ms) FROM changed p
+                     WHERE p.guest_id = l.guest_id AND p.first_received_ms < l.at_ms)
+             FROM latest l",
         )
         .bind(guest_id)
         .fetch_all(&self.pool)

@@ -33,6 +33,17 @@ pub struct IntervalRow {
     pub from_vcpu_threads: bool,
 }
 
+/// A guest's own idle fraction, as one facts delivery reported it.
+#[derive(Debug, Clone, FromRow)]
+pub struct IdleReading {
+    pub guest_id: i64,
+    /// Server clock.
+    pub received_ms: i64,
+    /// How much guest time the reading measured, when the guest said.
+    pub measured_ms: Option<i64>,
+    pub idle_fraction: f64,
+}
+
 /// Which guests to analyse: every active one, or one host's active guests plus one guest
 /// whether active or not (a guest's verdict needs its host's peers for the baseline).
 #[derive(Debug, Clone, Copy)]
@@ -116,24 +127,23 @@ impl Db {
         Ok(query.fetch_all(&self.pool).await?)
     }
 
-    /// The idle readings of the guests in `scope` that can reach into their windows, as
-    /// (guest id, received ms, idle fraction), by guest, oldest first.
+    /// The idle readings of the guests in `scope` that can cover samples of their windows (those
+    /// received since the window began), by guest, oldest first.
     pub async fn window_idle_readings(
         &self,
         scope: GuestScope,
         window_ms: i64,
-        reach_ms: i64,
-    ) -> AppResult<Vec<(i64, i64, f64)>> {
+    ) -> AppResult<Vec<IdleReading>> {
         let (condition, binds) = scope.condition();
         let sql = format!(
-            "SELECT r.guest_id, r.received_ms, r.idle_fraction
+            "SELECT r.guest_id, r.received_ms, r.measured_ms, r.idle_fraction
              FROM guests g
              JOIN guest_idle_readings r ON r.guest_id = g.id
-                  AND r.received_ms > g.last_seen_ms - ? - ?
+                  AND r.received_ms > g.last_seen_ms - ?
              WHERE {condition}
              ORDER BY r.guest_id, r.received_ms"
         );
-        let mut query = sqlx::query_as(&sql).bind(window_ms).bind(reach_ms);
+        let mut query = sqlx::query_as(&sql).bind(window_ms);
         for bind in binds {
             query = query.bind(bind);
         }
@@ -161,23 +171,34 @@ impl Db {
         .await?)
     }
 
-    /// A guest's samples received in [from_ms, to_ms), summed: (host CPU core-seconds, length ms,
-    /// vCPU-ms, wake-ups).
+    /// A guest's samples received in [from_ms, to_ms), oldest first, and the idle readings
+    /// that can cover them (received from `from_ms` on).
     pub async fn samples_between(
         &self,
         guest_id: i64,
         from_ms: i64,
         to_ms: i64,
-    ) -> AppResult<(f64, f64, f64, i64)> {
-        Ok(sqlx::query_as(
-            "SELECT COALESCE(SUM(host_cpu_s), 0.0), COALESCE(SUM(length_ms), 0.0),
-                    COALESCE(SUM(vcpus * length_ms), 0.0), COALESCE(SUM(vcpu_wakeups), 0)
-             FROM samples WHERE guest_id = ? AND received_ms >= ? AND received_ms < ?",
+    ) -> AppResult<(Vec<IntervalRow>, Vec<IdleReading>)> {
+        let samples = sqlx::query_as(
+            "SELECT guest_id, received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups,
+                    wakeups_source = 'vcpu_threads' AS from_vcpu_threads
+             FROM samples WHERE guest_id = ? AND received_ms >= ? AND received_ms < ?
+             ORDER BY received_ms",
         )
         .bind(guest_id)
         .bind(from_ms)
         .bind(to_ms)
-        .fetch_one(&self.pool)
-        .await?)
+        .fetch_all(&self.pool)
+        .await?;
+        let readings = sqlx::query_as(
+            "SELECT guest_id, received_ms, measured_ms, idle_fraction
+             FROM guest_idle_readings WHERE guest_id = ? AND received_ms >= ?
+             ORDER BY received_ms",
+        )
+        .bind(guest_id)
+        .bind(from_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok((samples, readings))
     }
 }

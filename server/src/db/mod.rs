@@ -9,7 +9,7 @@ mod reports;
 mod tokens;
 
 pub use facts::{FactsEventRow, FactsRow};
-pub use guests::{GuestRow, GuestScope, IntervalRow, SampleRow};
+pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use reports::StoreOutcome;
 pub use tokens::TokenRow;
 

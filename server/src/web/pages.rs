@@ -268,7 +268,7 @@ pub async fn guest(
             vec![
                 ("Changed", view::time(c.at_ms)),
                 (
-                    "Host CPU before → after",
+                    "Host CPU while idle, before → after",
                     format!(
                         "{} → {}",
                         view::pct(c.cpu_before_pct),
