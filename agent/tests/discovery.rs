@@ -686,3 +686,35 @@ fn a_listening_socket_passed_as_a_descriptor_is_found_by_its_path() {
     let found = proc.socket_path_of_fd(std::process::id(), listener.as_raw_fd() as u32);
     assert_eq!(found.as_deref(), path.to_str());
 }
+
+#[test]
+fn a_vm_process_holding_a_kvm_vm_runs_on_kvm() {
+    let root = tempfile::tempdir().unwrap();
+    // Descriptors as /proc shows them: links whose targets need not exist.
+    let fds = |pid: u32, targets: &[&str]| {
+        let dir = root.path().join(format!("{pid}/fd"));
+        fs::create_dir_all(&dir).unwrap();
+        for (fd, target) in targets.iter().enumerate() {
+            std::os::unix::fs::symlink(target, dir.join(fd.to_string())).unwrap();
+        }
+    };
+    fds(
+        100,
+        &[
+            "/dev/null",
+            "/dev/kvm",
+            "anon_inode:kvm-vm",
+            "anon_inode:kvm-vcpu:0",
+        ],
+    );
+    // QEMU under TCG: no KVM descriptors at all.
+    fds(
+        200,
+        &["/dev/null", "socket:[12345]", "anon_inode:[eventfd]"],
+    );
+    let proc = tickscope_agent::procfs::ProcFs::new(root.path());
+    assert_eq!(proc.holds_kvm_vm(100), Some(true));
+    assert_eq!(proc.holds_kvm_vm(200), Some(false));
+    // A process that is gone (or whose descriptors cannot be read) is not known either way.
+    assert_eq!(proc.holds_kvm_vm(300), None);
+}

@@ -31,6 +31,8 @@ pub struct AnalysedGuest {
     pub vcpus: u32,
     pub pid: i64,
     pub boot_args: Option<String>,
+    /// Whether it runs on KVM (false: another accelerator, such as QEMU's TCG), when known.
+    pub uses_kvm: Option<bool>,
     pub last_seen_ms: i64,
     /// How many report intervals the figures average over.
     pub intervals: i64,
@@ -187,6 +189,7 @@ async fn analyse(db: &Db, scope: GuestScope, now_ms: i64) -> AppResult<Vec<Analy
                 vcpus: row.vcpus,
                 pid: row.pid,
                 boot_args: row.boot_args,
+                uses_kvm: row.uses_kvm,
                 last_seen_ms: row.last_seen_ms,
                 intervals,
                 verdict,

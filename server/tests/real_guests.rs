@@ -395,6 +395,17 @@ fn idle_ticking_guests_rank_above_a_tickless_one() {
     }
     assert_eq!(one["vcpus"], 1);
     assert_eq!(two["vcpus"], 2);
+    for g in [tickless, one, two] {
+        // TCG guests: no KVM to tune, so host halt polling is never blamed.
+        assert_eq!(g["uses_kvm"], false, "{g:#?}");
+        let rules: Vec<&str> = g["suggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["rule"].as_str().unwrap())
+            .collect();
+        assert!(!rules.contains(&"lower_host_halt_poll"), "{g:#?}");
+    }
     assert!(
         two["wasted_cpu_pct"].as_f64().unwrap() > one["wasted_cpu_pct"].as_f64().unwrap(),
         "the 2-vCPU guest should waste more: {two:#?} vs {one:#?}"

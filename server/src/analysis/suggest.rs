@@ -49,6 +49,7 @@ pub const RULES: &[Rule] = &[
     rhel5_divider,
     check_guest_kernel,
     fewer_vcpus,
+    lower_host_halt_poll,
     paravirt_clocksource,
     find_user_space_wakeups,
     busy_or_polling,
@@ -198,6 +199,57 @@ fn paravirt_clocksource(input: &Input) -> Option<Suggestion> {
     })
 }
 
+/// Host CPU per wake-up from which KVM's halt polling explains a guest's idle cost: a wake-up
+/// costs a KVM vCPU some 5-20 µs without it, and up to the whole poll window with it.
+pub const HALT_POLL_EXPLAINS_FRACTION_OF_WINDOW: f64 = 0.5;
+/// ... for a guest that costs at least this multiple of its host's tickless baseline per vCPU.
+pub const HALT_POLL_MIN_TIMES_BASELINE: f64 = 2.0;
+
+/// KVM polls a halted vCPU for up to `halt_poll_ns` before it sleeps, so a guest that wakes
+/// often for short naps costs the host CPU for every nap, whatever its tick does. When the host
+/// CPU per wake-up comes near the poll window, the host's polling, not the guest, explains it.
+fn lower_host_halt_poll(input: &Input) -> Option<Suggestion> {
+    let window = input.window;
+    let poll_ns = window.host_halt_poll_ns.filter(|&ns| ns > 0)?;
+    let rates = input.rates?;
+    let baseline = input.waste.baseline.cpu_pct_per_vcpu;
+    if window.uses_kvm != Some(true)
+        || input.classification.mode == TickMode::Busy
+        || input.activity.idle_share()? < 0.5
+        || rates.wakeups_per_vcpu_s <= 0.0
+        || rates.cpu_pct_per_vcpu < HALT_POLL_MIN_TIMES_BASELINE * baseline
+    {
+        return None;
+    }
+    let poll_us = poll_ns as f64 / 1000.0;
+    let cost_per_wakeup_us = rates.cpu_pct_per_vcpu / 100.0 / rates.wakeups_per_vcpu_s * 1e6;
+    if cost_per_wakeup_us < HALT_POLL_EXPLAINS_FRACTION_OF_WINDOW * poll_us {
+        return None;
+    }
+    // At most every wake-up's full window is polling, and at most what it costs above the
+    // tickless baseline.
+    let vcpus = f64::from(window.vcpus);
+    let polled_pct = rates.wakeups_per_vcpu_s * vcpus * poll_ns as f64 * 1e-9 * 100.0;
+    let above_baseline_pct = (rates.cpu_pct_per_vcpu - baseline) * vcpus;
+    Some(Suggestion {
+        rule: "lower_host_halt_poll",
+        title: "Lower KVM halt polling on the host",
+        change: format!(
+            "On the host: `echo 0 > /sys/module/kvm/parameters/halt_poll_ns` (now {poll_ns}), kept across reboots with `options kvm halt_poll_ns=0` in /etc/modprobe.d/kvm.conf; a value between keeps part of the wake-up latency benefit. It applies to every KVM guest of the host."
+        ),
+        why: format!(
+            "Each of its {:.0} wake-ups per vCPU per second costs the host {cost_per_wakeup_us:.0} µs, near the {poll_us:.0} µs KVM spins on a halted vCPU before letting it sleep: host-side halt polling, not the guest's tick, explains its {:.2} % of a core per vCPU.",
+            rates.wakeups_per_vcpu_s, rates.cpu_pct_per_vcpu
+        ),
+        confidence: if cost_per_wakeup_us >= 0.8 * poll_us {
+            Confidence::Medium
+        } else {
+            Confidence::Low
+        },
+        saving_cpu_pct: Some(polled_pct.min(above_baseline_pct).max(0.0)),
+    })
+}
+
 /// A tickless guest whose vCPUs still wake like a ticking one: something in it asks to.
 fn find_user_space_wakeups(input: &Input) -> Option<Suggestion> {
     let rates = input.rates?;
@@ -313,22 +365,34 @@ fn check_guest_kernel(input: &Input) -> Option<Suggestion> {
     })
 }
 
-/// Each vCPU of a ticking guest ticks on its own, so an unneeded vCPU costs on its own too.
+/// Head-room kept above a guest's busiest interval when counting the vCPUs it needs.
+pub const VCPU_HEADROOM: f64 = 1.25;
+
+/// Each vCPU of a ticking guest ticks on its own, so a vCPU the guest never uses costs on its
+/// own too. How many it uses is read off its busiest interval in the window.
 fn fewer_vcpus(input: &Input) -> Option<Suggestion> {
     let vcpus = input.window.vcpus;
     if !input.classification.mode.is_wasteful() || vcpus < 2 || input.waste.wasted_cpu_pct <= 0.0 {
         return None;
     }
+    let peak_cores = input.window.peak_cores()?;
+    let needed = ((peak_cores * VCPU_HEADROOM).ceil() as u32).max(1);
+    if needed >= vcpus {
+        return None;
+    }
     let per_vcpu = input.waste.wasted_cpu_pct / f64::from(vcpus);
+    let measured_s = input.window.total().length_s;
     Some(Suggestion {
         rule: "fewer_vcpus",
         title: "Give it fewer vCPUs",
-        change: format!("If this guest does not need all {vcpus} vCPUs, give it fewer."),
+        change: format!(
+            "Give it {needed} vCPU(s) instead of {vcpus}, if its busiest hours (look at a longer history than this) also fit."
+        ),
         why: format!(
-            "While the tick keeps running, every vCPU wakes on its own: each vCPU removed saves about {per_vcpu:.2} % of a host core here."
+            "Its busiest interval in the {measured_s:.0} s measured used {peak_cores:.2} of a host core, so {needed} vCPU(s) with a quarter to spare would do; while the tick keeps running, every vCPU wakes on its own, and each one removed saves about {per_vcpu:.2} % of a host core here."
         ),
         confidence: Confidence::Low,
-        saving_cpu_pct: Some(per_vcpu),
+        saving_cpu_pct: Some(per_vcpu * f64::from(vcpus - needed)),
     })
 }
 
@@ -599,5 +663,67 @@ mod tests {
             .saving_cpu_pct
             .unwrap();
         assert!((divider.saving_cpu_pct.unwrap() - 0.9 * waste).abs() < 1e-9);
+    }
+
+    #[test]
+    fn host_halt_polling_is_blamed_only_when_it_explains_the_cpu() {
+        // (runs on KVM, host halt_poll_ns, host CPU % (1 vCPU), wake-ups/s, fires, saving %)
+        let cases = [
+            // 400 µs per wake-up against a 200 µs window: polling; at most 50 × 200 µs = 1 %.
+            (Some(true), Some(200_000), 2.0, 50.0, Some(1.0)),
+            // Under TCG, or where the agent could not tell, there is no KVM to tune.
+            (Some(false), Some(200_000), 2.0, 50.0, None),
+            (None, Some(200_000), 2.0, 50.0, None),
+            (Some(true), Some(0), 2.0, 50.0, None),
+            (Some(true), None, 2.0, 50.0, None),
+            // 30 µs per wake-up at 1000 Hz: the tick explains it, not polling.
+            (Some(true), Some(200_000), 3.0, 1000.0, None),
+            // Within twice the tickless baseline: nothing to explain.
+            (Some(true), Some(200_000), 0.6, 20.0, None),
+        ];
+        for (uses_kvm, poll_ns, cpu, wakeups, expected) in cases {
+            let mut window = test_window(1, cpu, wakeups, None);
+            window.uses_kvm = uses_kvm;
+            window.host_halt_poll_ns = poll_ns;
+            let found = suggestions(window)
+                .into_iter()
+                .find(|s| s.rule == "lower_host_halt_poll");
+            let saving = found.as_ref().map(|s| s.saving_cpu_pct.unwrap());
+            match (saving, expected) {
+                (Some(got), Some(want)) => assert!(
+                    (got - want).abs() < 1e-9,
+                    "{uses_kvm:?} {poll_ns:?} {cpu} {wakeups}: {found:?}"
+                ),
+                (None, None) => {}
+                _ => panic!("{uses_kvm:?} {poll_ns:?} {cpu} % {wakeups}/s: {found:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn fewer_vcpus_follows_the_busiest_interval() {
+        // A 4-vCPU nohz=off guest idling at 5 % per vCPU, with one busy interval.
+        // (busiest interval in cores, vCPUs suggested)
+        let cases = [(1.5, Some("Give it 2 vCPU(s) instead of 4")), (3.5, None)];
+        for (peak_cores, expected) in cases {
+            let mut window = test_window(4, 20.0, 600.0, Some("nohz=off"));
+            window.intervals[2].host_cpu_s = peak_cores * window.intervals[2].length_s;
+            let found = suggestions(window)
+                .into_iter()
+                .find(|s| s.rule == "fewer_vcpus");
+            match expected {
+                Some(text) => {
+                    let s = found.unwrap_or_else(|| panic!("{peak_cores}: none"));
+                    assert!(s.change.starts_with(text), "{}", s.change);
+                    // Two of the four vCPUs' share of the waste.
+                    assert!(
+                        (s.saving_cpu_pct.unwrap() - (20.0 - 4.0 * 0.5) * 5.0 / 6.0 / 2.0).abs()
+                            < 1e-9,
+                        "{s:?}"
+                    );
+                }
+                None => assert!(found.is_none(), "{peak_cores}: {found:?}"),
+            }
+        }
     }
 }

@@ -30,6 +30,8 @@ struct GuestJson {
     hypervisor: String,
     management: Option<String>,
     vcpus: u32,
+    /// Whether it runs on KVM (false: e.g. QEMU's TCG); absent when the agent could not tell.
+    uses_kvm: Option<bool>,
     /// Host CPU used, in % of one host core.
     host_cpu_pct: Option<f64>,
     /// vCPU wake-ups per vCPU per second.
@@ -100,6 +102,7 @@ impl GuestJson {
             hypervisor: g.hypervisor,
             management: g.management,
             vcpus: g.vcpus,
+            uses_kvm: g.uses_kvm,
             host_cpu_pct: v.rates.map(|r| r.host_cpu_pct),
             wakeups_per_vcpu: v.rates.map(|r| r.wakeups_per_vcpu_s),
             idle_share: v.activity.idle_share(),
