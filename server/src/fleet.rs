@@ -7,10 +7,11 @@ use tickscope_agent::wire::{FactsSource, GuestFacts, Hypervisor};
 
 use crate::analysis::change::{self, Change};
 use crate::analysis::cost::{self, CostModel};
+use crate::analysis::history::{self, Accumulated};
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::plan::{PlanGroup, PlanGuest};
 use crate::analysis::{self, Interval, Verdict, Window, idle};
-use crate::db::{Db, FactsRow, GuestRow, GuestScope, IdleReading, IntervalRow};
+use crate::db::{Db, FactsRow, FactsSpanRow, GuestRow, GuestScope, IdleReading, IntervalRow};
 use crate::error::AppResult;
 
 /// Samples from this far back (before a guest's newest one) are averaged into its figures.
@@ -264,6 +265,82 @@ pub async fn changes(
         }
     }
     Ok(measured)
+}
+
+/// The waste a guest accumulated over the last day and the last week.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct WasteSoFar {
+    pub last_24h: Accumulated,
+    pub last_7d: Accumulated,
+}
+
+/// The facts a guest had at `at_ms`: those first received by then, from the best source still
+/// fresh at that time, as the ranking picks them now.
+fn facts_at(spans: &[FactsSpanRow], guest_id: i64, at_ms: i64) -> Option<KernelFacts> {
+    let rows = spans
+        .iter()
+        .filter(|row| row.first_received_ms <= at_ms)
+        .map(|row| FactsRow {
+            guest_id,
+            source: row.source.clone(),
+            received_ms: row.received_ms.min(at_ms),
+            facts_json: row.facts_json.clone(),
+        })
+        .collect();
+    best_facts(rows, at_ms).remove(&guest_id)
+}
+
+/// What `guest` wasted over the last 24 hours and 7 days: its samples cut into analysis windows,
+/// each judged on its own with the facts of its time, against the host's current baseline.
+pub async fn waste_so_far(db: &Db, guest: &AnalysedGuest, now_ms: i64) -> AppResult<WasteSoFar> {
+    const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+    let (samples, readings) = db
+        .samples_between(guest.id, now_ms - 7 * DAY_MS, now_ms + 1)
+        .await?;
+    let readings: Vec<idle::Reading> = readings.iter().map(reading).collect();
+    let spans = db.facts_spans(guest.id).await?;
+    let mut chunks: BTreeMap<i64, Vec<IntervalRow>> = BTreeMap::new();
+    for sample in samples {
+        chunks
+            .entry(sample.received_ms.div_euclid(ANALYSIS_WINDOW_MS))
+            .or_default()
+            .push(sample);
+    }
+    let mut day = Vec::new();
+    let mut week = Vec::new();
+    for (chunk, samples) in chunks {
+        let end_ms = (chunk + 1) * ANALYSIS_WINDOW_MS;
+        let intervals = intervals(&samples, &readings);
+        let mut facts = facts_at(&spans, guest.id, end_ms);
+        if let Some(facts) = &mut facts {
+            // The facts' idle fraction is the newest one; this window's own readings say more.
+            let reported: Vec<f64> = intervals
+                .iter()
+                .filter_map(|i| i.guest_idle_fraction)
+                .collect();
+            facts.idle_fraction = (!reported.is_empty())
+                .then(|| reported.iter().sum::<f64>() / reported.len() as f64);
+        }
+        let window = Window {
+            hypervisor: Hypervisor::from_name(&guest.hypervisor),
+            vcpus: samples.last().map_or(guest.vcpus, |s| s.vcpus),
+            intervals,
+            wakeups_from_vcpu_threads: samples.iter().all(|s| s.from_vcpu_threads),
+            boot_args: guest.boot_args.clone(),
+            facts,
+            uses_kvm: guest.uses_kvm,
+            host_halt_poll_ns: None,
+        };
+        if end_ms > now_ms - DAY_MS {
+            day.push(window.clone());
+        }
+        week.push(window);
+    }
+    let baseline = &guest.verdict.waste.baseline;
+    Ok(WasteSoFar {
+        last_24h: history::accumulate(&day, baseline),
+        last_7d: history::accumulate(&week, baseline),
+    })
 }
 
 /// The upgrade plan of the active guests.

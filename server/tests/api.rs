@@ -452,4 +452,34 @@ async fn busy_intervals_are_left_out_of_the_waste() {
             .contains("busy intervals add nothing"),
         "{g}"
     );
+
+    // Accumulated: 4.8 % of a core for the five idle 10 s intervals, nothing for the busy one.
+    let id = g["id"].as_i64().unwrap();
+    let reply = s
+        .call(
+            Method::GET,
+            &format!("/api/v1/guests/{id}"),
+            Some(&s.viewer_token),
+            None,
+        )
+        .await;
+    let so_far = &reply.json()["waste_so_far"];
+    let core_hours = so_far["wasted_core_hours_24h"].as_f64().unwrap();
+    assert!(
+        (core_hours - 0.048 * 50.0 / 3600.0).abs() < 1e-12,
+        "{core_hours}: {so_far}"
+    );
+    assert_eq!(
+        so_far["wasted_core_hours_7d"],
+        so_far["wasted_core_hours_24h"]
+    );
+    assert!((so_far["measured_hours_24h"].as_f64().unwrap() - 60.0 / 3600.0).abs() < 1e-12);
+    // 7 W a core, 0.25 EUR a kWh by default.
+    let kwh = so_far["wasted_kwh_24h"].as_f64().unwrap();
+    assert!((kwh - core_hours * 0.007).abs() < 1e-15, "{so_far}");
+    // The list leaves it out: it is worked out per guest.
+    let reply = s
+        .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
+        .await;
+    assert!(reply.json()["guests"][0].get("waste_so_far").is_none());
 }

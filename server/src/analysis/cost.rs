@@ -52,6 +52,12 @@ pub fn of_waste(wasted_cpu_pct: f64, model: &CostModel) -> Cost {
     }
 }
 
+/// Energy and money of core-hours already wasted: (kWh, money).
+pub fn of_core_hours(core_hours: f64, model: &CostModel) -> (f64, f64) {
+    let kwh = core_hours.max(0.0) * model.watts_per_busy_core / 1000.0;
+    (kwh, kwh * model.price_per_kwh)
+}
+
 /// Money a year of a change in host CPU (% of one core), signed: a change that costs more CPU
 /// costs money.
 pub fn money_per_year(cpu_pct: f64, model: &CostModel) -> f64 {
@@ -61,6 +67,15 @@ pub fn money_per_year(cpu_pct: f64, model: &CostModel) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn core_hours_already_wasted_in_energy_and_money() {
+        let model = CostModel::default();
+        // 10 core-hours at 7 W a core: 0.07 kWh, at 0.25 a kWh.
+        let (kwh, money) = of_core_hours(10.0, &model);
+        assert!((kwh - 0.07).abs() < 1e-12 && (money - 0.0175).abs() < 1e-12);
+        assert_eq!(of_core_hours(-1.0, &model), (0.0, 0.0));
+    }
 
     #[test]
     fn waste_in_cores_hours_energy_and_money() {

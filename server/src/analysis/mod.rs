@@ -8,6 +8,7 @@
 pub mod boot_args;
 pub mod change;
 pub mod cost;
+pub mod history;
 pub mod idle;
 pub mod kernel;
 pub mod plan;
@@ -183,7 +184,7 @@ pub struct Verdict {
 
 /// The span a guest's tick is judged on: its idle intervals when they hold enough time to say
 /// anything, else all of them (a guest busy the whole window is judged busy from all of it).
-fn judged_span(total: &Span, activity: &Activity) -> Span {
+pub(crate) fn judged_span(total: &Span, activity: &Activity) -> Span {
     if activity.idle.length_s >= tick_mode::MIN_WINDOW_S {
         activity.idle
     } else {

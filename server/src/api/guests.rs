@@ -12,7 +12,7 @@ use crate::analysis::suggest::Suggestion;
 use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
 use crate::error::{AppError, AppResult};
-use crate::fleet::{self, AnalysedGuest, Totals};
+use crate::fleet::{self, AnalysedGuest, Totals, WasteSoFar};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -77,6 +77,45 @@ struct GuestJson {
     idle_fraction: Option<f64>,
     /// Host CPU before and after the guest's last kernel or command-line change, measured.
     last_change: Option<Change>,
+    /// What it wasted so far (only for one guest: `GET /api/v1/guests/{id}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waste_so_far: Option<WasteSoFarJson>,
+}
+
+/// Waste accumulated over the last day and week, in core-hours, with its energy and money under
+/// the cost model.
+#[derive(Serialize)]
+struct WasteSoFarJson {
+    wasted_core_hours_24h: f64,
+    wasted_kwh_24h: f64,
+    wasted_cost_24h: f64,
+    /// Hours measured in the last 24 h (the guest running and reported), and of them idle.
+    measured_hours_24h: f64,
+    idle_hours_24h: f64,
+    wasted_core_hours_7d: f64,
+    wasted_kwh_7d: f64,
+    wasted_cost_7d: f64,
+    measured_hours_7d: f64,
+    idle_hours_7d: f64,
+}
+
+impl WasteSoFarJson {
+    fn new(w: &WasteSoFar, model: &CostModel) -> Self {
+        let (kwh_24h, cost_24h) = cost::of_core_hours(w.last_24h.wasted_core_hours, model);
+        let (kwh_7d, cost_7d) = cost::of_core_hours(w.last_7d.wasted_core_hours, model);
+        WasteSoFarJson {
+            wasted_core_hours_24h: w.last_24h.wasted_core_hours,
+            wasted_kwh_24h: kwh_24h,
+            wasted_cost_24h: cost_24h,
+            measured_hours_24h: w.last_24h.measured_hours,
+            idle_hours_24h: w.last_24h.idle_hours,
+            wasted_core_hours_7d: w.last_7d.wasted_core_hours,
+            wasted_kwh_7d: kwh_7d,
+            wasted_cost_7d: cost_7d,
+            measured_hours_7d: w.last_7d.measured_hours,
+            idle_hours_7d: w.last_7d.idle_hours,
+        }
+    }
 }
 
 impl GuestJson {
@@ -86,6 +125,7 @@ impl GuestJson {
         let k = g.kernel;
         GuestJson {
             last_change,
+            waste_so_far: None,
             kernel_release: k.as_ref().and_then(|k| k.kernel_release.clone()),
             distro: k.as_ref().and_then(|k| k.distro.clone()),
             config_hz: k.as_ref().and_then(|k| k.config_hz),
@@ -186,5 +226,8 @@ async fn one(
         .await?
         .ok_or_else(|| AppError::NotFound(format!("no guest {id}")))?;
     let change = fleet::changes(&state.db, Some(id), now).await?.remove(&id);
-    Ok(Json(GuestJson::new(guest, &state.options.cost, change)))
+    let so_far = fleet::waste_so_far(&state.db, &guest, now).await?;
+    let mut json = GuestJson::new(guest, &state.options.cost, change);
+    json.waste_so_far = Some(WasteSoFarJson::new(&so_far, &state.options.cost));
+    Ok(Json(json))
 }

@@ -13,6 +13,15 @@ pub struct FactsRow {
     pub facts_json: String,
 }
 
+/// One distinct set of facts of one guest and source, with the time it covers.
+#[derive(Debug, Clone, FromRow)]
+pub struct FactsSpanRow {
+    pub source: String,
+    pub first_received_ms: i64,
+    pub received_ms: i64,
+    pub facts_json: String,
+}
+
 /// One distinct set of facts a guest reported: a kernel or command-line event.
 #[derive(Debug, Clone, FromRow)]
 pub struct FactsEventRow {
@@ -166,6 +175,18 @@ impl Db {
     }
 
     /// A guest's kernel events, newest first.
+    /// Every set of facts a guest reported, from when it was first to when it was last received
+    /// (server clock), with the newest full facts of the set; oldest first.
+    pub async fn facts_spans(&self, guest_id: i64) -> AppResult<Vec<FactsSpanRow>> {
+        Ok(sqlx::query_as(
+            "SELECT source, first_received_ms, received_ms, facts_json
+             FROM guest_facts WHERE guest_id = ? ORDER BY id",
+        )
+        .bind(guest_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     pub async fn facts_history(&self, guest_id: i64) -> AppResult<Vec<FactsEventRow>> {
         Ok(sqlx::query_as(
             "SELECT source, first_received_ms, received_ms, kernel_release, cmdline

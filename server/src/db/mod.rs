@@ -8,7 +8,7 @@ mod guests;
 mod reports;
 mod tokens;
 
-pub use facts::{FactsEventRow, FactsRow};
+pub use facts::{FactsEventRow, FactsRow, FactsSpanRow};
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use reports::StoreOutcome;
 pub use tokens::TokenRow;

@@ -147,6 +147,8 @@ pub struct GuestPage {
     activity: String,
     /// The waste as energy and money per year, with the settings used.
     waste_cost: String,
+    /// (period, waste accumulated over it) rows.
+    waste_so_far: Vec<(&'static str, String)>,
     /// Host CPU before and after the last kernel or command-line change; empty without one.
     change: Vec<(&'static str, String)>,
     evidence: Vec<Vec<Segment>>,
@@ -261,6 +263,32 @@ pub async fn guest(
         state.options.cost.currency,
         view::cost_basis(&state.options.cost)
     );
+    let so_far = fleet::waste_so_far(&state.db, &guest, now).await?;
+    let model = &state.options.cost;
+    let waste_so_far = [
+        ("Last 24 hours", so_far.last_24h),
+        ("Last 7 days", so_far.last_7d),
+    ]
+    .into_iter()
+    .map(|(label, a)| {
+        let (kwh, money) = cost::of_core_hours(a.wasted_core_hours, model);
+        let idle = if a.measured_hours > 0.0 {
+            format!(
+                ", idle {:.0} % of it",
+                100.0 * a.idle_hours / a.measured_hours
+            )
+        } else {
+            String::new()
+        };
+        (
+            label,
+            format!(
+                "{:.2} core-hours, {:.2} kWh, {:.2} {} (over {:.1} h measured{idle})",
+                a.wasted_core_hours, kwh, money, model.currency, a.measured_hours
+            ),
+        )
+    })
+    .collect();
     let change = fleet::changes(&state.db, Some(id), now)
         .await?
         .remove(&id)
@@ -292,6 +320,7 @@ pub async fn guest(
     Ok(GuestPage {
         change,
         waste_cost,
+        waste_so_far,
         kernel,
         kernel_source,
         events,

@@ -1,0 +1,56 @@
+//! Waste accumulated over time: a guest's history cut into analysis windows, each judged the way
+//! the ranking judges the present (idle intervals, tick mode from the facts of that time), and
+//! priced against the host's current tickless baseline.
+
+use serde::Serialize;
+
+use super::waste::{self, Baseline};
+use super::{Window, idle, judged_span, tick_mode};
+
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Accumulated {
+    /// Host CPU wasted, in core-hours.
+    pub wasted_core_hours: f64,
+    /// Time measured (the guest running and reported), and the part of it judged idle, in hours.
+    pub measured_hours: f64,
+    pub idle_hours: f64,
+}
+
+/// Sums the waste of consecutive windows of one guest.
+pub fn accumulate(windows: &[Window], baseline: &Baseline) -> Accumulated {
+    let mut sum = Accumulated::default();
+    for window in windows {
+        let total = window.total();
+        let activity = idle::activity(&window.intervals);
+        let classification = tick_mode::classify(window, &judged_span(&total, &activity));
+        let waste = waste::waste(&classification, &activity, &total, baseline);
+        sum.wasted_core_hours += waste.wasted_cpu_pct / 100.0 * total.length_s / 3600.0;
+        sum.measured_hours += total.length_s / 3600.0;
+        sum.idle_hours += activity.idle_s / 3600.0;
+    }
+    sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::test_window;
+
+    #[test]
+    fn waste_adds_up_over_windows_judged_each_on_its_own() {
+        let baseline = Baseline {
+            cpu_pct_per_vcpu: 0.5,
+            learned_from_guests: 0,
+        };
+        // A minute ticking with nohz=off at 5.3 %, a minute tickless after its reboot, and a
+        // minute of the ticking guest at work: only the first wastes, (5.3 − 0.5) % for 60 s.
+        let ticking = test_window(1, 5.3, 650.0, Some("nohz=off"));
+        let fixed = test_window(1, 0.4, 40.0, None);
+        let working = test_window(1, 99.0, 650.0, Some("nohz=off"));
+        let sum = accumulate(&[ticking, fixed, working], &baseline);
+        let expected = 4.8 / 100.0 * 60.0 / 3600.0;
+        assert!((sum.wasted_core_hours - expected).abs() < 1e-12, "{sum:?}");
+        assert!((sum.measured_hours - 180.0 / 3600.0).abs() < 1e-12);
+        assert_eq!(accumulate(&[], &baseline), Accumulated::default());
+    }
+}
