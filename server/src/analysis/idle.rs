@@ -95,27 +95,24 @@ impl Activity {
             return "Nothing measured yet.".into();
         };
         let total = self.idle_s + self.busy_s;
-        let how = if self.inferred_s <= 0.0 {
-            format!(
-                "by the guest's own idle time (an interval is idle when the vCPUs idled at least {:.0} % of it)",
-                IDLE_MIN_REPORTED_FRACTION * 100.0
-            )
-        } else {
-            let inferred = format!(
-                "inferred from host CPU (busy above {BUSY_ABOVE_QUIET_FACTOR} × the quiet level of {:.2} % per vCPU + {BUSY_ABOVE_QUIET_MARGIN_PCT} points)",
-                self.quiet_cpu_pct_per_vcpu.unwrap_or(0.0)
-            );
-            if self.reported_s <= 0.0 {
-                inferred
-            } else {
-                format!(
-                    "{:.0} s by the guest's own idle time, {:.0} s {inferred}",
-                    self.reported_s, self.inferred_s
-                )
-            }
+        let reported = format!(
+            "by the guest's own idle time (an interval is idle when the vCPUs idled at least {:.0} % of it)",
+            IDLE_MIN_REPORTED_FRACTION * 100.0
+        );
+        let inferred = format!(
+            "inferred from host CPU (busy above {BUSY_ABOVE_QUIET_FACTOR} × the quiet level of {:.2} % per vCPU + {BUSY_ABOVE_QUIET_MARGIN_PCT} points)",
+            self.quiet_cpu_pct_per_vcpu.unwrap_or(0.0)
+        );
+        let how = match self.basis() {
+            "reported" => reported,
+            "inferred" => inferred,
+            _ => format!(
+                "{:.0} s {reported}, {:.0} s {inferred}",
+                self.reported_s, self.inferred_s
+            ),
         };
         format!(
-            "Idle {:.0} % of the {total:.0} s measured, judged {how}.",
+            "Idle {:.0} % of the {total:.0} s measured, {how}.",
             share * 100.0
         )
     }
