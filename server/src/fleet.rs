@@ -447,3 +447,72 @@ mod tests {
         }
     }
 }
+
+/// A host's tickless baseline for one hypervisor family.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostBaseline {
+    pub hypervisor: String,
+    /// Host CPU an idle tickless vCPU costs there, in % of a core.
+    pub cpu_pct_per_vcpu: f64,
+    /// Tickless guests it was learned from; 0 for the default.
+    pub learned_from_guests: usize,
+}
+
+/// One host's share of the fleet's waste.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostTotals {
+    pub host_id: i64,
+    pub host: String,
+    pub guests: usize,
+    pub ticking: usize,
+    /// Summed waste of its guests, in % of one core.
+    pub wasted_cpu_pct: f64,
+    pub wasted_core_hours_per_day: f64,
+    pub wasted_kwh_per_year: f64,
+    pub wasted_cost_per_year: f64,
+    pub baselines: Vec<HostBaseline>,
+}
+
+/// Totals per host of the active guests, most wasteful host first.
+pub fn host_totals(guests: &[AnalysedGuest], model: &CostModel) -> Vec<HostTotals> {
+    let mut by_host: BTreeMap<i64, Vec<&AnalysedGuest>> = BTreeMap::new();
+    for g in guests {
+        by_host.entry(g.host_id).or_default().push(g);
+    }
+    let mut hosts: Vec<HostTotals> = by_host
+        .into_iter()
+        .map(|(host_id, guests)| {
+            let wasted_cpu_pct: f64 = guests.iter().map(|g| g.wasted_cpu_pct()).sum();
+            let yearly = cost::of_waste(wasted_cpu_pct, model);
+            let mut baselines: BTreeMap<&str, HostBaseline> = BTreeMap::new();
+            for g in &guests {
+                let b = g.verdict.waste.baseline;
+                baselines.entry(&g.hypervisor).or_insert(HostBaseline {
+                    hypervisor: g.hypervisor.clone(),
+                    cpu_pct_per_vcpu: b.cpu_pct_per_vcpu,
+                    learned_from_guests: b.learned_from_guests,
+                });
+            }
+            HostTotals {
+                host_id,
+                host: guests[0].host.clone(),
+                guests: guests.len(),
+                ticking: guests
+                    .iter()
+                    .filter(|g| g.verdict.classification.mode.is_wasteful())
+                    .count(),
+                wasted_cpu_pct,
+                wasted_core_hours_per_day: yearly.core_hours_per_day,
+                wasted_kwh_per_year: yearly.kwh_per_year,
+                wasted_cost_per_year: yearly.money_per_year,
+                baselines: baselines.into_values().collect(),
+            }
+        })
+        .collect();
+    hosts.sort_by(|a, b| {
+        b.wasted_cpu_pct
+            .total_cmp(&a.wasted_cpu_pct)
+            .then_with(|| a.host.cmp(&b.host))
+    });
+    hosts
+}

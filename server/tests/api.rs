@@ -172,7 +172,7 @@ fn escaped(html: &str, text: &str) -> bool {
 async fn hostile_vm_names_and_command_lines_are_escaped_in_pages() {
     let s = server().await;
     let evil = "<script>alert('x')</script>";
-    let r = report(
+    let mut r = report(
         1,
         vec![guest(
             evil,
@@ -182,6 +182,8 @@ async fn hostile_vm_names_and_command_lines_are_escaped_in_pages() {
             Some("nohz=off \"><img src=x onerror=alert(1)>"),
         )],
     );
+    // Host names come from the hosts' agents: hostile too (the overview's host table).
+    r["host"]["name"] = serde_json::json!("<b onmouseover=alert(2)>hv</b>");
     assert_eq!(
         s.post_report(Some(&s.agent_token), &r).await.status,
         StatusCode::OK
@@ -192,6 +194,8 @@ async fn hostile_vm_names_and_command_lines_are_escaped_in_pages() {
     assert!(overview.content_type.starts_with("text/html"));
     assert!(!overview.body.contains(evil), "raw VM name in the overview");
     assert!(escaped(&overview.body, "<script>"), "{}", overview.body);
+    assert!(!overview.body.contains("<b onmouseover"), "raw host name");
+    assert!(escaped(&overview.body, "<b onmouseover"));
 
     let id = s
         .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
@@ -482,4 +486,37 @@ async fn busy_intervals_are_left_out_of_the_waste() {
         .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
         .await;
     assert!(reply.json()["guests"][0].get("waste_so_far").is_none());
+}
+
+#[tokio::test]
+async fn hosts_add_up_their_guests_waste_and_show_their_baselines() {
+    let s = server().await;
+    let reply = s.post_report(Some(&s.agent_token), &fleet_report(0)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let reply = s.call(Method::GET, "/api/v1/hosts", None, None).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{}", reply.body);
+
+    let reply = s
+        .call(Method::GET, "/api/v1/hosts", Some(&s.viewer_token), None)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let hosts = reply.json()["hosts"].as_array().unwrap().clone();
+    assert_eq!(hosts.len(), 1);
+    let h = &hosts[0];
+    assert_eq!(
+        (
+            h["host"].as_str(),
+            h["guests"].as_u64(),
+            h["ticking"].as_u64()
+        ),
+        (Some("hv1"), Some(3), Some(2))
+    );
+    // 5.3 − 0.5 and 8.6 − 2 × 0.5 against the default baseline (one tickless guest is too few).
+    assert!(
+        (h["wasted_cpu_pct"].as_f64().unwrap() - (4.8 + 7.6)).abs() < 1e-9,
+        "{h}"
+    );
+    assert_eq!(h["baselines"][0]["hypervisor"], "qemu");
+    assert_eq!(h["baselines"][0]["learned_from_guests"], 0);
+    assert_eq!(reply.json()["cost_model"]["currency"], "EUR");
 }

@@ -3,6 +3,7 @@
 mod exports;
 mod facts;
 mod guests;
+mod hosts;
 mod reports;
 
 use axum::Json;
@@ -36,6 +37,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .merge(reports::router())
         .merge(guests::router())
+        .merge(hosts::router())
         .merge(facts::router())
         .merge(exports::router())
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))

@@ -57,7 +57,47 @@ pub struct OverviewPage {
     /// Savings measured after kernel or command-line changes; empty when none yet.
     realised: String,
     rows: Vec<GuestRow>,
+    hosts: Vec<HostRow>,
     generated: String,
+}
+
+/// One host in the overview's host table.
+struct HostRow {
+    name: String,
+    guests: usize,
+    ticking: usize,
+    waste: String,
+    money: String,
+    /// The tickless baseline per hypervisor family, in words.
+    baselines: String,
+}
+
+impl HostRow {
+    fn new(h: &fleet::HostTotals, currency: &str) -> Self {
+        HostRow {
+            name: h.host.clone(),
+            guests: h.guests,
+            ticking: h.ticking,
+            waste: view::pct(h.wasted_cpu_pct),
+            money: format!("{:.0} {currency}", h.wasted_cost_per_year),
+            baselines: h
+                .baselines
+                .iter()
+                .map(|b| {
+                    let from = match b.learned_from_guests {
+                        0 => "default".to_string(),
+                        n => format!("from {n} guests"),
+                    };
+                    format!(
+                        "{} {} per vCPU ({from})",
+                        b.hypervisor,
+                        view::pct(b.cpu_pct_per_vcpu)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
+    }
 }
 
 pub async fn overview(State(state): State<AppState>) -> Result<OverviewPage, PageError> {
@@ -90,6 +130,10 @@ pub async fn overview(State(state): State<AppState>) -> Result<OverviewPage, Pag
         realised,
         totals,
         rows: guests.iter().map(GuestRow::new).collect(),
+        hosts: fleet::host_totals(&guests, &state.options.cost)
+            .iter()
+            .map(|h| HostRow::new(h, &state.options.cost.currency))
+            .collect(),
         generated: view::time(now),
     })
 }
