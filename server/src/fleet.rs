@@ -67,35 +67,48 @@ fn source_rank(source: &str) -> u8 {
 /// kernel release, the guest was upgraded since the better source last spoke, and the newer
 /// one wins.
 fn best_facts(rows: Vec<FactsRow>, now_ms: i64) -> HashMap<i64, KernelFacts> {
-    let mut by_guest: HashMap<i64, Vec<(FactsRow, GuestFacts)>> = HashMap::new();
+    let mut by_guest: HashMap<i64, Vec<(String, i64, GuestFacts)>> = HashMap::new();
     for row in rows {
-        if now_ms - row.received_ms > FACTS_MAX_AGE_MS {
-            continue;
-        }
         if let Ok(facts) = serde_json::from_str::<GuestFacts>(&row.facts_json) {
-            by_guest.entry(row.guest_id).or_default().push((row, facts));
+            by_guest
+                .entry(row.guest_id)
+                .or_default()
+                .push((row.source, row.received_ms, facts));
         }
     }
     by_guest
         .into_iter()
         .filter_map(|(guest_id, candidates)| {
-            let best = candidates
-                .iter()
-                .max_by_key(|(row, _)| (source_rank(&row.source), row.received_ms))?;
-            let upgraded = candidates
-                .iter()
-                .filter(|(row, facts)| {
-                    row.received_ms > best.0.received_ms
-                        && facts.kernel_release.is_some()
-                        && best.1.kernel_release.is_some()
-                        && facts.kernel_release != best.1.kernel_release
-                })
-                .max_by_key(|(row, _)| row.received_ms);
-            let (row, facts) = upgraded.unwrap_or(best);
-            let age_s = (now_ms - row.received_ms).max(0) as f64 / 1000.0;
-            Some((guest_id, KernelFacts::new(facts, &row.source, age_s)))
+            let candidates = candidates.iter().map(|(s, at, f)| (s.as_str(), *at, f));
+            Some((guest_id, choose_facts(candidates, now_ms)?))
         })
         .collect()
+}
+
+/// One guest's facts at `now_ms` from candidates (source, received ms, facts): see
+/// [`best_facts`]. Candidates older than `FACTS_MAX_AGE_MS` are not used.
+fn choose_facts<'a>(
+    candidates: impl Iterator<Item = (&'a str, i64, &'a GuestFacts)>,
+    now_ms: i64,
+) -> Option<KernelFacts> {
+    let fresh: Vec<(&str, i64, &GuestFacts)> = candidates
+        .filter(|(_, received_ms, _)| now_ms - received_ms <= FACTS_MAX_AGE_MS)
+        .collect();
+    let best = fresh
+        .iter()
+        .max_by_key(|(source, received_ms, _)| (source_rank(source), *received_ms))?;
+    let upgraded = fresh
+        .iter()
+        .filter(|(_, received_ms, facts)| {
+            *received_ms > best.1
+                && facts.kernel_release.is_some()
+                && best.2.kernel_release.is_some()
+                && facts.kernel_release != best.2.kernel_release
+        })
+        .max_by_key(|(_, received_ms, _)| *received_ms);
+    let (source, received_ms, facts) = upgraded.unwrap_or(best);
+    let age_s = (now_ms - received_ms).max(0) as f64 / 1000.0;
+    Some(KernelFacts::new(facts, source, age_s))
 }
 
 fn reading(r: &IdleReading) -> idle::Reading {
@@ -115,7 +128,7 @@ fn intervals(samples: &[IntervalRow], readings: &[idle::Reading]) -> Vec<Interva
             vcpus: s.vcpus,
             host_cpu_s: s.host_cpu_s,
             wakeups: u64::try_from(s.vcpu_wakeups).unwrap_or(0),
-            guest_idle_fraction: idle::reading_for(readings, s.received_ms),
+            guest_idle_fraction: idle::reading_for(readings, s.received_ms, s.length_ms),
         })
         .collect()
 }
@@ -159,7 +172,9 @@ fn windows(
 async fn analyse(db: &Db, scope: GuestScope, now_ms: i64) -> AppResult<Vec<AnalysedGuest>> {
     let rows = db.guests_in(scope).await?;
     let samples = db.window_intervals(scope, ANALYSIS_WINDOW_MS).await?;
-    let readings = db.window_idle_readings(scope, ANALYSIS_WINDOW_MS).await?;
+    let readings = db
+        .window_idle_readings(scope, ANALYSIS_WINDOW_MS, idle::DEFAULT_READING_SPAN_MS)
+        .await?;
     let host = match scope {
         GuestScope::Host { host_id, .. } => Some(host_id),
         GuestScope::Active { .. } => None,
@@ -247,24 +262,56 @@ pub async fn changes(
     now_ms: i64,
 ) -> AppResult<HashMap<i64, Change>> {
     let mut measured = HashMap::new();
-    for (guest, at_ms, previous_ms) in db.last_changes(guest_id).await? {
+    for (guest, (at_ms, previous_ms)) in last_changes(db.fact_changes(guest_id).await?) {
         // Idle intervals only: the reboot into the new kernel, and any work around it, is not
         // what the change is about.
-        let idle_span = |(samples, readings): (Vec<IntervalRow>, Vec<IdleReading>)| {
+        let activity = |(samples, readings): (Vec<IntervalRow>, Vec<IdleReading>)| {
             let readings: Vec<idle::Reading> = readings.iter().map(reading).collect();
-            idle::activity(&intervals(&samples, &readings)).idle
+            idle::activity(&intervals(&samples, &readings))
         };
         let from_ms = previous_ms.map_or(at_ms - AROUND_CHANGE_MS, |p| {
             (p + 1).max(at_ms - AROUND_CHANGE_MS)
         });
-        let before = idle_span(db.samples_between(guest, from_ms, at_ms).await?);
+        let before = activity(
+            db.samples_between(guest, from_ms, at_ms, idle::DEFAULT_READING_SPAN_MS)
+                .await?,
+        );
         let to_ms = (at_ms + 1 + AROUND_CHANGE_MS).min(now_ms + 1);
-        let after = idle_span(db.samples_between(guest, at_ms + 1, to_ms).await?);
-        if let Some(change) = change::measure(at_ms, &before, &after) {
+        let after = activity(
+            db.samples_between(guest, at_ms + 1, to_ms, idle::DEFAULT_READING_SPAN_MS)
+                .await?,
+        );
+        let idle_share_after = after.idle_share().unwrap_or(0.0);
+        if let Some(change) = change::measure(at_ms, &before.idle, &after.idle, idle_share_after) {
             measured.insert(guest, change);
         }
     }
     Ok(measured)
+}
+
+/// Each guest's last change and the one before it, as (at, previous), from the changes every
+/// source saw, oldest first. One reboot is seen by each source that reports that guest (the probe
+/// at once, a guest agent up to its next question), so only the best source that saw changes
+/// counts; the others would make one reboot look like two.
+fn last_changes(changes: Vec<(i64, String, i64)>) -> HashMap<i64, (i64, Option<i64>)> {
+    let mut by_guest: HashMap<i64, Vec<(String, i64)>> = HashMap::new();
+    for (guest, source, at_ms) in changes {
+        by_guest.entry(guest).or_default().push((source, at_ms));
+    }
+    by_guest
+        .into_iter()
+        .filter_map(|(guest, changes)| {
+            let best = changes.iter().map(|(s, _)| source_rank(s)).max()?;
+            let times: Vec<i64> = changes
+                .iter()
+                .filter(|(s, _)| source_rank(s) == best)
+                .map(|(_, at)| *at)
+                .collect();
+            let at = *times.last()?;
+            let previous = times.len().checked_sub(2).map(|i| times[i]);
+            Some((guest, (at, previous)))
+        })
+        .collect()
 }
 
 /// The waste a guest accumulated over the last day and the last week.
@@ -274,31 +321,56 @@ pub struct WasteSoFar {
     pub last_7d: Accumulated,
 }
 
-/// The facts a guest had at `at_ms`: those first received by then, from the best source still
-/// fresh at that time, as the ranking picks them now.
-fn facts_at(spans: &[FactsSpanRow], guest_id: i64, at_ms: i64) -> Option<KernelFacts> {
-    let rows = spans
-        .iter()
-        .filter(|row| row.first_received_ms <= at_ms)
-        .map(|row| FactsRow {
-            guest_id,
-            source: row.source.clone(),
-            received_ms: row.received_ms.min(at_ms),
-            facts_json: row.facts_json.clone(),
-        })
-        .collect();
-    best_facts(rows, at_ms).remove(&guest_id)
-}
-
 /// What `guest` wasted over the last 24 hours and 7 days: its samples cut into analysis windows,
 /// each judged on its own with the facts of its time, against the host's current baseline.
 pub async fn waste_so_far(db: &Db, guest: &AnalysedGuest, now_ms: i64) -> AppResult<WasteSoFar> {
     const DAY_MS: i64 = 24 * 60 * 60 * 1000;
     let (samples, readings) = db
-        .samples_between(guest.id, now_ms - 7 * DAY_MS, now_ms + 1)
+        .samples_between(
+            guest.id,
+            now_ms - 7 * DAY_MS,
+            now_ms + 1,
+            idle::DEFAULT_READING_SPAN_MS,
+        )
         .await?;
     let readings: Vec<idle::Reading> = readings.iter().map(reading).collect();
-    let spans = db.facts_spans(guest.id).await?;
+    // Each set of facts parsed once: (source, first received, last received, facts).
+    let spans: Vec<(String, i64, i64, GuestFacts)> = db
+        .facts_spans(guest.id)
+        .await?
+        .into_iter()
+        .filter_map(|row: FactsSpanRow| {
+            let facts = serde_json::from_str(&row.facts_json).ok()?;
+            Some((row.source, row.first_received_ms, row.received_ms, facts))
+        })
+        .collect();
+    // The facts a guest had at a time: those first received by then, as the ranking would
+    // have picked them then.
+    let facts_at = |at_ms: i64| {
+        let candidates = spans
+            .iter()
+            .filter(|(_, first_ms, _, _)| *first_ms <= at_ms)
+            .map(|(source, _, last_ms, facts)| (source.as_str(), (*last_ms).min(at_ms), facts));
+        choose_facts(candidates, at_ms)
+    };
+    let window = |samples: &[IntervalRow], end_ms: i64| {
+        let mut facts = facts_at(end_ms);
+        if let Some(facts) = &mut facts {
+            // The facts' idle fraction is the newest one, not this window's: the window's own
+            // readings stand in for it, and without them there is none.
+            facts.idle_fraction = None;
+        }
+        Window {
+            hypervisor: Hypervisor::from_name(&guest.hypervisor),
+            vcpus: samples.last().map_or(guest.vcpus, |s| s.vcpus),
+            intervals: intervals(samples, &readings),
+            wakeups_from_vcpu_threads: samples.iter().all(|s| s.from_vcpu_threads),
+            boot_args: guest.boot_args.clone(),
+            facts,
+            uses_kvm: guest.uses_kvm,
+            host_halt_poll_ns: None,
+        }
+    };
     let mut chunks: BTreeMap<i64, Vec<IntervalRow>> = BTreeMap::new();
     for sample in samples {
         chunks
@@ -310,31 +382,16 @@ pub async fn waste_so_far(db: &Db, guest: &AnalysedGuest, now_ms: i64) -> AppRes
     let mut week = Vec::new();
     for (chunk, samples) in chunks {
         let end_ms = (chunk + 1) * ANALYSIS_WINDOW_MS;
-        let intervals = intervals(&samples, &readings);
-        let mut facts = facts_at(&spans, guest.id, end_ms);
-        if let Some(facts) = &mut facts {
-            // The facts' idle fraction is the newest one; this window's own readings say more.
-            let reported: Vec<f64> = intervals
-                .iter()
-                .filter_map(|i| i.guest_idle_fraction)
-                .collect();
-            facts.idle_fraction = (!reported.is_empty())
-                .then(|| reported.iter().sum::<f64>() / reported.len() as f64);
+        // The chunk that straddles the start of the day contributes its part in the day.
+        let in_day: Vec<IntervalRow> = samples
+            .iter()
+            .filter(|s| s.received_ms > now_ms - DAY_MS)
+            .cloned()
+            .collect();
+        if !in_day.is_empty() {
+            day.push(window(&in_day, end_ms));
         }
-        let window = Window {
-            hypervisor: Hypervisor::from_name(&guest.hypervisor),
-            vcpus: samples.last().map_or(guest.vcpus, |s| s.vcpus),
-            intervals,
-            wakeups_from_vcpu_threads: samples.iter().all(|s| s.from_vcpu_threads),
-            boot_args: guest.boot_args.clone(),
-            facts,
-            uses_kvm: guest.uses_kvm,
-            host_halt_poll_ns: None,
-        };
-        if end_ms > now_ms - DAY_MS {
-            day.push(window.clone());
-        }
-        week.push(window);
+        week.push(window(&samples, end_ms));
     }
     let baseline = &guest.verdict.waste.baseline;
     Ok(WasteSoFar {
@@ -410,6 +467,21 @@ mod tests {
             received_ms,
             facts_json: serde_json::json!({"kernel_release": release}).to_string(),
         }
+    }
+
+    #[test]
+    fn one_reboot_seen_by_two_sources_is_one_change() {
+        let changes = vec![
+            (1, "probe_channel".to_string(), 1_000),
+            (1, "probe_channel".to_string(), 5_000),
+            // The guest agent noticed the second reboot ten minutes later.
+            (1, "qemu_guest_agent".to_string(), 605_000),
+            // A guest only a guest agent reports: its changes count.
+            (2, "qemu_guest_agent".to_string(), 7_000),
+        ];
+        let last = last_changes(changes);
+        assert_eq!(last[&1], (5_000, Some(1_000)));
+        assert_eq!(last[&2], (7_000, None));
     }
 
     #[test]

@@ -19,12 +19,16 @@ pub struct Change {
     /// vCPU wake-ups per vCPU per second before and after.
     pub wakeups_before: f64,
     pub wakeups_after: f64,
-    /// Host CPU the change saved, in % of one core (negative: it costs more now).
+    /// Share of the time since the change the guest idled, 0 to 1.
+    pub idle_share_after: f64,
+    /// Host CPU the change saves, in % of one core averaged over all time as waste is (the
+    /// difference while idle × the share of time it idles now); negative: it costs more now.
     pub saved_cpu_pct: f64,
 }
 
-/// Compares the spans before and after a change; `None` until each side has `MIN_SPAN_S`.
-pub fn measure(at_ms: i64, before: &Span, after: &Span) -> Option<Change> {
+/// Compares the idle spans before and after a change; `None` until each side has `MIN_SPAN_S`.
+/// `idle_share_after` is the share of the time since the change that was idle.
+pub fn measure(at_ms: i64, before: &Span, after: &Span, idle_share_after: f64) -> Option<Change> {
     let rates = |s: &Span| {
         (s.length_s >= MIN_SPAN_S && s.vcpu_s > 0.0).then(|| {
             (
@@ -41,7 +45,8 @@ pub fn measure(at_ms: i64, before: &Span, after: &Span) -> Option<Change> {
         cpu_after_pct,
         wakeups_before,
         wakeups_after,
-        saved_cpu_pct: cpu_before_pct - cpu_after_pct,
+        idle_share_after,
+        saved_cpu_pct: (cpu_before_pct - cpu_after_pct) * idle_share_after,
     })
 }
 
@@ -68,14 +73,16 @@ mod tests {
             (Span::default(), span(0.3, 38.0, 60.0), None),
         ];
         for (before, after, saved) in cases {
-            let change = measure(1, &before, &after);
+            let change = measure(1, &before, &after, 1.0);
             match (change, saved) {
                 (Some(c), Some(s)) => assert!((c.saved_cpu_pct - s).abs() < 1e-9, "{c:?}"),
                 (None, None) => {}
                 other => panic!("{other:?}"),
             }
         }
-        let c = measure(7, &span(5.3, 650.0, 600.0), &span(0.3, 38.0, 600.0)).unwrap();
+        // A guest idle half the time since saves half as much, averaged as waste is.
+        let c = measure(7, &span(5.3, 650.0, 600.0), &span(0.3, 38.0, 600.0), 0.5).unwrap();
+        assert!((c.saved_cpu_pct - 2.5).abs() < 1e-9, "{c:?}");
         assert_eq!(c.at_ms, 7);
         assert!((c.wakeups_before - 650.0).abs() < 0.01 && (c.wakeups_after - 38.0).abs() < 0.01);
     }

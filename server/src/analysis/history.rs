@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::waste::{self, Baseline};
-use super::{Window, idle, judged_span, tick_mode};
+use super::{Window, idle, judged, settled, tick_mode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct Accumulated {
@@ -22,7 +22,9 @@ pub fn accumulate(windows: &[Window], baseline: &Baseline) -> Accumulated {
     for window in windows {
         let total = window.total();
         let activity = idle::activity(&window.intervals);
-        let classification = tick_mode::classify(window, &judged_span(&total, &activity));
+        let (span, reported_idle) = judged(&total, &activity);
+        let classification = tick_mode::classify(window, &span, reported_idle);
+        let activity = settled(activity, &classification, window);
         let waste = waste::waste(&classification, &activity, &total, baseline);
         sum.wasted_core_hours += waste.wasted_cpu_pct / 100.0 * total.length_s / 3600.0;
         sum.measured_hours += total.length_s / 3600.0;
@@ -51,6 +53,8 @@ mod tests {
         let expected = 4.8 / 100.0 * 60.0 / 3600.0;
         assert!((sum.wasted_core_hours - expected).abs() < 1e-12, "{sum:?}");
         assert!((sum.measured_hours - 180.0 / 3600.0).abs() < 1e-12);
+        // The working minute is not idle time, though nothing in it stood above a quieter floor.
+        assert!((sum.idle_hours - 120.0 / 3600.0).abs() < 1e-12, "{sum:?}");
         assert_eq!(accumulate(&[], &baseline), Accumulated::default());
     }
 }

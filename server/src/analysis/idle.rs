@@ -9,11 +9,13 @@
 //! - **Inferred**, when the guest reported nothing: from the host side an idle guest costs the
 //!   same interval after interval (its tick, its timers), and work shows as a rise above that
 //!   floor. The guest's quiet level is the [`QUIET_QUANTILE`] of its intervals' host CPU per vCPU
-//!   over the window; an interval is busy when it used more than
-//!   [`BUSY_ABOVE_QUIET_FACTOR`] × that level + [`BUSY_ABOVE_QUIET_MARGIN_PCT`]. A guest that
-//!   works all the time has no quieter floor to rise above, so its intervals all look alike here;
-//!   telling that guest busy from polling is the tick classifier's job, and the guest's own idle
-//!   time settles it.
+//!   over the window (leaving out intervals of a paused VM, below [`PAUSED_BELOW_CPU_PCT`]); an
+//!   interval is busy when it used more than [`BUSY_ABOVE_QUIET_FACTOR`] × that level +
+//!   [`BUSY_ABOVE_QUIET_MARGIN_PCT`]. With fewer than [`MIN_INTERVALS_TO_INFER`] intervals
+//!   there is no floor to trust and none is called busy. A guest that works all the time has no
+//!   quieter floor to rise above, so its intervals all look alike here; telling that guest busy
+//!   from polling is the tick classifier's job (and when it says busy, the inferred intervals
+//!   count as busy), and the guest's own idle time settles it.
 
 use serde::Serialize;
 
@@ -28,6 +30,11 @@ pub const BUSY_ABOVE_QUIET_FACTOR: f64 = 2.0;
 /// ... in percentage points of a core per vCPU, so that a guest whose quiet level is near zero
 /// is not called busy for a blip.
 pub const BUSY_ABOVE_QUIET_MARGIN_PCT: f64 = 2.0;
+/// Intervals needed before any is inferred busy: the quiet level of fewer is one interval's luck.
+pub const MIN_INTERVALS_TO_INFER: usize = 6;
+/// Host CPU per vCPU below which an interval is a paused VM, not a quiet one (an idle tickless
+/// guest costs 0.1-0.4 %), in % of a core.
+pub const PAUSED_BELOW_CPU_PCT: f64 = 0.05;
 /// How much time an idle reading covers when the guest did not say, in ms: the probe's default
 /// delivery interval (it measures the time since its previous delivery).
 pub const DEFAULT_READING_SPAN_MS: i64 = 60_000;
@@ -70,6 +77,10 @@ pub struct Activity {
     pub inferred_s: f64,
     /// The quiet level inference measured against, in % of a core per vCPU.
     pub quiet_cpu_pct_per_vcpu: Option<f64>,
+    /// The guest's own idle fraction, time-weighted, over its idle intervals and over all of
+    /// them, where it reported any.
+    pub reported_idle_when_idle: Option<f64>,
+    pub reported_idle_overall: Option<f64>,
 }
 
 impl Activity {
@@ -99,10 +110,14 @@ impl Activity {
             "by the guest's own idle time (an interval is idle when the vCPUs idled at least {:.0} % of it)",
             IDLE_MIN_REPORTED_FRACTION * 100.0
         );
-        let inferred = format!(
-            "inferred from host CPU (busy above {BUSY_ABOVE_QUIET_FACTOR} × the quiet level of {:.2} % per vCPU + {BUSY_ABOVE_QUIET_MARGIN_PCT} points)",
-            self.quiet_cpu_pct_per_vcpu.unwrap_or(0.0)
-        );
+        let inferred = match self.quiet_cpu_pct_per_vcpu {
+            Some(quiet) => format!(
+                "inferred from host CPU (busy above {BUSY_ABOVE_QUIET_FACTOR} × the quiet level of {quiet:.2} % per vCPU + {BUSY_ABOVE_QUIET_MARGIN_PCT} points)"
+            ),
+            None => format!(
+                "inferred from host CPU (too few intervals to tell busy ones apart: {MIN_INTERVALS_TO_INFER} needed)"
+            ),
+        };
         let how = match self.basis() {
             "reported" => reported,
             "inferred" => inferred,
@@ -118,25 +133,39 @@ impl Activity {
     }
 }
 
-/// The idle fraction a guest reported over the sample received at `at_ms`: that of the first
-/// reading received at or after it whose measured time reaches back to it. A sample no reading
-/// covers (newer than the newest reading, or from before the guest's probe started, such as a
-/// boot) has none, and is judged from the host side. `readings` are oldest first.
-pub fn reading_for(readings: &[Reading], at_ms: i64) -> Option<f64> {
+/// The idle fraction a guest reported over the sample of `length_ms` received at `at_ms`: that
+/// of the reading whose measured time overlaps most of the sample. Readings tile time (each
+/// measures since the one before), so only the last one before and the first one after the
+/// sample can. A sample no reading covers (newer than the newest reading, or from before the
+/// guest's probe started, such as a boot) has none, and is judged from the host side.
+/// `readings` are oldest first.
+pub fn reading_for(readings: &[Reading], at_ms: i64, length_ms: f64) -> Option<f64> {
     let first_after = readings.partition_point(|r| r.received_ms < at_ms);
-    readings[first_after..]
-        .iter()
-        .find(|r| r.received_ms - r.measured_ms.unwrap_or(DEFAULT_READING_SPAN_MS) <= at_ms)
-        .map(|r| r.idle_fraction)
+    let sample = (at_ms as f64 - length_ms, at_ms as f64);
+    let overlap = |r: &Reading| {
+        let measured_from =
+            (r.received_ms - r.measured_ms.unwrap_or(DEFAULT_READING_SPAN_MS)) as f64;
+        (sample.1.min(r.received_ms as f64) - sample.0.max(measured_from)).max(0.0)
+    };
+    [first_after.checked_sub(1), Some(first_after)]
+        .into_iter()
+        .flatten()
+        .filter_map(|i| readings.get(i))
+        .map(|r| (overlap(r), r.idle_fraction))
+        .filter(|(overlap, _)| *overlap >= length_ms / 2.0)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, idle)| idle)
 }
 
-/// The `QUIET_QUANTILE` of the intervals' host CPU per vCPU, in % of a core.
+/// The `QUIET_QUANTILE` of the intervals' host CPU per vCPU, in % of a core, leaving out a
+/// paused VM's; `None` with fewer than `MIN_INTERVALS_TO_INFER` left.
 fn quiet_level(intervals: &[Interval]) -> Option<f64> {
     let mut levels: Vec<f64> = intervals
         .iter()
         .filter_map(Interval::cpu_pct_per_vcpu)
+        .filter(|level| *level >= PAUSED_BELOW_CPU_PCT)
         .collect();
-    if levels.is_empty() {
+    if levels.len() < MIN_INTERVALS_TO_INFER {
         return None;
     }
     levels.sort_by(f64::total_cmp);
@@ -144,8 +173,9 @@ fn quiet_level(intervals: &[Interval]) -> Option<f64> {
     Some(levels[index])
 }
 
-/// Judges each interval idle or busy, in order.
-pub fn judge(intervals: &[Interval]) -> Vec<Judgement> {
+/// Judges each interval idle or busy, in order. With `inferred_busy`, every interval the guest
+/// did not report on counts as busy (the classifier found the guest working).
+pub fn judge(intervals: &[Interval], inferred_busy: bool) -> Vec<Judgement> {
     let quiet = quiet_level(intervals);
     intervals
         .iter()
@@ -155,13 +185,14 @@ pub fn judge(intervals: &[Interval]) -> Vec<Judgement> {
                 basis: Basis::Reported,
             },
             None => Judgement {
-                idle: match (interval.cpu_pct_per_vcpu(), quiet) {
-                    (Some(level), Some(quiet)) => {
-                        level <= quiet * BUSY_ABOVE_QUIET_FACTOR + BUSY_ABOVE_QUIET_MARGIN_PCT
-                    }
-                    // Nothing to divide by: no time, so it weighs nothing either way.
-                    _ => true,
-                },
+                idle: !inferred_busy
+                    && match (interval.cpu_pct_per_vcpu(), quiet) {
+                        (Some(level), Some(quiet)) => {
+                            level <= quiet * BUSY_ABOVE_QUIET_FACTOR + BUSY_ABOVE_QUIET_MARGIN_PCT
+                        }
+                        // Too few intervals to know the floor, or no time to weigh: idle.
+                        _ => true,
+                    },
                 basis: Basis::Inferred,
             },
         })
@@ -170,6 +201,15 @@ pub fn judge(intervals: &[Interval]) -> Vec<Judgement> {
 
 /// Judges the intervals and sums them by outcome.
 pub fn activity(intervals: &[Interval]) -> Activity {
+    activity_with(intervals, false)
+}
+
+/// As [`activity`], with every interval the guest did not report on counted as busy.
+pub fn activity_inferred_busy(intervals: &[Interval]) -> Activity {
+    activity_with(intervals, true)
+}
+
+fn activity_with(intervals: &[Interval], inferred_busy: bool) -> Activity {
     let mut activity = Activity {
         idle: Span::default(),
         idle_s: 0.0,
@@ -177,8 +217,13 @@ pub fn activity(intervals: &[Interval]) -> Activity {
         reported_s: 0.0,
         inferred_s: 0.0,
         quiet_cpu_pct_per_vcpu: quiet_level(intervals),
+        reported_idle_when_idle: None,
+        reported_idle_overall: None,
     };
-    for (interval, judgement) in intervals.iter().zip(judge(intervals)) {
+    // (Σ fraction × length, Σ length) of the reported intervals: over idle ones, over all.
+    let mut when_idle = (0.0, 0.0);
+    let mut overall = (0.0, 0.0);
+    for (interval, judgement) in intervals.iter().zip(judge(intervals, inferred_busy)) {
         if judgement.idle {
             activity.idle.add(interval);
             activity.idle_s += interval.length_s;
@@ -189,7 +234,17 @@ pub fn activity(intervals: &[Interval]) -> Activity {
             Basis::Reported => activity.reported_s += interval.length_s,
             Basis::Inferred => activity.inferred_s += interval.length_s,
         }
+        if let Some(fraction) = interval.guest_idle_fraction {
+            let weighted = (fraction * interval.length_s, interval.length_s);
+            overall = (overall.0 + weighted.0, overall.1 + weighted.1);
+            if judgement.idle {
+                when_idle = (when_idle.0 + weighted.0, when_idle.1 + weighted.1);
+            }
+        }
     }
+    let mean = |(sum, length): (f64, f64)| (length > 0.0).then(|| sum / length);
+    activity.reported_idle_when_idle = mean(when_idle);
+    activity.reported_idle_overall = mean(overall);
     activity
 }
 
@@ -209,22 +264,33 @@ mod tests {
 
     #[test]
     fn intervals_are_judged_by_the_guest_first_then_against_its_quiet_level() {
+        const N: Option<f64> = None;
         // (host CPU % per vCPU of each interval, reported idle fractions, expected idle flags)
         type Case<'a> = (&'a [f64], &'a [Option<f64>], &'a [bool]);
-        let cases: [Case; 6] = [
+        let cases: [Case; 9] = [
             // A nohz=off guest idling (4.75-5.75 % measured on TCG): all idle.
-            (&[5.3, 4.9, 5.7, 5.1], &[None; 4], &[true; 4]),
+            (&[5.3, 4.9, 5.7, 5.1, 5.2, 5.0], &[N; 6], &[true; 6]),
             // The same guest running a job for two intervals: those are busy.
             (
-                &[5.3, 60.0, 98.0, 5.1],
-                &[None; 4],
-                &[true, false, false, true],
+                &[5.3, 60.0, 98.0, 5.1, 5.2, 5.0],
+                &[N; 6],
+                &[true, false, false, true, true, true],
             ),
             // A tickless guest near zero is not called busy for a blip of 1.5 points.
-            (&[0.3, 0.4, 1.9, 0.3], &[None; 4], &[true; 4]),
+            (&[0.3, 0.4, 1.9, 0.3, 0.3, 0.4], &[N; 6], &[true; 6]),
+            // One quiet interval is not the floor: the ticking ones stay idle.
+            (&[5.3, 0.5, 5.7, 5.1, 5.2, 5.0], &[N; 6], &[true; 6]),
+            // Nor is a paused VM's nothing.
+            (
+                &[5.3, 0.0, 0.01, 0.0, 5.2, 5.0, 5.1, 5.4, 5.3, 5.2],
+                &[N; 10],
+                &[true; 10],
+            ),
+            // Too few intervals to know the floor: none is called busy.
+            (&[5.3, 90.0, 5.1], &[N; 3], &[true; 3]),
             // Flat out all the time: no quieter floor, so nothing stands out (the classifier
             // and the guest's own idle time decide whether that is work or polling).
-            (&[99.0, 99.5, 98.7], &[None; 3], &[true; 3]),
+            (&[99.0, 99.5, 98.7, 99.1, 99.0, 98.9], &[N; 6], &[true; 6]),
             // The guest's own idle time wins over the host's view, both ways.
             (
                 &[99.0, 99.5, 5.0],
@@ -239,9 +305,15 @@ mod tests {
                 .zip(reported)
                 .map(|(l, r)| interval(*l, *r))
                 .collect();
-            let idle: Vec<bool> = judge(&intervals).iter().map(|j| j.idle).collect();
+            let idle: Vec<bool> = judge(&intervals, false).iter().map(|j| j.idle).collect();
             assert_eq!(idle, expected, "{levels:?} {reported:?}");
         }
+        // A guest the classifier found working: what it did not report on is busy.
+        let intervals = [interval(99.0, None), interval(99.0, Some(0.95))];
+        let idle: Vec<bool> = judge(&intervals, true).iter().map(|j| j.idle).collect();
+        assert_eq!(idle, [false, true]);
+        let a = activity_inferred_busy(&intervals);
+        assert_eq!((a.idle_s, a.busy_s), (10.0, 10.0));
     }
 
     #[test]
@@ -250,14 +322,27 @@ mod tests {
             interval(5.0, None),
             interval(80.0, None),
             interval(5.0, Some(0.97)),
+            interval(5.0, None),
+            interval(5.0, None),
+            interval(5.0, None),
         ];
         let a = activity(&intervals);
-        assert_eq!((a.idle_s, a.busy_s), (20.0, 10.0));
-        assert_eq!((a.reported_s, a.inferred_s), (10.0, 20.0));
-        assert!((a.idle.host_cpu_s - 1.0).abs() < 1e-9, "{a:?}");
-        assert!((a.idle_share().unwrap() - 2.0 / 3.0).abs() < 1e-9);
+        assert_eq!((a.idle_s, a.busy_s), (50.0, 10.0));
+        assert_eq!((a.reported_s, a.inferred_s), (10.0, 50.0));
+        assert!((a.idle.host_cpu_s - 2.5).abs() < 1e-9, "{a:?}");
+        assert!((a.idle_share().unwrap() - 5.0 / 6.0).abs() < 1e-9);
+        assert_eq!(a.reported_idle_when_idle, Some(0.97));
+        let b = activity(&[interval(5.0, Some(0.99)), interval(90.0, Some(0.09))]);
+        assert_eq!(b.reported_idle_when_idle, Some(0.99));
+        assert!(
+            (b.reported_idle_overall.unwrap() - 0.54).abs() < 1e-9,
+            "{b:?}"
+        );
         let text = a.describe();
-        assert!(text.contains("Idle 67 % of the 30 s"), "{text}");
+        assert!(text.contains("Idle 83 % of the 60 s"), "{text}");
+        assert!(text.contains("quiet level of 5.00 %"), "{text}");
+        let few = activity(&intervals[..3]).describe();
+        assert!(text != few && few.contains("too few intervals"), "{few}");
         assert!(text.contains("10 s by the guest's own idle time"), "{text}");
         assert_eq!(a.basis(), "mixed");
         assert_eq!(activity(&[]).idle_share(), None);
@@ -279,22 +364,30 @@ mod tests {
             reading(400_000, Some(1_000), 0.95),
             reading(405_000, Some(5_000), 0.97),
         ];
+        // (sample received at, expected reading), for 10 s samples.
         let cases = [
-            (0, Some(0.99)),
+            (0, None),
+            (10_000, Some(0.99)),
             (60_000, Some(0.99)),
-            (61_000, Some(0.40)),
+            // Mostly measured by the reading before it, then mostly by the one after.
+            (61_000, Some(0.99)),
+            (66_000, Some(0.40)),
             (130_000, Some(0.98)),
             // Newer than the newest reading of that run: nothing measured it.
             (200_000, None),
-            // The boot before the probe started is not covered by its first reading.
+            // The boot before the probe started is not covered by its first reading, which
+            // measured one second: not most of the sample that holds it.
             (390_000, None),
-            (399_000, Some(0.95)),
-            (401_000, Some(0.97)),
-            (406_000, None),
+            (400_000, None),
+            // The next reading measured the five seconds before it: half of a 10 s sample.
+            (405_000, Some(0.97)),
+            (411_000, None),
         ];
         for (at, expected) in cases {
-            assert_eq!(reading_for(&readings, at), expected, "at {at}");
+            assert_eq!(reading_for(&readings, at, 10_000.0), expected, "at {at}");
         }
-        assert_eq!(reading_for(&[], 0), None);
+        // A shorter sample is mostly covered by the one-second reading.
+        assert_eq!(reading_for(&readings, 400_000, 1_000.0), Some(0.95));
+        assert_eq!(reading_for(&[], 0, 10_000.0), None);
     }
 }

@@ -182,13 +182,28 @@ pub struct Verdict {
     pub suggestions: Vec<Suggestion>,
 }
 
-/// The span a guest's tick is judged on: its idle intervals when they hold enough time to say
-/// anything, else all of them (a guest busy the whole window is judged busy from all of it).
-pub(crate) fn judged_span(total: &Span, activity: &Activity) -> Span {
+/// What a guest's tick is judged on: its idle intervals when they hold enough time to say
+/// anything, else all of them (a guest busy the whole window is judged busy from all of it),
+/// with the guest's own idle fraction over the same intervals when it reported one.
+pub(crate) fn judged(total: &Span, activity: &Activity) -> (Span, Option<f64>) {
     if activity.idle.length_s >= tick_mode::MIN_WINDOW_S {
-        activity.idle
+        (activity.idle, activity.reported_idle_when_idle)
     } else {
-        *total
+        (*total, activity.reported_idle_overall)
+    }
+}
+
+/// The activity once the tick classifier has spoken: a guest it found working was not idle in the
+/// intervals inferred idle only for lack of a quieter floor.
+pub(crate) fn settled(
+    activity: Activity,
+    classification: &Classification,
+    window: &Window,
+) -> Activity {
+    if classification.mode == TickMode::Busy && activity.inferred_s > 0.0 {
+        idle::activity_inferred_busy(&window.intervals)
+    } else {
+        activity
     }
 }
 
@@ -207,12 +222,13 @@ pub fn analyse_host(guests: &[Window]) -> Vec<Verdict> {
         .map(|window| {
             let total = window.total();
             let activity = idle::activity(&window.intervals);
-            let judged = judged_span(&total, &activity);
+            let (judged, reported_idle) = judged(&total, &activity);
+            let classification = tick_mode::classify(window, &judged, reported_idle);
             Measured {
-                classification: tick_mode::classify(window, &judged),
+                activity: settled(activity, &classification, window),
+                classification,
                 total,
                 judged,
-                activity,
             }
         })
         .collect();

@@ -202,6 +202,9 @@ fn paravirt_clocksource(input: &Input) -> Option<Suggestion> {
 /// Host CPU per wake-up from which KVM's halt polling explains a guest's idle cost: a wake-up
 /// costs a KVM vCPU some 5-20 µs without it, and up to the whole poll window with it.
 pub const HALT_POLL_EXPLAINS_FRACTION_OF_WINDOW: f64 = 0.5;
+/// ... and up to this multiple of the window: a wake-up cannot poll longer, so a costlier one is
+/// doing something else.
+pub const HALT_POLL_MAX_FRACTION_OF_WINDOW: f64 = 2.0;
 /// ... for a guest that costs at least this multiple of its host's tickless baseline per vCPU.
 pub const HALT_POLL_MIN_TIMES_BASELINE: f64 = 2.0;
 
@@ -213,9 +216,16 @@ fn lower_host_halt_poll(input: &Input) -> Option<Suggestion> {
     let poll_ns = window.host_halt_poll_ns.filter(|&ns| ns > 0)?;
     let rates = input.rates?;
     let baseline = input.waste.baseline.cpu_pct_per_vcpu;
+    let idle_share = input.activity.idle_share()?;
+    // A busy guest's CPU is work, and an `idle=poll` guest never halts, so KVM never polls for it;
+    // wake-ups counted over the whole process are not the vCPUs' own.
     if window.uses_kvm != Some(true)
-        || input.classification.mode == TickMode::Busy
-        || input.activity.idle_share()? < 0.5
+        || matches!(
+            input.classification.mode,
+            TickMode::Busy | TickMode::Polling | TickMode::Unknown
+        )
+        || !window.wakeups_from_vcpu_threads
+        || idle_share < 0.5
         || rates.wakeups_per_vcpu_s <= 0.0
         || rates.cpu_pct_per_vcpu < HALT_POLL_MIN_TIMES_BASELINE * baseline
     {
@@ -223,11 +233,14 @@ fn lower_host_halt_poll(input: &Input) -> Option<Suggestion> {
     }
     let poll_us = poll_ns as f64 / 1000.0;
     let cost_per_wakeup_us = rates.cpu_pct_per_vcpu / 100.0 / rates.wakeups_per_vcpu_s * 1e6;
-    if cost_per_wakeup_us < HALT_POLL_EXPLAINS_FRACTION_OF_WINDOW * poll_us {
+    if !(HALT_POLL_EXPLAINS_FRACTION_OF_WINDOW * poll_us
+        ..=HALT_POLL_MAX_FRACTION_OF_WINDOW * poll_us)
+        .contains(&cost_per_wakeup_us)
+    {
         return None;
     }
     // At most every wake-up's full window is polling, and at most what it costs above the
-    // tickless baseline.
+    // tickless baseline; while idle, so averaged over all the time as waste is.
     let vcpus = f64::from(window.vcpus);
     let polled_pct = rates.wakeups_per_vcpu_s * vcpus * poll_ns as f64 * 1e-9 * 100.0;
     let above_baseline_pct = (rates.cpu_pct_per_vcpu - baseline) * vcpus;
@@ -241,12 +254,12 @@ fn lower_host_halt_poll(input: &Input) -> Option<Suggestion> {
             "Each of its {:.0} wake-ups per vCPU per second costs the host {cost_per_wakeup_us:.0} µs, near the {poll_us:.0} µs KVM spins on a halted vCPU before letting it sleep: host-side halt polling, not the guest's tick, explains its {:.2} % of a core per vCPU.",
             rates.wakeups_per_vcpu_s, rates.cpu_pct_per_vcpu
         ),
-        confidence: if cost_per_wakeup_us >= 0.8 * poll_us {
+        confidence: if (0.8 * poll_us..=1.2 * poll_us).contains(&cost_per_wakeup_us) {
             Confidence::Medium
         } else {
             Confidence::Low
         },
-        saving_cpu_pct: Some(polled_pct.min(above_baseline_pct).max(0.0)),
+        saving_cpu_pct: Some(polled_pct.min(above_baseline_pct).max(0.0) * idle_share),
     })
 }
 
@@ -667,37 +680,79 @@ mod tests {
 
     #[test]
     fn host_halt_polling_is_blamed_only_when_it_explains_the_cpu() {
-        // (runs on KVM, host halt_poll_ns, host CPU % (1 vCPU), wake-ups/s, fires, saving %)
-        let cases = [
+        use Confidence::*;
+        // (runs on KVM, host halt_poll_ns, host CPU % (1 vCPU), wake-ups/s, boot args,
+        //  saving % and confidence when it fires)
+        type Case = (
+            Option<bool>,
+            Option<u64>,
+            f64,
+            f64,
+            Option<&'static str>,
+            Option<(f64, Confidence)>,
+        );
+        let cases: [Case; 10] = [
             // 400 µs per wake-up against a 200 µs window: polling; at most 50 × 200 µs = 1 %.
-            (Some(true), Some(200_000), 2.0, 50.0, Some(1.0)),
+            (Some(true), Some(200_000), 2.0, 50.0, None, Some((1.0, Low))),
+            // 200 µs per wake-up: each wake-up polls its whole window.
+            (
+                Some(true),
+                Some(200_000),
+                1.0,
+                50.0,
+                None,
+                Some((0.5, Medium)),
+            ),
             // Under TCG, or where the agent could not tell, there is no KVM to tune.
-            (Some(false), Some(200_000), 2.0, 50.0, None),
-            (None, Some(200_000), 2.0, 50.0, None),
-            (Some(true), Some(0), 2.0, 50.0, None),
-            (Some(true), None, 2.0, 50.0, None),
+            (Some(false), Some(200_000), 2.0, 50.0, None, None),
+            (None, Some(200_000), 2.0, 50.0, None, None),
+            (Some(true), Some(0), 2.0, 50.0, None, None),
+            (Some(true), None, 2.0, 50.0, None, None),
             // 30 µs per wake-up at 1000 Hz: the tick explains it, not polling.
-            (Some(true), Some(200_000), 3.0, 1000.0, None),
+            (Some(true), Some(200_000), 3.0, 1000.0, None, None),
             // Within twice the tickless baseline: nothing to explain.
-            (Some(true), Some(200_000), 0.6, 20.0, None),
+            (Some(true), Some(200_000), 0.6, 20.0, None, None),
+            // 2 ms per wake-up: no halt polls that long; something else runs.
+            (Some(true), Some(200_000), 4.0, 20.0, None, None),
+            // idle=poll never halts, so KVM never polls for it.
+            (
+                Some(true),
+                Some(200_000),
+                99.0,
+                10.0,
+                Some("idle=poll"),
+                None,
+            ),
         ];
-        for (uses_kvm, poll_ns, cpu, wakeups, expected) in cases {
-            let mut window = test_window(1, cpu, wakeups, None);
+        for (uses_kvm, poll_ns, cpu, wakeups, args, expected) in cases {
+            let mut window = test_window(1, cpu, wakeups, args);
             window.uses_kvm = uses_kvm;
             window.host_halt_poll_ns = poll_ns;
             let found = suggestions(window)
                 .into_iter()
                 .find(|s| s.rule == "lower_host_halt_poll");
-            let saving = found.as_ref().map(|s| s.saving_cpu_pct.unwrap());
-            match (saving, expected) {
-                (Some(got), Some(want)) => assert!(
-                    (got - want).abs() < 1e-9,
+            let got = found
+                .as_ref()
+                .map(|s| (s.saving_cpu_pct.unwrap(), s.confidence));
+            match (got, expected) {
+                (Some((saving, confidence)), Some((want, want_confidence))) => assert!(
+                    (saving - want).abs() < 1e-9 && confidence == want_confidence,
                     "{uses_kvm:?} {poll_ns:?} {cpu} {wakeups}: {found:?}"
                 ),
                 (None, None) => {}
-                _ => panic!("{uses_kvm:?} {poll_ns:?} {cpu} % {wakeups}/s: {found:?}"),
+                _ => panic!("{uses_kvm:?} {poll_ns:?} {cpu} % {wakeups}/s {args:?}: {found:?}"),
             }
         }
+        // Wake-ups counted over the whole process are not the vCPUs' own.
+        let mut window = test_window(1, 2.0, 50.0, None);
+        window.uses_kvm = Some(true);
+        window.host_halt_poll_ns = Some(200_000);
+        window.wakeups_from_vcpu_threads = false;
+        assert!(
+            !suggestions(window)
+                .iter()
+                .any(|s| s.rule == "lower_host_halt_poll")
+        );
     }
 
     #[test]

@@ -87,12 +87,16 @@ pub const GUEST_BUSY_BELOW_IDLE_FRACTION: f64 = 0.5;
 pub const GUEST_IDLE_ABOVE_FRACTION: f64 = 0.9;
 
 /// Classifies a guest from `measured` (its idle intervals, or all of them): from what the guest
-/// reported about itself when it did, and from the host-side rates otherwise.
-pub fn classify(window: &Window, measured: &Span) -> Classification {
+/// reported about itself when it did, and from the host-side rates otherwise. `reported_idle` is
+/// the guest's own idle fraction over the same intervals; without it, its newest facts' one.
+pub fn classify(window: &Window, measured: &Span, reported_idle: Option<f64>) -> Classification {
     let rates = measured.rates();
     let from_host = classify_from_host(window, measured, rates.as_ref());
     match window.facts.as_ref() {
-        Some(facts) => classify_from_facts(facts, rates.as_ref(), from_host),
+        Some(facts) => {
+            let idle = reported_idle.or(facts.idle_fraction);
+            classify_from_facts(facts, idle, rates.as_ref(), from_host)
+        }
         None => from_host,
     }
 }
@@ -101,12 +105,13 @@ pub fn classify(window: &Window, measured: &Span) -> Classification {
 /// the two disagree, that is said.
 fn classify_from_facts(
     k: &KernelFacts,
+    idle_fraction: Option<f64>,
     rates: Option<&Rates>,
     from_host: Classification,
 ) -> Classification {
     let mut evidence = Vec::new();
     let mut verdict = None;
-    if let Some(idle) = k.idle_fraction {
+    if let Some(idle) = idle_fraction {
         if idle < GUEST_BUSY_BELOW_IDLE_FRACTION {
             evidence.push(format!(
                 "The guest reports it was idle only {:.0} % of the time: it is working, not idling.",
@@ -322,7 +327,7 @@ mod tests {
     use crate::analysis::test_window as window;
 
     fn classify_window(w: &Window) -> Classification {
-        classify(w, &w.total())
+        classify(w, &w.total(), None)
     }
 
     /// Rows are the figures measured on real TCG guests (DESIGN.md §2) and typical KVM ones.

@@ -287,7 +287,17 @@ mod tests {
                 w.reasoning
             );
         }
-        let (activity, total) = measured(1, &[(5.3, Some(0.99)), (80.0, None), (5.3, None)]);
+        let (activity, total) = measured(
+            1,
+            &[
+                (5.3, Some(0.99)),
+                (80.0, None),
+                (5.3, None),
+                (5.3, None),
+                (5.3, None),
+                (5.3, None),
+            ],
+        );
         let w = waste(&periodic, &activity, &total, &baseline);
         assert!(
             w.reasoning.contains("busy intervals add nothing"),

@@ -36,6 +36,50 @@ pub struct FactsEventRow {
 /// cannot grow the table beyond this.
 pub const MAX_EVENTS_PER_SOURCE: i64 = 100;
 
+/// Idle readings are kept this long: the longest history a page reads (7 days) and a day more.
+pub const IDLE_READINGS_KEPT_MS: i64 = 8 * 24 * 60 * 60 * 1000;
+/// A source's readings of one guest closer together than this are not kept: the probe reports
+/// every minute, and a guest posting in a loop cannot grow the table faster.
+pub const IDLE_READING_MIN_GAP_MS: i64 = 1000;
+
+async fn record_idle_reading(
+    conn: &mut SqliteConnection,
+    guest_id: i64,
+    facts: &ValidFacts,
+    idle_fraction: f64,
+    now_ms: i64,
+) -> AppResult<()> {
+    let recent: Option<i64> = sqlx::query_scalar(
+        "SELECT 1 FROM guest_idle_readings
+         WHERE guest_id = ? AND received_ms > ? AND source = ? LIMIT 1",
+    )
+    .bind(guest_id)
+    .bind(now_ms - IDLE_READING_MIN_GAP_MS)
+    .bind(facts.source)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if recent.is_some() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO guest_idle_readings (guest_id, source, received_ms, measured_ms, idle_fraction)
+         VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(guest_id)
+    .bind(facts.source)
+    .bind(now_ms)
+    .bind(facts.facts.idle_measured_s.map(|s| (s * 1000.0).round() as i64))
+    .bind(idle_fraction)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("DELETE FROM guest_idle_readings WHERE guest_id = ? AND received_ms < ?")
+        .bind(guest_id)
+        .bind(now_ms - IDLE_READINGS_KEPT_MS)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
 /// Refreshes the guest's newest row from this source when its facts did not change, or adds a
 /// row when they did (dropping the oldest beyond `MAX_EVENTS_PER_SOURCE`).
 pub(super) async fn record_facts(
@@ -49,17 +93,7 @@ pub(super) async fn record_facts(
         .idle_fraction
         .filter(|f| (0.0..=1.0).contains(f))
     {
-        // Two deliveries in one millisecond (channel and direct) say the same thing.
-        sqlx::query(
-            "INSERT OR REPLACE INTO guest_idle_readings (guest_id, received_ms, measured_ms, idle_fraction)
-             VALUES (?, ?, ?, ?)",
-        )
-        .bind(guest_id)
-        .bind(now_ms)
-        .bind(facts.facts.idle_measured_s.map(|s| (s * 1000.0).round() as i64))
-        .bind(idle)
-        .execute(&mut *conn)
-        .await?;
+        record_idle_reading(conn, guest_id, facts, idle, now_ms).await?;
     }
     let latest: Option<(i64, String)> = sqlx::query_as(
         "SELECT id, stable_json FROM guest_facts WHERE guest_id = ? AND source = ?
@@ -174,7 +208,6 @@ impl Db {
         .await?)
     }
 
-    /// A guest's kernel events, newest first.
     /// Every set of facts a guest reported, from when it was first to when it was last received
     /// (server clock), with the newest full facts of the set; oldest first.
     pub async fn facts_spans(&self, guest_id: i64) -> AppResult<Vec<FactsSpanRow>> {
@@ -187,6 +220,7 @@ impl Db {
         .await?)
     }
 
+    /// A guest's kernel events, newest first.
     pub async fn facts_history(&self, guest_id: i64) -> AppResult<Vec<FactsEventRow>> {
         Ok(sqlx::query_as(
             "SELECT source, first_received_ms, received_ms, kernel_release, cmdline
@@ -198,25 +232,16 @@ impl Db {
         .await?)
     }
 
-    /// When each guest last changed kernel or command line: the newest facts row that has an
-    /// older one from the same source, per guest, with the change before it, if any (the first
-    /// facts a guest reports are not a change; the time before them belongs to the "before"
-    /// side). Server clock, Unix ms: (guest id, change, previous change).
-    pub async fn last_changes(
-        &self,
-        guest_id: Option<i64>,
-    ) -> AppResult<Vec<(i64, i64, Option<i64>)>> {
+    /// Every kernel or command-line change of each guest (or of `guest_id`): a facts row that
+    /// has an older one from the same source (the first facts a guest reports are not a change).
+    /// As (guest id, source, first received, server clock ms), oldest first.
+    pub async fn fact_changes(&self, guest_id: Option<i64>) -> AppResult<Vec<(i64, String, i64)>> {
         Ok(sqlx::query_as(
-            "WITH changed AS (
-                 SELECT f.guest_id, f.first_received_ms FROM guest_facts f
-                 WHERE (?1 IS NULL OR f.guest_id = ?1)
-                   AND EXISTS (SELECT 1 FROM guest_facts e
-                               WHERE e.guest_id = f.guest_id AND e.source = f.source AND e.id < f.id)),
-             latest AS (SELECT guest_id, MAX(first_received_ms) AS at_ms FROM changed GROUP BY guest_id)
-             SELECT l.guest_id, l.at_ms,
-                    (SELECT MAX(p.first_received_ms) FROM changed p
-                     WHERE p.guest_id = l.guest_id AND p.first_received_ms < l.at_ms)
-             FROM latest l",
+            "SELECT f.guest_id, f.source, f.first_received_ms FROM guest_facts f
+             WHERE (?1 IS NULL OR f.guest_id = ?1)
+               AND EXISTS (SELECT 1 FROM guest_facts e
+                           WHERE e.guest_id = f.guest_id AND e.source = f.source AND e.id < f.id)
+             ORDER BY f.guest_id, f.first_received_ms",
         )
         .bind(guest_id)
         .fetch_all(&self.pool)

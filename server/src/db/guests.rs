@@ -128,11 +128,12 @@ impl Db {
     }
 
     /// The idle readings of the guests in `scope` that can cover samples of their windows (those
-    /// received since the window began), by guest, oldest first.
+    /// received since `reach_ms` before the window began), by guest, oldest first.
     pub async fn window_idle_readings(
         &self,
         scope: GuestScope,
         window_ms: i64,
+        reach_ms: i64,
     ) -> AppResult<Vec<IdleReading>> {
         let (condition, binds) = scope.condition();
         let sql = format!(
@@ -143,7 +144,7 @@ impl Db {
              WHERE {condition}
              ORDER BY r.guest_id, r.received_ms"
         );
-        let mut query = sqlx::query_as(&sql).bind(window_ms);
+        let mut query = sqlx::query_as(&sql).bind(window_ms + reach_ms);
         for bind in binds {
             query = query.bind(bind);
         }
@@ -172,12 +173,13 @@ impl Db {
     }
 
     /// A guest's samples received in [from_ms, to_ms), oldest first, and the idle readings
-    /// that can cover them (received from `from_ms` on).
+    /// that can cover them (received from `reach_ms` before `from_ms` on).
     pub async fn samples_between(
         &self,
         guest_id: i64,
         from_ms: i64,
         to_ms: i64,
+        reach_ms: i64,
     ) -> AppResult<(Vec<IntervalRow>, Vec<IdleReading>)> {
         let samples = sqlx::query_as(
             "SELECT guest_id, received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups,
@@ -196,7 +198,7 @@ impl Db {
              ORDER BY received_ms",
         )
         .bind(guest_id)
-        .bind(from_ms)
+        .bind(from_ms - reach_ms)
         .fetch_all(&self.pool)
         .await?;
         Ok((samples, readings))

@@ -357,7 +357,11 @@ pub async fn guest(
                 ),
                 (
                     "Saved",
-                    format!("{} of a host core", view::pct(c.saved_cpu_pct)),
+                    format!(
+                        "{} of a host core (idle {:.0} % of the time since)",
+                        view::pct(c.saved_cpu_pct),
+                        c.idle_share_after * 100.0
+                    ),
                 ),
             ]
         });
