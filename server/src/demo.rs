@@ -164,7 +164,9 @@ impl Fleet {
             let token_id = self.token_ids[i];
             let report = self.report(host, *cpus, guests, end_ms);
             let valid = ingest::validate(report, now_ms())?;
-            db.store_report(&valid, token_id, now_ms()).await?;
+            // Received when it ended, on the simulated timeline: the backfill's reports then
+            // spread over the window as an agent's would, instead of arriving all at once.
+            db.store_report(&valid, token_id, end_ms).await?;
         }
         Ok(())
     }
