@@ -224,15 +224,22 @@ fn add_token(db: &Path, role: &str) -> String {
         .to_string()
 }
 
-fn ranked_guests(url: &str, viewer_token: &str) -> Vec<Value> {
-    let body: Value = ureq::get(&format!("{url}/api/v1/guests"))
+/// GETs `path` from the server with the viewer token.
+fn get_json(url: &str, path: &str, viewer_token: &str) -> Value {
+    ureq::get(&format!("{url}{path}"))
         .header("Authorization", &format!("Bearer {viewer_token}"))
         .call()
         .unwrap()
         .into_body()
         .read_json()
-        .unwrap();
-    body["guests"].as_array().unwrap().clone()
+        .unwrap()
+}
+
+fn ranked_guests(url: &str, viewer_token: &str) -> Vec<Value> {
+    get_json(url, "/api/v1/guests", viewer_token)["guests"]
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 /// Guests booted, the server and the agent running against them: what a test looks at.
@@ -478,13 +485,7 @@ fn the_guest_probe_reports_kernel_facts_through_a_serial_channel() {
 }
 
 fn guest_by_id(url: &str, viewer_token: &str, id: i64) -> Value {
-    ureq::get(&format!("{url}/api/v1/guests/{id}"))
-        .header("Authorization", &format!("Bearer {viewer_token}"))
-        .call()
-        .unwrap()
-        .into_body()
-        .read_json()
-        .unwrap()
+    get_json(url, &format!("/api/v1/guests/{id}"), viewer_token)
 }
 
 #[test]
@@ -559,13 +560,7 @@ fn removing_nohz_off_saves_about_what_was_projected() {
         "projected {projected:.2} %, measured {measured:.2} %: {g:#}"
     );
     // The fleet's realised savings count it.
-    let list: Value = ureq::get(&format!("{}/api/v1/guests", fleet.url))
-        .header("Authorization", &format!("Bearer {}", fleet.viewer_token))
-        .call()
-        .unwrap()
-        .into_body()
-        .read_json()
-        .unwrap();
+    let list = get_json(&fleet.url, "/api/v1/guests", &fleet.viewer_token);
     assert_eq!(list["realised"]["guests"], 1, "{list:#}");
     assert!(
         (list["realised"]["saved_cpu_pct"].as_f64().unwrap() - measured).abs() < 0.5,
