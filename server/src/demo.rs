@@ -11,12 +11,15 @@ use tickscope_agent::wire::{
 };
 
 use crate::app::now_ms;
-use crate::auth;
+use crate::auth::{self, UserRole};
 use crate::db::Db;
 use crate::error::{AppError, AppResult};
 use crate::ingest;
 
 const INTERVAL_MS: i64 = 10_000;
+/// The demo's login, shown on its login page.
+pub const DEMO_USER: &str = "demo";
+pub const DEMO_PASSWORD: &str = "demo-password";
 /// Reports written at start-up, so the figures average over a full window at once.
 const BACKFILL_INTERVALS: i64 = 36;
 
@@ -108,6 +111,12 @@ pub async fn start(db: Db) -> AppResult<()> {
         )));
     }
     let (reports_before, _) = db.count_reports_and_samples().await?;
+    // A login for the demo, named on its login page: the database holds simulated data only.
+    if db.user_by_name(DEMO_USER).await?.is_none() {
+        let hash = auth::hash_password(DEMO_PASSWORD)?;
+        db.insert_user(DEMO_USER, UserRole::Admin.as_str(), &hash, now_ms())
+            .await?;
+    }
     // Reports are stored against a token bound to their host, as an agent's are; these tokens
     // are never shown, so nothing else can use them.
     let mut token_ids = Vec::new();

@@ -20,6 +20,9 @@ pub enum AppError {
     BadRequest(String),
     #[error("{0}")]
     TooLarge(String),
+    /// The request clashes with what exists (a user name already taken).
+    #[error("{0}")]
+    Conflict(String),
     /// A value in a request is not acceptable; `field` names it (`guests[2].vcpus`).
     #[error("{field}: {reason}")]
     Invalid { field: String, reason: String },
@@ -46,6 +49,7 @@ impl AppError {
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -60,6 +64,7 @@ impl AppError {
             AppError::NotFound(_) => "not_found",
             AppError::BadRequest(_) => "bad_request",
             AppError::TooLarge(_) => "too_large",
+            AppError::Conflict(_) => "conflict",
             AppError::Invalid { .. } => "invalid",
             AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => "internal",
         }

@@ -9,7 +9,7 @@ use tracing_subscriber::EnvFilter;
 
 use tickscope_server::analysis::cost::CostModel;
 use tickscope_server::app::{self, AppState, Options};
-use tickscope_server::auth::{self, Role};
+use tickscope_server::auth::{self, Role, UserRole};
 use tickscope_server::db::Db;
 
 #[derive(Parser)]
@@ -44,6 +44,15 @@ enum Command {
         /// Currency of --price-per-kwh.
         #[arg(long, env = "TICKSCOPE_CURRENCY", default_value = "EUR")]
         currency: String,
+        /// Mark the session cookie Secure: set this when users reach the server over HTTPS
+        /// (a TLS reverse proxy in front of it).
+        #[arg(long, env = "TICKSCOPE_SECURE_COOKIES")]
+        secure_cookies: bool,
+    },
+    /// Manage dashboard users.
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
     },
     /// Manage API tokens.
     Token {
@@ -66,6 +75,27 @@ enum TokenCommand {
         #[command(flatten)]
         db: DbArg,
     },
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Add a user. The password is read from standard input (one line), or prompted for without
+    /// echo on a terminal; never from the command line, where other users could see it.
+    Add {
+        name: String,
+        #[arg(long, value_enum, default_value = "viewer")]
+        role: UserRoleArg,
+        #[command(flatten)]
+        db: DbArg,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum UserRoleArg {
+    /// Changes settings, tokens and users.
+    Admin,
+    /// Reads everything, changes nothing.
+    Viewer,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -121,6 +151,7 @@ async fn main() -> Result<()> {
             watts_per_core,
             price_per_kwh,
             currency,
+            secure_cookies,
         } => {
             let usable = |v: f64| v.is_finite() && v >= 0.0;
             if !(usable(watts_per_core) && usable(price_per_kwh)) {
@@ -131,7 +162,33 @@ async fn main() -> Result<()> {
                 price_per_kwh,
                 currency,
             };
-            serve(&listen, &db.path(demo), Options { demo, cost }).await
+            let options = Options {
+                demo,
+                cost,
+                secure_cookies,
+            };
+            serve(&listen, &db.path(demo), options).await
+        }
+        Command::User {
+            command: UserCommand::Add { name, role, db },
+        } => {
+            let role = match role {
+                UserRoleArg::Admin => UserRole::Admin,
+                UserRoleArg::Viewer => UserRole::Viewer,
+            };
+            let name = name.trim().to_string();
+            if name.is_empty() || name.chars().any(char::is_control) || name.chars().count() > 64 {
+                anyhow::bail!("a user name is 1 to 64 characters, without control characters");
+            }
+            let password = read_password(&name)?;
+            let hash = auth::hash_password(&password).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let db = open_db(&db.path(false)).await?;
+            db.insert_user(&name, role.as_str(), &hash, app::now_ms())
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            db.close().await;
+            println!("Created {} user {name:?}.", role.as_str());
+            Ok(())
         }
         Command::Token {
             command:
@@ -168,6 +225,26 @@ async fn main() -> Result<()> {
     }
 }
 
+/// The new user's password: prompted for twice without echo on a terminal, else the first line
+/// of standard input.
+fn read_password(name: &str) -> Result<String> {
+    use std::io::{BufRead, IsTerminal};
+    if std::io::stdin().is_terminal() {
+        let first = rpassword::prompt_password(format!("Password for {name}: "))?;
+        let again = rpassword::prompt_password("Again: ")?;
+        if first != again {
+            anyhow::bail!("the two passwords differ");
+        }
+        return Ok(first);
+    }
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .context("cannot read the password from standard input")?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+}
+
 async fn serve(listen: &str, db_path: &Path, options: Options) -> Result<()> {
     let db = open_db(db_path).await?;
     tracing::info!(
@@ -180,6 +257,15 @@ async fn serve(listen: &str, db_path: &Path, options: Options) -> Result<()> {
             .await
             .context("cannot fill the demo database")?;
     }
+    // Sessions that lapsed are deleted hourly; a lapsed one is refused anyway.
+    let store = tower_sessions_sqlx_store::SqliteStore::new(db.pool().clone());
+    tokio::spawn(async move {
+        use tower_sessions::session_store::ExpiredDeletion;
+        let hourly = tokio::time::Duration::from_secs(3600);
+        if let Err(e) = store.continuously_delete_expired(hourly).await {
+            tracing::warn!(error = %e, "lapsed sessions are no longer deleted");
+        }
+    });
     let state = AppState {
         db: db.clone(),
         options: Arc::new(options),

@@ -189,7 +189,7 @@ async fn hostile_vm_names_and_command_lines_are_escaped_in_pages() {
         StatusCode::OK
     );
 
-    let overview = s.call(Method::GET, "/", None, None).await;
+    let overview = s.page("/", &s.login("alice", "viewer").await).await;
     assert_eq!(overview.status, StatusCode::OK);
     assert!(overview.content_type.starts_with("text/html"));
     assert!(!overview.body.contains(evil), "raw VM name in the overview");
@@ -203,7 +203,7 @@ async fn hostile_vm_names_and_command_lines_are_escaped_in_pages() {
         .json()["guests"][0]["id"]
         .clone();
     let page = s
-        .call(Method::GET, &format!("/guests/{id}"), None, None)
+        .page(&format!("/guests/{id}"), &s.login("alice", "viewer").await)
         .await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     assert!(!page.body.contains(evil));
@@ -221,7 +221,7 @@ async fn guest_page_shows_figures_evidence_and_suggestions() {
         .json();
     let id = &guests["guests"][0]["id"];
     let page = s
-        .call(Method::GET, &format!("/guests/{id}"), None, None)
+        .page(&format!("/guests/{id}"), &s.login("alice", "viewer").await)
         .await;
     assert_eq!(page.status, StatusCode::OK);
     for text in [
@@ -236,10 +236,11 @@ async fn guest_page_shows_figures_evidence_and_suggestions() {
             "{text} missing from the guest page"
         );
     }
-    let missing = s.call(Method::GET, "/guests/12345", None, None).await;
+    let login = s.login("alice", "viewer").await;
+    let missing = s.page("/guests/12345", &login).await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     assert!(missing.content_type.starts_with("text/html"));
-    let bad = s.call(Method::GET, "/guests/abc", None, None).await;
+    let bad = s.page("/guests/abc", &login).await;
     assert_eq!(bad.status, StatusCode::NOT_FOUND);
 }
 
@@ -400,7 +401,7 @@ async fn waste_is_priced_with_the_cost_model_it_names() {
     assert!((totals["wasted_cost_per_year"].as_f64().unwrap() - kwh * 0.25).abs() < 1e-9);
     let first = &body["guests"][0];
     assert!((first["wasted_core_hours_per_day"].as_f64().unwrap() - 0.076 * 24.0).abs() < 1e-9);
-    let page = s.call(Method::GET, "/", None, None).await;
+    let page = s.page("/", &s.login("alice", "viewer").await).await;
     assert!(
         page.body
             .contains("at 7 W per busy core and 0.25 EUR per kWh"),

@@ -78,7 +78,7 @@ async fn the_plan_groups_guests_and_is_readable_as_json_csv_and_a_page() {
     let mut reader = csv::Reader::from_reader(csv.body.as_bytes());
     assert_eq!(reader.records().count(), 2);
 
-    let page = s.call(Method::GET, "/plan", None, None).await;
+    let page = s.page("/plan", &s.login("alice", "viewer").await).await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.contains("Kernel-upgrade plan"));
     assert!(page.body.contains("at 7 W per busy core"));

@@ -122,7 +122,10 @@ async fn a_new_kernel_is_an_event_and_repeats_are_not() {
         "the new kernel's dynticks are active"
     );
     let page = s
-        .call(Method::GET, &format!("/guests/{}", g["id"]), None, None)
+        .page(
+            &format!("/guests/{}", g["id"]),
+            &s.login("alice", "viewer").await,
+        )
         .await;
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.contains("Kernel and command-line changes"));
@@ -276,14 +279,17 @@ async fn the_host_cpu_before_and_after_a_kernel_change_is_measured() {
         by_name(body["guests"].as_array().unwrap(), "quiet")["last_change"],
         Value::Null
     );
-    let page = s.call(Method::GET, "/", None, None).await;
+    let page = s.page("/", &s.login("alice", "viewer").await).await;
     assert!(
         page.body.contains("5.00 % of a core saved so far"),
         "{}",
         page.body
     );
     let page = s
-        .call(Method::GET, &format!("/guests/{}", g["id"]), None, None)
+        .page(
+            &format!("/guests/{}", g["id"]),
+            &s.login("alice", "viewer").await,
+        )
         .await;
     assert!(page.body.contains("Before and after the last change"));
     assert!(page.body.contains("5.30 % → 0.30 %"));

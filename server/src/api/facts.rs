@@ -41,7 +41,7 @@ async fn receive(
         })?;
     state
         .db
-        .record_guest_facts(caller.token_id, &uuid, guest_id, &facts, now_ms())
+        .record_guest_facts(caller.token_id()?, &uuid, guest_id, &facts, now_ms())
         .await?;
     Ok(Json(json!({"status": "stored", "guest_id": guest_id})))
 }

@@ -7,11 +7,13 @@ mod facts;
 mod guests;
 mod reports;
 mod tokens;
+mod users;
 
 pub use facts::{FactsEventRow, FactsRow, FactsSpanRow};
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use reports::StoreOutcome;
 pub use tokens::TokenRow;
+pub use users::UserRow;
 
 use std::path::Path;
 use std::str::FromStr;

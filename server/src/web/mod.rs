@@ -1,6 +1,9 @@
 //! The dashboard: server-rendered askama pages. Every string that came from a VM or a host is
-//! escaped by askama's HTML escaping, which is on for every `.html` template.
+//! escaped by askama's HTML escaping, which is on for every `.html` template. Every page but
+//! `/login` needs a logged-in user, and every form carries the session's CSRF token.
 
+mod frame;
+mod login;
 mod pages;
 mod view;
 
@@ -9,7 +12,7 @@ pub use pages::not_found;
 use axum::Router;
 use axum::http::header;
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use crate::app::AppState;
 
@@ -20,6 +23,8 @@ pub fn router() -> Router<AppState> {
         .route("/", get(pages::overview))
         .route("/guests/{id}", get(pages::guest))
         .route("/plan", get(pages::plan))
+        .route("/login", get(login::page).post(login::submit))
+        .route("/logout", post(login::logout))
         .route("/static/style.css", get(stylesheet))
 }
 

@@ -6,10 +6,12 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 
+use super::frame::Frame;
 use super::view::{self, GuestRow, Segment};
 use crate::analysis::cost;
 use crate::analysis::suggest::Suggestion;
 use crate::app::{AppState, now_ms};
+use crate::auth::PageUser;
 use crate::error::AppError;
 use crate::fleet::{self, AnalysedGuest, Totals};
 
@@ -25,7 +27,7 @@ impl From<AppError> for PageError {
 #[derive(Template)]
 #[template(path = "error.html")]
 struct ErrorPage {
-    demo: bool,
+    frame: Frame,
     status: u16,
     message: String,
 }
@@ -34,7 +36,7 @@ impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let status = self.0.status();
         let page = ErrorPage {
-            demo: false,
+            frame: Frame::default(),
             status: status.as_u16(),
             message: self.0.public_message(),
         };
@@ -48,7 +50,7 @@ impl IntoResponse for PageError {
 #[derive(Template, WebTemplate)]
 #[template(path = "overview.html")]
 pub struct OverviewPage {
-    demo: bool,
+    frame: Frame,
     totals: Totals,
     wasted_cores: String,
     wasted_kwh: String,
@@ -100,7 +102,10 @@ impl HostRow {
     }
 }
 
-pub async fn overview(State(state): State<AppState>) -> Result<OverviewPage, PageError> {
+pub async fn overview(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+) -> Result<OverviewPage, PageError> {
     let now = now_ms();
     let guests = fleet::ranked_guests(&state.db, now).await?;
     let totals = fleet::totals(&guests, &state.options.cost);
@@ -119,7 +124,7 @@ pub async fn overview(State(state): State<AppState>) -> Result<OverviewPage, Pag
         )
     };
     Ok(OverviewPage {
-        demo: state.options.demo,
+        frame: Frame::new(&state, &user, &session).await?,
         wasted_cores: format!("{:.2}", totals.wasted_cores),
         wasted_kwh: format!("{:.0}", totals.wasted_kwh_per_year),
         wasted_money: format!(
@@ -181,7 +186,7 @@ struct SampleLine {
 #[derive(Template, WebTemplate)]
 #[template(path = "guest.html")]
 pub struct GuestPage {
-    demo: bool,
+    frame: Frame,
     guest: AnalysedGuest,
     row: GuestRow,
     last_seen: String,
@@ -206,6 +211,7 @@ pub struct GuestPage {
 
 pub async fn guest(
     State(state): State<AppState>,
+    PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
 ) -> Result<GuestPage, PageError> {
     let not_found = || AppError::NotFound("There is no such guest.".into());
@@ -372,7 +378,7 @@ pub async fn guest(
         kernel,
         kernel_source,
         events,
-        demo: state.options.demo,
+        frame: Frame::new(&state, &user, &session).await?,
         idle_share: guest
             .verdict
             .activity
@@ -418,7 +424,7 @@ struct PlanRow {
 #[derive(Template, WebTemplate)]
 #[template(path = "plan.html")]
 pub struct PlanPage {
-    demo: bool,
+    frame: Frame,
     generated: String,
     cost_basis: String,
     rows: Vec<PlanRow>,
@@ -426,7 +432,10 @@ pub struct PlanPage {
 }
 
 /// The kernel-upgrade plan, printable.
-pub async fn plan(State(state): State<AppState>) -> Result<PlanPage, PageError> {
+pub async fn plan(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+) -> Result<PlanPage, PageError> {
     let now = now_ms();
     let guests = fleet::ranked_guests(&state.db, now).await?;
     let model = &state.options.cost;
@@ -440,7 +449,7 @@ pub async fn plan(State(state): State<AppState>) -> Result<PlanPage, PageError> 
     let groups = fleet::plan(&guests);
     let total: f64 = groups.iter().map(|g| g.projected_saving_cpu_pct).sum();
     Ok(PlanPage {
-        demo: state.options.demo,
+        frame: Frame::new(&state, &user, &session).await?,
         generated: view::time(now),
         cost_basis: view::cost_basis(model),
         total_saving: format!("{} of a core, {} a year", view::pct(total), money(total)),

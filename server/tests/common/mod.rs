@@ -50,7 +50,54 @@ pub struct Reply {
     pub status: StatusCode,
     pub content_type: String,
     pub body: String,
+    /// `Location`, for redirects.
+    pub location: String,
+    /// The session cookie the reply set (`tickscope_session=...`), if it set one.
+    pub session_cookie: Option<String>,
+    /// That cookie's whole `Set-Cookie` header, flags included.
+    pub set_cookie: String,
 }
+
+/// A browser's session: its cookie, and the CSRF token its pages' forms carry.
+#[derive(Debug, Clone)]
+pub struct Login {
+    pub cookie: String,
+    pub csrf: String,
+}
+
+/// The CSRF token in a page's forms.
+pub fn csrf_in(html: &str) -> Option<String> {
+    let at = html.find("name=\"csrf\" value=\"")? + "name=\"csrf\" value=\"".len();
+    Some(
+        html[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_hexdigit())
+            .collect(),
+    )
+}
+
+/// A form body, URL-encoded.
+pub fn form(fields: &[(&str, &str)]) -> String {
+    fields
+        .iter()
+        .map(|(k, v)| {
+            let enc = |s: &str| {
+                s.bytes()
+                    .map(|b| match b {
+                        b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                            (b as char).to_string()
+                        }
+                        _ => format!("%{b:02X}"),
+                    })
+                    .collect::<String>()
+            };
+            format!("{}={}", enc(k), enc(v))
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+pub const PASSWORD: &str = "a long enough password";
 
 impl Reply {
     pub fn json(&self) -> Value {
@@ -73,19 +120,99 @@ impl Server {
         if body.is_some() {
             request = request.header(header::CONTENT_TYPE, "application/json");
         }
-        let request = request.body(Body::from(body.unwrap_or_default())).unwrap();
+        self.send(request.body(Body::from(body.unwrap_or_default())).unwrap())
+            .await
+    }
+
+    /// A browser's request: with the session cookie, and a form body for a POST.
+    pub async fn browse(
+        &self,
+        method: Method,
+        path: &str,
+        cookie: Option<&str>,
+        form_body: Option<String>,
+    ) -> Reply {
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some(cookie) = cookie {
+            request = request.header(header::COOKIE, cookie);
+        }
+        if form_body.is_some() {
+            request = request.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        }
+        self.send(
+            request
+                .body(Body::from(form_body.unwrap_or_default()))
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// GET a page as a logged-in user.
+    pub async fn page(&self, path: &str, login: &Login) -> Reply {
+        self.browse(Method::GET, path, Some(&login.cookie), None)
+            .await
+    }
+
+    /// Adds the user unless there is one of that name, and logs in through the login form, as a
+    /// browser would.
+    pub async fn login(&self, name: &str, role: &str) -> Login {
+        if self.db.user_by_name(name).await.unwrap().is_none() {
+            let hash = auth::hash_password(PASSWORD).unwrap();
+            self.db
+                .insert_user(name, role, &hash, app::now_ms())
+                .await
+                .unwrap();
+        }
+        let page = self.browse(Method::GET, "/login", None, None).await;
+        let cookie = page
+            .session_cookie
+            .clone()
+            .expect("the login page starts a session");
+        let csrf = csrf_in(&page.body).expect("the login form carries a CSRF token");
+        let body = form(&[("name", name), ("password", PASSWORD), ("csrf", &csrf)]);
+        let reply = self
+            .browse(Method::POST, "/login", Some(&cookie), Some(body))
+            .await;
+        assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
+        let cookie = reply
+            .session_cookie
+            .expect("logging in sets a new session cookie");
+        let home = self.browse(Method::GET, "/", Some(&cookie), None).await;
+        assert_eq!(home.status, StatusCode::OK, "{}", home.body);
+        let csrf = csrf_in(&home.body).expect("pages carry the logout form's CSRF token");
+        Login { cookie, csrf }
+    }
+
+    async fn send(&self, request: Request<Body>) -> Reply {
         let response = self.router.clone().oneshot(request).await.unwrap();
         let status = response.status();
-        let content_type = response
+        let header_text = |name| {
+            response
+                .headers()
+                .get(name)
+                .map(|v: &header::HeaderValue| v.to_str().unwrap().to_string())
+                .unwrap_or_default()
+        };
+        let content_type = header_text(header::CONTENT_TYPE);
+        let location = header_text(header::LOCATION);
+        let set_cookie = response
             .headers()
-            .get(header::CONTENT_TYPE)
-            .map(|v| v.to_str().unwrap().to_string())
-            .unwrap_or_default();
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find(|v| v.starts_with("tickscope_session="))
+            .unwrap_or_default()
+            .to_string();
+        let session_cookie =
+            (!set_cookie.is_empty()).then(|| set_cookie.split(';').next().unwrap().to_string());
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
         Reply {
             status,
             content_type,
             body: String::from_utf8(bytes.to_vec()).unwrap(),
+            location,
+            session_cookie,
+            set_cookie,
         }
     }
 

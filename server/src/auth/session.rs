@@ -1,0 +1,215 @@
+//! Dashboard sessions: who is logged in, and the CSRF token of their forms.
+//!
+//! The session lives in tower-sessions (an HttpOnly, SameSite=Strict cookie naming a row of the
+//! `tower_sessions` table). It holds the user's id only: name and role are read from the users
+//! table on every request, so a changed role or a removed user takes effect at once.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
+use tower_sessions::Session;
+
+use super::tokens::random_hex;
+use crate::app::AppState;
+use crate::error::{AppError, AppResult};
+
+const USER_ID_KEY: &str = "user_id";
+const CSRF_KEY: &str = "csrf";
+/// The name of the hidden form field that carries the CSRF token.
+pub const CSRF_FIELD: &str = "csrf";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UserRole {
+    /// Changes settings, tokens and users.
+    Admin,
+    /// Reads everything, changes nothing.
+    Viewer,
+}
+
+impl UserRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UserRole::Admin => "admin",
+            UserRole::Viewer => "viewer",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<UserRole> {
+        match text {
+            "admin" => Some(UserRole::Admin),
+            "viewer" => Some(UserRole::Viewer),
+            _ => None,
+        }
+    }
+}
+
+/// A logged-in user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub id: i64,
+    pub name: String,
+    pub role: UserRole,
+}
+
+impl User {
+    pub fn require_admin(&self) -> AppResult<()> {
+        match self.role {
+            UserRole::Admin => Ok(()),
+            UserRole::Viewer => Err(AppError::Forbidden(
+                "a viewer cannot change anything; ask an admin".into(),
+            )),
+        }
+    }
+}
+
+fn session_error(e: tower_sessions::session::Error) -> AppError {
+    AppError::Internal(format!("session store: {e}"))
+}
+
+/// The user logged in to this session, if any (and if they still exist).
+pub async fn current_user(session: &Session, state: &AppState) -> AppResult<Option<User>> {
+    let Some(id) = session
+        .get::<i64>(USER_ID_KEY)
+        .await
+        .map_err(session_error)?
+    else {
+        return Ok(None);
+    };
+    let Some(row) = state.db.user_by_id(id).await? else {
+        return Ok(None);
+    };
+    let role = UserRole::parse(&row.role)
+        .ok_or_else(|| AppError::Internal(format!("user {id} has role {:?}", row.role)))?;
+    Ok(Some(User {
+        id,
+        name: row.name,
+        role,
+    }))
+}
+
+/// Logs `user_id` in: a new session id (so one planted before login is worthless) with a new
+/// CSRF token.
+pub async fn log_in(session: &Session, user_id: i64) -> AppResult<()> {
+    session.cycle_id().await.map_err(session_error)?;
+    session
+        .insert(USER_ID_KEY, user_id)
+        .await
+        .map_err(session_error)?;
+    session
+        .insert(CSRF_KEY, random_hex()?)
+        .await
+        .map_err(session_error)
+}
+
+pub async fn log_out(session: &Session) -> AppResult<()> {
+    session.flush().await.map_err(session_error)
+}
+
+/// The session's CSRF token, made on first use; every form carries it back.
+pub async fn csrf_token(session: &Session) -> AppResult<String> {
+    if let Some(token) = session
+        .get::<String>(CSRF_KEY)
+        .await
+        .map_err(session_error)?
+    {
+        return Ok(token);
+    }
+    let token = random_hex()?;
+    session
+        .insert(CSRF_KEY, &token)
+        .await
+        .map_err(session_error)?;
+    Ok(token)
+}
+
+/// Refuses a form whose CSRF token is missing or not this session's.
+pub async fn check_csrf(session: &Session, submitted: Option<&str>) -> AppResult<()> {
+    let expected = session
+        .get::<String>(CSRF_KEY)
+        .await
+        .map_err(session_error)?;
+    match (expected, submitted) {
+        (Some(expected), Some(submitted))
+            if bool::from(expected.as_bytes().ct_eq(submitted.as_bytes())) =>
+        {
+            Ok(())
+        }
+        _ => Err(AppError::Forbidden(
+            "the form's security token is missing or stale: reload the page and try again".into(),
+        )),
+    }
+}
+
+/// A page's viewer: the logged-in user, or a redirect to the login page that comes back here.
+pub struct PageUser(pub User, pub Session);
+
+impl FromRequestParts<AppState> for PageUser {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let session = Session::from_request_parts(parts, state)
+            .await
+            .map_err(|(status, message)| (status, message).into_response())?;
+        match current_user(&session, state).await {
+            Ok(Some(user)) => Ok(PageUser(user, session)),
+            Ok(None) => {
+                let here = parts
+                    .uri
+                    .path_and_query()
+                    .map_or("/", |p| p.as_str())
+                    .to_string();
+                Err(Redirect::to(&format!("/login?next={}", encode_next(&here))).into_response())
+            }
+            Err(e) => Err(e.into_response()),
+        }
+    }
+}
+
+/// Percent-encodes a local path for the `next` parameter.
+fn encode_next(path: &str) -> String {
+    path.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Where to go after logging in: a local path only, never another site (`//evil`, `https:`).
+pub fn safe_next(next: Option<&str>) -> &str {
+    match next {
+        Some(path) if path.starts_with('/') && !path.starts_with("//") && !path.contains('\\') => {
+            path
+        }
+        _ => "/",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_local_paths_are_followed_after_login() {
+        let cases = [
+            (Some("/guests/3"), "/guests/3"),
+            (
+                Some("/guests?host=a&sort=waste"),
+                "/guests?host=a&sort=waste",
+            ),
+            (Some("//evil.example/"), "/"),
+            (Some("https://evil.example/"), "/"),
+            (Some("/\\evil.example"), "/"),
+            (None, "/"),
+        ];
+        for (next, expected) in cases {
+            assert_eq!(safe_next(next), expected, "{next:?}");
+        }
+        assert_eq!(encode_next("/guests?host=a b"), "/guests%3Fhost%3Da%20b");
+    }
+}

@@ -1,0 +1,69 @@
+use sqlx::FromRow;
+
+use super::Db;
+use crate::error::{AppError, AppResult};
+
+#[derive(Debug, Clone, FromRow)]
+pub struct UserRow {
+    pub id: i64,
+    pub name: String,
+    pub role: String,
+    pub password_hash: String,
+    pub created_ms: i64,
+    pub last_login_ms: Option<i64>,
+}
+
+impl Db {
+    /// Adds a user; a name already taken is refused.
+    pub async fn insert_user(
+        &self,
+        name: &str,
+        role: &str,
+        password_hash: &str,
+        now_ms: i64,
+    ) -> AppResult<i64> {
+        let inserted: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO users (name, role, password_hash, created_ms) VALUES (?, ?, ?, ?)
+             ON CONFLICT (name) DO NOTHING RETURNING id",
+        )
+        .bind(name)
+        .bind(role)
+        .bind(password_hash)
+        .bind(now_ms)
+        .fetch_optional(&self.pool)
+        .await?;
+        inserted.ok_or_else(|| AppError::Conflict(format!("there is already a user {name:?}")))
+    }
+
+    pub async fn user_by_name(&self, name: &str) -> AppResult<Option<UserRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users WHERE name = ?",
+        )
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn user_by_id(&self, id: i64) -> AppResult<Option<UserRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn record_login(&self, user_id: i64, now_ms: i64) -> AppResult<()> {
+        sqlx::query("UPDATE users SET last_login_ms = ? WHERE id = ?")
+            .bind(now_ms)
+            .bind(user_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The pool, for the session store, which keeps its sessions in this database.
+    pub fn pool(&self) -> &sqlx::SqlitePool {
+        &self.pool
+    }
+}

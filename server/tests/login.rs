@@ -1,0 +1,223 @@
+//! Dashboard logins: sessions, CSRF, and what needs a login.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use axum::http::{Method, StatusCode};
+
+use common::{PASSWORD, csrf_in, fleet_report, form, server};
+
+#[tokio::test]
+async fn every_page_sends_a_visitor_without_a_session_to_the_login_page() {
+    let s = server().await;
+    s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
+    for (path, next) in [
+        ("/", "/"),
+        ("/plan", "/plan"),
+        ("/guests/1", "/guests/1"),
+        // The query as the browser sent it comes back after login: encoded once more here.
+        ("/guests/1?x=a b", "/guests/1%3Fx%3Da%2520b"),
+    ] {
+        let reply = s
+            .browse(Method::GET, &path.replace(' ', "%20"), None, None)
+            .await;
+        assert_eq!(reply.status, StatusCode::SEE_OTHER, "{path}");
+        assert_eq!(reply.location, format!("/login?next={next}"), "{path}");
+    }
+    // The read API wants a token or a login; health checks and the stylesheet want neither.
+    let api = s.browse(Method::GET, "/api/v1/guests", None, None).await;
+    assert_eq!(api.status, StatusCode::UNAUTHORIZED);
+    for open in ["/healthz", "/static/style.css", "/login"] {
+        let reply = s.browse(Method::GET, open, None, None).await;
+        assert_eq!(reply.status, StatusCode::OK, "{open}");
+    }
+}
+
+#[tokio::test]
+async fn logging_in_opens_the_dashboard_and_the_read_api() {
+    let s = server().await;
+    s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
+    let login = s.login("alice", "viewer").await;
+    let home = s.page("/", &login).await;
+    assert!(home.body.contains("alice (viewer)"), "{}", home.body);
+    let api = s
+        .browse(Method::GET, "/api/v1/guests", Some(&login.cookie), None)
+        .await;
+    assert_eq!(api.status, StatusCode::OK, "{}", api.body);
+    assert_eq!(api.json()["guests"].as_array().unwrap().len(), 3);
+    // A login reads; it does not report for a host.
+    let report = s
+        .browse(
+            Method::POST,
+            "/api/v1/reports",
+            Some(&login.cookie),
+            Some(fleet_report(2).to_string()),
+        )
+        .await;
+    assert_ne!(report.status, StatusCode::OK, "{}", report.body);
+    assert_eq!(s.stored().await, (1, 3));
+}
+
+#[tokio::test]
+async fn a_wrong_password_or_unknown_user_logs_nobody_in() {
+    let s = server().await;
+    s.login("alice", "admin").await;
+    let page = s.browse(Method::GET, "/login", None, None).await;
+    let cookie = page.session_cookie.unwrap();
+    let csrf = csrf_in(&page.body).unwrap();
+    for (name, password) in [("alice", "not the password"), ("mallory", PASSWORD)] {
+        let body = form(&[("name", name), ("password", password), ("csrf", &csrf)]);
+        let reply = s
+            .browse(Method::POST, "/login", Some(&cookie), Some(body))
+            .await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{name}");
+        // The same words for both: no hint which user names exist.
+        assert!(reply.body.contains("Unknown user or wrong password."));
+        let home = s.browse(Method::GET, "/", Some(&cookie), None).await;
+        assert_eq!(home.status, StatusCode::SEE_OTHER, "{name} got in");
+    }
+}
+
+#[tokio::test]
+async fn forms_without_this_sessions_csrf_token_are_refused() {
+    let s = server().await;
+    s.login("alice", "admin").await;
+    let page = s.browse(Method::GET, "/login", None, None).await;
+    let cookie = page.session_cookie.unwrap();
+    let good = csrf_in(&page.body).unwrap();
+    let other_session = csrf_in(&s.browse(Method::GET, "/login", None, None).await.body).unwrap();
+    for csrf in [None, Some(""), Some("0000"), Some(other_session.as_str())] {
+        let mut fields = vec![("name", "alice"), ("password", PASSWORD)];
+        if let Some(csrf) = csrf {
+            fields.push(("csrf", csrf));
+        }
+        let reply = s
+            .browse(Method::POST, "/login", Some(&cookie), Some(form(&fields)))
+            .await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "login with {csrf:?}");
+    }
+    let body = form(&[("name", "alice"), ("password", PASSWORD), ("csrf", &good)]);
+    let reply = s
+        .browse(Method::POST, "/login", Some(&cookie), Some(body))
+        .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
+
+    // Logging out is a form too.
+    let login = s.login("bob", "viewer").await;
+    for csrf in [None, Some("0000"), Some(good.as_str())] {
+        let fields: Vec<(&str, &str)> = csrf.map(|c| vec![("csrf", c)]).unwrap_or_default();
+        let reply = s
+            .browse(
+                Method::POST,
+                "/logout",
+                Some(&login.cookie),
+                Some(form(&fields)),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "logout with {csrf:?}");
+    }
+    assert_eq!(s.page("/", &login).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn after_logging_out_the_session_is_refused() {
+    let s = server().await;
+    let login = s.login("alice", "viewer").await;
+    let reply = s
+        .browse(
+            Method::POST,
+            "/logout",
+            Some(&login.cookie),
+            Some(form(&[("csrf", &login.csrf)])),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::SEE_OTHER);
+    assert_eq!(reply.location, "/login");
+    assert_eq!(s.page("/", &login).await.status, StatusCode::SEE_OTHER);
+    let api = s
+        .browse(Method::GET, "/api/v1/guests", Some(&login.cookie), None)
+        .await;
+    assert_eq!(api.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn after_login_only_local_paths_are_followed() {
+    let s = server().await;
+    s.login("alice", "viewer").await;
+    for (next, expected) in [
+        ("/plan", "/plan"),
+        ("//evil.example/", "/"),
+        ("https://evil.example/", "/"),
+    ] {
+        let page = s.browse(Method::GET, "/login", None, None).await;
+        let cookie = page.session_cookie.unwrap();
+        let csrf = csrf_in(&page.body).unwrap();
+        let body = form(&[
+            ("name", "alice"),
+            ("password", PASSWORD),
+            ("csrf", &csrf),
+            ("next", next),
+        ]);
+        let reply = s
+            .browse(Method::POST, "/login", Some(&cookie), Some(body))
+            .await;
+        assert_eq!(reply.location, expected, "{next}");
+    }
+}
+
+#[tokio::test]
+async fn the_session_cookie_is_http_only_and_same_site_strict() {
+    let s = server().await;
+    let reply = s.browse(Method::GET, "/login", None, None).await;
+    assert!(reply.session_cookie.is_some());
+    assert!(
+        reply.set_cookie.contains("HttpOnly"),
+        "{}",
+        reply.set_cookie
+    );
+    assert!(
+        reply.set_cookie.contains("SameSite=Strict"),
+        "{}",
+        reply.set_cookie
+    );
+    // Without --secure-cookies (plain HTTP on loopback) it cannot be Secure, or no browser
+    // would send it back.
+    assert!(!reply.set_cookie.contains("Secure"), "{}", reply.set_cookie);
+}
+
+#[test]
+fn user_add_reads_the_password_from_stdin_and_refuses_a_short_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("users.db");
+    let add = |name: &str, password: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+            .args(["user", "add", name, "--role", "admin", "--db"])
+            .arg(&db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = add("carol", PASSWORD);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Created admin user \"carol\""));
+    let short = add("dave", "short");
+    assert!(!short.status.success());
+    assert!(
+        String::from_utf8_lossy(&short.stderr).contains("at least 10 characters"),
+        "{}",
+        String::from_utf8_lossy(&short.stderr)
+    );
+    let again = add("carol", PASSWORD);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already a user"));
+}
