@@ -221,3 +221,51 @@ fn user_add_reads_the_password_from_stdin_and_refuses_a_short_one() {
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("already a user"));
 }
+
+#[tokio::test]
+async fn the_guest_list_filters_by_the_address_and_escapes_names() {
+    let s = server().await;
+    let mut report = fleet_report(1);
+    report["guests"][0]["name"] = serde_json::json!("<img src=x onerror=alert(1)>");
+    s.post_report(Some(&s.agent_token), &report).await;
+    let login = s.login("alice", "viewer").await;
+
+    let all = s.page("/guests", &login).await;
+    assert_eq!(all.status, StatusCode::OK, "{}", all.body);
+    assert!(all.body.contains("3 of 3 active guest(s)"), "{}", all.body);
+    assert!(
+        !all.body.contains("<img src=x"),
+        "raw VM name in the guest list"
+    );
+    assert!(
+        all.body.contains("&lt;img src=x onerror=alert(1)&gt;") || all.body.contains("&#60;img")
+    );
+
+    let periodic = s.page("/guests?mode=periodic&sort=name", &login).await;
+    assert!(
+        periodic.body.contains("2 of 3 active guest(s)"),
+        "{}",
+        periodic.body
+    );
+    let first = periodic.body.find(">ticker-1<").unwrap();
+    let second = periodic.body.find(">ticker-2<").unwrap();
+    assert!(first < second, "sorted by name");
+    assert!(!periodic.body.contains("onerror=alert"));
+    // The chosen filter stays chosen, and sorting links keep it.
+    assert!(
+        periodic
+            .body
+            .contains(r#"<option value="periodic" selected>"#)
+    );
+    let link = "/guests?mode=periodic&sort=name&dir=desc";
+    assert!(
+        [link.replace('&', "&amp;"), link.replace('&', "&#38;")]
+            .iter()
+            .any(|l| periodic.body.contains(l.as_str())),
+        "{}",
+        periodic.body
+    );
+
+    let bad = s.page("/guests?page=abc", &login).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}

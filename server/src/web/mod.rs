@@ -3,6 +3,7 @@
 //! `/login` needs a logged-in user, and every form carries the session's CSRF token.
 
 mod frame;
+mod guest_list;
 mod login;
 mod pages;
 mod view;
@@ -21,6 +22,7 @@ const STYLESHEET: &str = include_str!("../../../static/style.css");
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(pages::overview))
+        .route("/guests", get(pages::guests))
         .route("/guests/{id}", get(pages::guest))
         .route("/plan", get(pages::plan))
         .route("/login", get(login::page).post(login::submit))

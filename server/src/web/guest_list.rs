@@ -1,0 +1,395 @@
+//! The guest list's filters, sort order and pages, from the URL's query string: a view can be
+//! bookmarked and shared. Pure: it orders and cuts what the analysis produced.
+
+use std::cmp::Ordering;
+
+use serde::{Deserialize, Serialize};
+
+use crate::fleet::AnalysedGuest;
+
+/// Rows per page.
+pub const PAGE_ROWS: usize = 50;
+
+/// The query string of `/guests`. Empty values mean "any".
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct ListQuery {
+    /// Name or UUID contains this (any case).
+    pub q: String,
+    pub host: String,
+    pub hypervisor: String,
+    pub mode: String,
+    pub distro: String,
+    pub kernel: String,
+    /// A column key (see [`Column`]); the default is waste.
+    pub sort: String,
+    /// `asc` or `desc`; the default depends on the column.
+    pub dir: String,
+    /// 1-based.
+    pub page: usize,
+}
+
+/// The columns the list sorts by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    Name,
+    Host,
+    Hypervisor,
+    Vcpus,
+    Cpu,
+    Wakeups,
+    Mode,
+    Waste,
+    Distro,
+    Kernel,
+}
+
+impl Column {
+    pub const ALL: [Column; 10] = [
+        Column::Name,
+        Column::Host,
+        Column::Hypervisor,
+        Column::Vcpus,
+        Column::Cpu,
+        Column::Wakeups,
+        Column::Mode,
+        Column::Waste,
+        Column::Distro,
+        Column::Kernel,
+    ];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Column::Name => "name",
+            Column::Host => "host",
+            Column::Hypervisor => "hypervisor",
+            Column::Vcpus => "vcpus",
+            Column::Cpu => "cpu",
+            Column::Wakeups => "wakeups",
+            Column::Mode => "mode",
+            Column::Waste => "waste",
+            Column::Distro => "distro",
+            Column::Kernel => "kernel",
+        }
+    }
+
+    fn parse(key: &str) -> Option<Column> {
+        Column::ALL.into_iter().find(|c| c.key() == key)
+    }
+
+    /// Figures read best largest first; names in alphabetical order.
+    fn descending_by_default(self) -> bool {
+        matches!(
+            self,
+            Column::Vcpus | Column::Cpu | Column::Wakeups | Column::Waste
+        )
+    }
+
+    fn compare(self, a: &AnalysedGuest, b: &AnalysedGuest) -> Ordering {
+        let cpu = |g: &AnalysedGuest| g.verdict.rates.map_or(-1.0, |r| r.host_cpu_pct);
+        let wakeups = |g: &AnalysedGuest| g.verdict.rates.map_or(-1.0, |r| r.wakeups_per_vcpu_s);
+        match self {
+            Column::Name => a.name.to_lowercase().cmp(&b.name.to_lowercase()),
+            Column::Host => a.host.cmp(&b.host),
+            Column::Hypervisor => a.hypervisor.cmp(&b.hypervisor),
+            Column::Vcpus => a.vcpus.cmp(&b.vcpus),
+            Column::Cpu => cpu(a).total_cmp(&cpu(b)),
+            Column::Wakeups => wakeups(a).total_cmp(&wakeups(b)),
+            Column::Mode => mode(a).cmp(mode(b)),
+            Column::Waste => a.wasted_cpu_pct().total_cmp(&b.wasted_cpu_pct()),
+            Column::Distro => distro(a).cmp(&distro(b)),
+            Column::Kernel => kernel(a).cmp(&kernel(b)),
+        }
+    }
+}
+
+pub fn mode(g: &AnalysedGuest) -> &'static str {
+    g.verdict.classification.mode.as_str()
+}
+
+pub fn distro(g: &AnalysedGuest) -> String {
+    g.kernel
+        .as_ref()
+        .and_then(|k| k.distro.clone())
+        .unwrap_or_default()
+}
+
+pub fn kernel(g: &AnalysedGuest) -> String {
+    g.kernel
+        .as_ref()
+        .and_then(|k| k.kernel_release.clone())
+        .unwrap_or_default()
+}
+
+impl ListQuery {
+    pub fn column(&self) -> Column {
+        Column::parse(&self.sort).unwrap_or(Column::Waste)
+    }
+
+    pub fn descending(&self) -> bool {
+        match self.dir.as_str() {
+            "asc" => false,
+            "desc" => true,
+            _ => self.column().descending_by_default(),
+        }
+    }
+
+    fn keeps(&self, g: &AnalysedGuest) -> bool {
+        let is = |wanted: &str, value: &str| wanted.is_empty() || wanted == value;
+        let q = self.q.trim().to_lowercase();
+        is(&self.host, &g.host)
+            && is(&self.hypervisor, &g.hypervisor)
+            && is(&self.mode, mode(g))
+            && is(&self.distro, &distro(g))
+            && is(&self.kernel, &kernel(g))
+            && (q.is_empty()
+                || g.name.to_lowercase().contains(&q)
+                || g.uuid.as_deref().is_some_and(|u| u.contains(&q)))
+    }
+
+    /// This query with other values, as a query string (`?…`), leaving out empty ones.
+    pub fn with(&self, change: impl FnOnce(&mut ListQuery)) -> String {
+        let mut q = self.clone();
+        change(&mut q);
+        let fields = [
+            ("q", q.q.clone()),
+            ("host", q.host.clone()),
+            ("hypervisor", q.hypervisor.clone()),
+            ("mode", q.mode.clone()),
+            ("distro", q.distro.clone()),
+            ("kernel", q.kernel.clone()),
+            ("sort", q.sort.clone()),
+            ("dir", q.dir.clone()),
+            (
+                "page",
+                if q.page > 1 {
+                    q.page.to_string()
+                } else {
+                    String::new()
+                },
+            ),
+        ];
+        let pairs: Vec<String> = fields
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| format!("{k}={}", encode(v)))
+            .collect();
+        if pairs.is_empty() {
+            "?".into()
+        } else {
+            format!("?{}", pairs.join("&"))
+        }
+    }
+
+    /// The link a column header sorts by: that column, or the other direction if it is the
+    /// current one; back to the first page.
+    pub fn sort_link(&self, column: Column) -> String {
+        let current = self.column() == column;
+        let descending = if current {
+            !self.descending()
+        } else {
+            column.descending_by_default()
+        };
+        self.with(|q| {
+            q.sort = column.key().into();
+            q.dir = if descending { "desc" } else { "asc" }.into();
+            q.page = 1;
+        })
+    }
+}
+
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// One page of the filtered, sorted guests.
+pub struct Page<'a> {
+    pub rows: Vec<&'a AnalysedGuest>,
+    /// Guests that passed the filters, on all pages.
+    pub matching: usize,
+    pub page: usize,
+    pub pages: usize,
+}
+
+pub fn page<'a>(guests: &'a [AnalysedGuest], query: &ListQuery) -> Page<'a> {
+    let mut rows: Vec<&AnalysedGuest> = guests.iter().filter(|g| query.keeps(g)).collect();
+    let column = query.column();
+    let descending = query.descending();
+    rows.sort_by(|a, b| {
+        let order = column.compare(a, b);
+        let order = if descending { order.reverse() } else { order };
+        // Ties keep a stable, meaningful order: most waste first, then by name.
+        order
+            .then_with(|| b.wasted_cpu_pct().total_cmp(&a.wasted_cpu_pct()))
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    let matching = rows.len();
+    let pages = matching.div_ceil(PAGE_ROWS).max(1);
+    let page = query.page.clamp(1, pages);
+    let rows = rows
+        .into_iter()
+        .skip((page - 1) * PAGE_ROWS)
+        .take(PAGE_ROWS)
+        .collect();
+    Page {
+        rows,
+        matching,
+        page,
+        pages,
+    }
+}
+
+/// The distinct values of a field, sorted, for a filter's choices.
+pub fn choices(guests: &[AnalysedGuest], field: impl Fn(&AnalysedGuest) -> String) -> Vec<String> {
+    let mut values: Vec<String> = guests.iter().map(field).filter(|v| !v.is_empty()).collect();
+    values.sort();
+    values.dedup();
+    values
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{analyse_host, test_window};
+
+    fn guest(id: i64, name: &str, host: &str, cpu_pct: f64, wakeups: f64) -> AnalysedGuest {
+        let window = test_window(1, cpu_pct, wakeups, None);
+        let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
+        AnalysedGuest {
+            id,
+            name: name.into(),
+            uuid: Some(format!("00000000-0000-4000-8000-{id:012}")),
+            host: host.into(),
+            host_id: 1,
+            hypervisor: "qemu".into(),
+            management: None,
+            vcpus: 1,
+            pid: 1000 + id,
+            boot_args: None,
+            uses_kvm: None,
+            last_seen_ms: 0,
+            intervals: 6,
+            window_s: 60.0,
+            kernel: None,
+            verdict,
+        }
+    }
+
+    fn fleet() -> Vec<AnalysedGuest> {
+        vec![
+            guest(1, "web-01", "hv-a", 0.3, 20.0),
+            guest(2, "DB-legacy", "hv-a", 4.1, 1004.0),
+            guest(3, "ci-runner", "hv-b", 5.3, 650.0),
+            guest(4, "build-box", "hv-b", 78.0, 300.0),
+        ]
+    }
+
+    fn names(guests: &[AnalysedGuest], query: &str) -> Vec<String> {
+        let query: ListQuery = serde_urlencoded_like(query);
+        page(guests, &query)
+            .rows
+            .iter()
+            .map(|g| g.name.clone())
+            .collect()
+    }
+
+    /// Parses a query string the way axum's `Query` does (serde over `key=value` pairs).
+    fn serde_urlencoded_like(query: &str) -> ListQuery {
+        let uri: axum::http::Uri = format!("/guests?{query}").parse().unwrap();
+        axum::extract::Query::<ListQuery>::try_from_uri(&uri)
+            .unwrap()
+            .0
+    }
+
+    #[test]
+    fn filters_search_and_sort_come_from_the_query_string() {
+        let guests = fleet();
+        let cases: [(&str, &[&str]); 9] = [
+            // Most waste first by default; ties (no waste) by name.
+            ("", &["ci-runner", "DB-legacy", "build-box", "web-01"]),
+            (
+                "sort=name",
+                &["build-box", "ci-runner", "DB-legacy", "web-01"],
+            ),
+            (
+                "sort=name&dir=desc",
+                &["web-01", "DB-legacy", "ci-runner", "build-box"],
+            ),
+            (
+                "sort=cpu",
+                &["build-box", "ci-runner", "DB-legacy", "web-01"],
+            ),
+            (
+                "sort=cpu&dir=asc",
+                &["web-01", "DB-legacy", "ci-runner", "build-box"],
+            ),
+            ("host=hv-b", &["ci-runner", "build-box"]),
+            ("mode=periodic&sort=name", &["ci-runner", "DB-legacy"]),
+            // Search ignores case, and finds UUIDs too.
+            ("q=db", &["DB-legacy"]),
+            ("q=000000000004", &["build-box"]),
+        ];
+        for (query, expected) in cases {
+            assert_eq!(names(&guests, query), expected, "{query}");
+        }
+        // An unknown column sorts by waste rather than failing.
+        assert_eq!(names(&guests, "sort=bogus"), names(&guests, ""));
+    }
+
+    #[test]
+    fn pages_hold_fifty_rows_and_a_page_past_the_end_shows_the_last() {
+        let guests: Vec<AnalysedGuest> = (0..120)
+            .map(|i| guest(i, &format!("g{i:03}"), "hv", 0.3, 20.0))
+            .collect();
+        let cases = [
+            ("", 1, 50),
+            ("page=2", 2, 50),
+            ("page=3", 3, 20),
+            ("page=99", 3, 20),
+            ("page=0", 1, 50),
+        ];
+        for (query, expected_page, rows) in cases {
+            let q = serde_urlencoded_like(query);
+            let p = page(&guests, &q);
+            assert_eq!(
+                (p.page, p.rows.len(), p.pages, p.matching),
+                (expected_page, rows, 3, 120),
+                "{query}"
+            );
+        }
+        let q = serde_urlencoded_like("sort=name&page=2");
+        assert_eq!(page(&guests, &q).rows[0].name, "g050");
+    }
+
+    #[test]
+    fn links_keep_the_view_and_encode_what_they_carry() {
+        let q = serde_urlencoded_like("host=hv%20a&q=%3Cx%3E&page=3&sort=cpu&dir=asc");
+        assert_eq!(q.host, "hv a");
+        assert_eq!(q.q, "<x>");
+        // The next page keeps every filter.
+        assert_eq!(
+            q.with(|q| q.page += 1),
+            "?q=%3Cx%3E&host=hv%20a&sort=cpu&dir=asc&page=4"
+        );
+        // Sorting by the current column turns it around and goes back to page 1.
+        assert_eq!(
+            q.sort_link(Column::Cpu),
+            "?q=%3Cx%3E&host=hv%20a&sort=cpu&dir=desc"
+        );
+        // Another column starts in its natural direction.
+        assert_eq!(
+            q.sort_link(Column::Name),
+            "?q=%3Cx%3E&host=hv%20a&sort=name&dir=asc"
+        );
+        assert_eq!(ListQuery::default().with(|_| {}), "?");
+    }
+}
