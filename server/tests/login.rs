@@ -269,3 +269,61 @@ async fn the_guest_list_filters_by_the_address_and_escapes_names() {
     let bad = s.page("/guests?page=abc", &login).await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn hosts_show_their_agents_and_a_silent_one_stands_out() {
+    use tickscope_server::{app, ingest};
+    let s = server().await;
+    s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
+    // A second host whose agent last reported ten minutes ago.
+    let mut old = fleet_report(2);
+    old["host"]["name"] = serde_json::json!("hv-<quiet>");
+    old["agent"]["id"] = serde_json::json!("machine-2");
+    let report = serde_json::from_value(old).unwrap();
+    let valid = ingest::validate(report, app::now_ms()).unwrap();
+    let token =
+        s.db.insert_token("old", "agent", "00", None, 0)
+            .await
+            .unwrap();
+    s.db.store_report(&valid, token, app::now_ms() - 10 * 60 * 1000)
+        .await
+        .unwrap();
+
+    let login = s.login("alice", "viewer").await;
+    let hosts = s.page("/hosts", &login).await;
+    assert_eq!(hosts.status, StatusCode::OK, "{}", hosts.body);
+    assert!(hosts.body.contains("1 host(s) silent"), "{}", hosts.body);
+    assert!(!hosts.body.contains("hv-<quiet>"), "raw host name");
+    let silent_row = hosts.body.find("class=\"silent\"").unwrap();
+    let quiet = hosts.body.find("hv-&").unwrap();
+    let live = hosts.body.find(">hv1<").unwrap();
+    assert!(
+        silent_row < quiet && quiet < live,
+        "the silent host comes first"
+    );
+    assert!(hosts.body.contains("0.1.0"), "agent version");
+
+    let id =
+        s.db.hosts()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|h| h.name == "hv1")
+            .unwrap()
+            .id;
+    let host = s.page(&format!("/hosts/{id}"), &login).await;
+    assert_eq!(host.status, StatusCode::OK, "{}", host.body);
+    for text in [
+        ">ticker-1<",
+        ">ticker-2<",
+        ">quiet<",
+        "qemu 0.50 % per vCPU (default)",
+    ] {
+        assert!(host.body.contains(text), "{text}: {}", host.body);
+    }
+    assert!(!host.body.contains("Silent:"));
+    assert_eq!(
+        s.page("/hosts/999", &login).await.status,
+        StatusCode::NOT_FOUND
+    );
+}

@@ -5,12 +5,14 @@
 
 mod facts;
 mod guests;
+mod hosts;
 mod reports;
 mod tokens;
 mod users;
 
 pub use facts::{FactsEventRow, FactsRow, FactsSpanRow};
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
+pub use hosts::HostRow;
 pub use reports::StoreOutcome;
 pub use tokens::TokenRow;
 pub use users::UserRow;

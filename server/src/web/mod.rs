@@ -4,6 +4,7 @@
 
 mod frame;
 mod guest_list;
+mod hosts;
 mod login;
 mod pages;
 mod view;
@@ -24,6 +25,8 @@ pub fn router() -> Router<AppState> {
         .route("/", get(pages::overview))
         .route("/guests", get(pages::guests))
         .route("/guests/{id}", get(pages::guest))
+        .route("/hosts", get(hosts::list))
+        .route("/hosts/{id}", get(hosts::one))
         .route("/plan", get(pages::plan))
         .route("/login", get(login::page).post(login::submit))
         .route("/logout", post(login::logout))

@@ -1,0 +1,162 @@
+//! `/hosts` and `/hosts/{id}`: each hypervisor host, its agent, its guests and its baselines.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+
+use super::frame::Frame;
+use super::pages::PageError;
+use super::view::{self, GuestRow};
+use crate::app::{AppState, now_ms};
+use crate::auth::PageUser;
+use crate::db::HostRow;
+use crate::error::AppError;
+use crate::fleet::{self, HostTotals};
+
+/// A host whose agent has not reported for this long is shown as silent (agents report every
+/// 10 s by default; a few missed reports can be a restart, minutes of them are not).
+pub const SILENT_AFTER_MS: i64 = 2 * 60 * 1000;
+
+pub struct HostLine {
+    id: i64,
+    name: String,
+    cpus: i64,
+    kernel: String,
+    agent_version: String,
+    halt_poll: String,
+    first_seen: String,
+    last_report: String,
+    silent: bool,
+    guests: usize,
+    ticking: usize,
+    waste: String,
+    money: String,
+    baselines: String,
+}
+
+impl HostLine {
+    fn new(host: &HostRow, totals: Option<&HostTotals>, currency: &str, now: i64) -> HostLine {
+        HostLine {
+            id: host.id,
+            name: host.name.clone(),
+            cpus: host.cpus,
+            kernel: host.kernel.clone(),
+            agent_version: host.agent_version.clone(),
+            halt_poll: host
+                .kvm_halt_poll_ns
+                .map_or("KVM not loaded".into(), |ns| format!("{ns} ns")),
+            first_seen: view::time(host.first_seen_ms),
+            last_report: format!(
+                "{} ({})",
+                view::ago(host.last_report_ms, now),
+                view::time(host.last_report_ms)
+            ),
+            silent: now - host.last_report_ms > SILENT_AFTER_MS,
+            guests: totals.map_or(0, |t| t.guests),
+            ticking: totals.map_or(0, |t| t.ticking),
+            waste: view::pct(totals.map_or(0.0, |t| t.wasted_cpu_pct)),
+            money: format!(
+                "{:.0} {currency}",
+                totals.map_or(0.0, |t| t.wasted_cost_per_year)
+            ),
+            baselines: totals.map_or("—".into(), |t| {
+                t.baselines
+                    .iter()
+                    .map(|b| {
+                        let from = match b.learned_from_guests {
+                            0 => "default".to_string(),
+                            n => format!("from {n} guests"),
+                        };
+                        format!(
+                            "{} {} per vCPU ({from})",
+                            b.hypervisor,
+                            view::pct(b.cpu_pct_per_vcpu)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            }),
+        }
+    }
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "hosts.html")]
+pub struct HostsPage {
+    frame: Frame,
+    rows: Vec<HostLine>,
+    silent: usize,
+    generated: String,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+) -> Result<HostsPage, PageError> {
+    let now = now_ms();
+    let guests = fleet::ranked_guests(&state.db, now).await?;
+    let totals = fleet::host_totals(&guests, &state.options.cost);
+    let currency = &state.options.cost.currency;
+    let mut rows: Vec<HostLine> = state
+        .db
+        .hosts()
+        .await?
+        .iter()
+        .map(|h| HostLine::new(h, totals.iter().find(|t| t.host_id == h.id), currency, now))
+        .collect();
+    // Silent hosts first (they need someone), then by waste as the ranking does.
+    rows.sort_by(|a, b| {
+        b.silent.cmp(&a.silent).then_with(|| {
+            let waste = |l: &HostLine| {
+                totals
+                    .iter()
+                    .find(|t| t.host_id == l.id)
+                    .map_or(0.0, |t| t.wasted_cpu_pct)
+            };
+            waste(b).total_cmp(&waste(a))
+        })
+    });
+    Ok(HostsPage {
+        frame: Frame::new(&state, &user, &session).await?,
+        silent: rows.iter().filter(|r| r.silent).count(),
+        rows,
+        generated: view::time(now),
+    })
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "host.html")]
+pub struct HostPage {
+    frame: Frame,
+    host: HostLine,
+    guests: Vec<GuestRow>,
+}
+
+pub async fn one(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    id: Result<Path<i64>, PathRejection>,
+) -> Result<HostPage, PageError> {
+    let not_found = || AppError::NotFound("There is no such host.".into());
+    let Path(id) = id.map_err(|_| not_found())?;
+    let now = now_ms();
+    let host = state
+        .db
+        .hosts()
+        .await?
+        .into_iter()
+        .find(|h| h.id == id)
+        .ok_or_else(not_found)?;
+    let guests: Vec<_> = fleet::ranked_guests(&state.db, now)
+        .await?
+        .into_iter()
+        .filter(|g| g.host_id == id)
+        .collect();
+    let totals = fleet::host_totals(&guests, &state.options.cost);
+    Ok(HostPage {
+        frame: Frame::new(&state, &user, &session).await?,
+        host: HostLine::new(&host, totals.first(), &state.options.cost.currency, now),
+        guests: guests.iter().map(GuestRow::new).collect(),
+    })
+}
