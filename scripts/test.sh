@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(qemu-system-x86 busybox-static cpio gzip)
+# chromium and chromium-driver: the browser tests (server/tests/browser.rs).
+packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

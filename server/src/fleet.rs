@@ -7,7 +7,7 @@ use tickscope_agent::wire::{FactsSource, GuestFacts, Hypervisor};
 
 use crate::analysis::change::{self, Change};
 use crate::analysis::cost::{self, CostModel};
-use crate::analysis::history::{self, Accumulated};
+use crate::analysis::history::{self, Accumulated, Figures};
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::plan::{PlanGroup, PlanGuest};
 use crate::analysis::{self, Interval, Verdict, Window, idle};
@@ -321,83 +321,122 @@ pub struct WasteSoFar {
     pub last_7d: Accumulated,
 }
 
+/// A guest's stored history over a span: its samples, idle readings and facts, parsed once.
+struct History {
+    samples: Vec<IntervalRow>,
+    readings: Vec<idle::Reading>,
+    /// Each set of facts: (source, first received, last received, facts).
+    spans: Vec<(String, i64, i64, GuestFacts)>,
+}
+
+impl History {
+    async fn load(db: &Db, guest_id: i64, from_ms: i64, to_ms: i64) -> AppResult<History> {
+        let (samples, readings) = db
+            .samples_between(guest_id, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
+            .await?;
+        let spans = db
+            .facts_spans(guest_id)
+            .await?
+            .into_iter()
+            .filter_map(|row: FactsSpanRow| {
+                let facts = serde_json::from_str(&row.facts_json).ok()?;
+                Some((row.source, row.first_received_ms, row.received_ms, facts))
+            })
+            .collect();
+        Ok(History {
+            samples,
+            readings: readings.iter().map(reading).collect(),
+            spans,
+        })
+    }
+
+    /// The facts the guest had at a time: those first received by then, as the ranking would
+    /// have picked them then, without their idle fraction (the window's own readings stand in
+    /// for it).
+    fn facts_at(&self, at_ms: i64) -> Option<KernelFacts> {
+        let candidates = self
+            .spans
+            .iter()
+            .filter(|(_, first_ms, _, _)| *first_ms <= at_ms)
+            .map(|(source, _, last_ms, facts)| (source.as_str(), (*last_ms).min(at_ms), facts));
+        let mut facts = choose_facts(candidates, at_ms)?;
+        facts.idle_fraction = None;
+        Some(facts)
+    }
+
+    fn window(&self, guest: &AnalysedGuest, samples: &[IntervalRow], end_ms: i64) -> Window {
+        Window {
+            hypervisor: Hypervisor::from_name(&guest.hypervisor),
+            vcpus: samples.last().map_or(guest.vcpus, |s| s.vcpus),
+            intervals: intervals(samples, &self.readings),
+            wakeups_from_vcpu_threads: samples.iter().all(|s| s.from_vcpu_threads),
+            boot_args: guest.boot_args.clone(),
+            facts: self.facts_at(end_ms),
+            uses_kvm: guest.uses_kvm,
+            host_halt_poll_ns: None,
+        }
+    }
+
+    /// The samples cut into buckets of `bucket_ms` (on the server clock), as (bucket start,
+    /// samples), oldest first; empty buckets are left out.
+    fn buckets(&self, bucket_ms: i64) -> BTreeMap<i64, Vec<IntervalRow>> {
+        let mut buckets: BTreeMap<i64, Vec<IntervalRow>> = BTreeMap::new();
+        for sample in &self.samples {
+            buckets
+                .entry(sample.received_ms.div_euclid(bucket_ms) * bucket_ms)
+                .or_default()
+                .push(sample.clone());
+        }
+        buckets
+    }
+}
+
 /// What `guest` wasted over the last 24 hours and 7 days: its samples cut into analysis windows,
 /// each judged on its own with the facts of its time, against the host's current baseline.
 pub async fn waste_so_far(db: &Db, guest: &AnalysedGuest, now_ms: i64) -> AppResult<WasteSoFar> {
     const DAY_MS: i64 = 24 * 60 * 60 * 1000;
-    let (samples, readings) = db
-        .samples_between(
-            guest.id,
-            now_ms - 7 * DAY_MS,
-            now_ms + 1,
-            idle::DEFAULT_READING_SPAN_MS,
-        )
-        .await?;
-    let readings: Vec<idle::Reading> = readings.iter().map(reading).collect();
-    // Each set of facts parsed once: (source, first received, last received, facts).
-    let spans: Vec<(String, i64, i64, GuestFacts)> = db
-        .facts_spans(guest.id)
-        .await?
-        .into_iter()
-        .filter_map(|row: FactsSpanRow| {
-            let facts = serde_json::from_str(&row.facts_json).ok()?;
-            Some((row.source, row.first_received_ms, row.received_ms, facts))
-        })
-        .collect();
-    // The facts a guest had at a time: those first received by then, as the ranking would
-    // have picked them then.
-    let facts_at = |at_ms: i64| {
-        let candidates = spans
-            .iter()
-            .filter(|(_, first_ms, _, _)| *first_ms <= at_ms)
-            .map(|(source, _, last_ms, facts)| (source.as_str(), (*last_ms).min(at_ms), facts));
-        choose_facts(candidates, at_ms)
-    };
-    let window = |samples: &[IntervalRow], end_ms: i64| {
-        let mut facts = facts_at(end_ms);
-        if let Some(facts) = &mut facts {
-            // The facts' idle fraction is the newest one, not this window's: the window's own
-            // readings stand in for it, and without them there is none.
-            facts.idle_fraction = None;
-        }
-        Window {
-            hypervisor: Hypervisor::from_name(&guest.hypervisor),
-            vcpus: samples.last().map_or(guest.vcpus, |s| s.vcpus),
-            intervals: intervals(samples, &readings),
-            wakeups_from_vcpu_threads: samples.iter().all(|s| s.from_vcpu_threads),
-            boot_args: guest.boot_args.clone(),
-            facts,
-            uses_kvm: guest.uses_kvm,
-            host_halt_poll_ns: None,
-        }
-    };
-    let mut chunks: BTreeMap<i64, Vec<IntervalRow>> = BTreeMap::new();
-    for sample in samples {
-        chunks
-            .entry(sample.received_ms.div_euclid(ANALYSIS_WINDOW_MS))
-            .or_default()
-            .push(sample);
-    }
+    let history = History::load(db, guest.id, now_ms - 7 * DAY_MS, now_ms + 1).await?;
     let mut day = Vec::new();
     let mut week = Vec::new();
-    for (chunk, samples) in chunks {
-        let end_ms = (chunk + 1) * ANALYSIS_WINDOW_MS;
-        // The chunk that straddles the start of the day contributes its part in the day.
+    for (start_ms, samples) in history.buckets(ANALYSIS_WINDOW_MS) {
+        let end_ms = start_ms + ANALYSIS_WINDOW_MS;
+        // The window that straddles the start of the day contributes its part in the day.
         let in_day: Vec<IntervalRow> = samples
             .iter()
             .filter(|s| s.received_ms > now_ms - DAY_MS)
             .cloned()
             .collect();
         if !in_day.is_empty() {
-            day.push(window(&in_day, end_ms));
+            day.push(history.window(guest, &in_day, end_ms));
         }
-        week.push(window(&samples, end_ms));
+        week.push(history.window(guest, &samples, end_ms));
     }
     let baseline = &guest.verdict.waste.baseline;
     Ok(WasteSoFar {
         last_24h: history::accumulate(&day, baseline),
         last_7d: history::accumulate(&week, baseline),
     })
+}
+
+/// A guest's history over [from_ms, to_ms) in buckets of `bucket_ms`, each judged as the ranking
+/// judges the present, as (bucket start, figures).
+pub async fn history(
+    db: &Db,
+    guest: &AnalysedGuest,
+    from_ms: i64,
+    to_ms: i64,
+    bucket_ms: i64,
+) -> AppResult<Vec<(i64, Figures)>> {
+    let history = History::load(db, guest.id, from_ms, to_ms).await?;
+    let baseline = &guest.verdict.waste.baseline;
+    Ok(history
+        .buckets(bucket_ms)
+        .into_iter()
+        .map(|(start_ms, samples)| {
+            let window = history.window(guest, &samples, start_ms + bucket_ms);
+            (start_ms, history::figures(&window, baseline))
+        })
+        .collect())
 }
 
 /// The upgrade plan of the active guests.

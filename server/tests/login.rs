@@ -327,3 +327,55 @@ async fn hosts_show_their_agents_and_a_silent_one_stands_out() {
         StatusCode::NOT_FOUND
     );
 }
+
+#[tokio::test]
+async fn the_guest_page_charts_its_history_and_marks_a_kernel_change() {
+    let s = server().await;
+    let facts = |release: &str| {
+        serde_json::json!({"source": "probe_channel", "received_ms": tickscope_server::app::now_ms(),
+                           "facts": {"kernel_release": release, "idle_fraction": 0.99}})
+    };
+    for (seq, release) in [(1, "6.1.0-57"), (2, "6.12<script>alert(1)</script>")] {
+        let mut r = fleet_report(seq);
+        r["guests"][1]["facts"] = facts(release);
+        s.post_report(Some(&s.agent_token), &r).await;
+    }
+    let login = s.login("alice", "viewer").await;
+    let id = s
+        .browse(Method::GET, "/api/v1/guests", Some(&login.cookie), None)
+        .await
+        .json()["guests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "ticker-1")
+        .unwrap()["id"]
+        .clone();
+    let page = s.page(&format!("/guests/{id}"), &login).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert_eq!(page.body.matches("<svg").count(), 4, "four charts");
+    assert!(page.body.contains("<polyline"), "with lines");
+    assert_eq!(
+        page.body.matches("class=\"mark\"").count(),
+        4,
+        "the change marked on each"
+    );
+    assert!(
+        !page.body.contains("<script>alert(1)"),
+        "raw kernel string in a chart"
+    );
+    assert!(
+        page.body.contains("kernel 6.12&#60;script&#62;")
+            || page.body.contains("kernel 6.12&lt;script&gt;")
+    );
+    for range in ["1h", "24h", "7d", "30d"] {
+        let page = s.page(&format!("/guests/{id}?range={range}"), &login).await;
+        assert_eq!(page.status, StatusCode::OK, "{range}");
+        assert!(
+            page.body
+                .contains(&format!("<strong aria-current=\"true\">{range}</strong>"))
+        );
+    }
+    let bad = s.page(&format!("/guests/{id}?range=1y"), &login).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}

@@ -6,54 +6,19 @@
 //! it takes about a minute; run it with `cargo test -p tickscope-server --test real_guests --
 //! --ignored`.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use common::processes::{Processes, add_token, repo_root, start_server};
+
 const AGENT_INTERVAL_S: u64 = 5;
 const REPORTS_TO_WAIT_FOR: u64 = 3;
 const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
-
-/// Kills the processes it holds by PID when dropped, whether the test passed or not.
-#[derive(Default)]
-struct Processes(Vec<(String, Child)>);
-
-impl Processes {
-    fn add(&mut self, what: &str, child: Child) -> u32 {
-        let pid = child.id();
-        self.0.push((what.to_string(), child));
-        pid
-    }
-
-    /// Kills the process added as `what` now, as pulling a VM's plug would.
-    fn kill(&mut self, what: &str) {
-        let at = self.0.iter().position(|(w, _)| w == what).unwrap();
-        let (_, mut child) = self.0.remove(at);
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-}
-
-impl Drop for Processes {
-    fn drop(&mut self) {
-        for (what, child) in &mut self.0 {
-            if let Err(e) = child.kill() {
-                eprintln!("could not kill {what} (pid {}): {e}", child.id());
-            }
-            let _ = child.wait();
-        }
-    }
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 fn guest_assets() -> PathBuf {
     let dir = std::env::var_os("TICKSCOPE_GUEST_DIR")
@@ -166,64 +131,6 @@ fn wait_for_boot(serial: &Path, started: Instant) {
     }
 }
 
-/// Starts the server on a free port and returns its base URL.
-fn start_server(db: &Path, processes: &mut Processes) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-        .arg(db)
-        .env("TICKSCOPE_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    processes.add("tickscope-server", child);
-    let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("the server exited before listening")
-            .unwrap();
-        if let Some(at) = line.find("listening on http://") {
-            break line[at + "listening on ".len()..]
-                .split(|c: char| !(c.is_ascii_alphanumeric() || ":/.".contains(c)))
-                .next()
-                .unwrap()
-                .to_string();
-        }
-    };
-    // Keep draining the server's log so it never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    url
-}
-
-fn add_token(db: &Path, role: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
-        .args([
-            "token",
-            "add",
-            &format!("real-guests-{role}"),
-            "--role",
-            role,
-            "--db",
-        ])
-        .arg(db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .last()
-        .unwrap()
-        .to_string()
-}
-
 /// GETs `path` from the server with the viewer token.
 fn get_json(url: &str, path: &str, viewer_token: &str) -> Value {
     ureq::get(&format!("{url}{path}"))
@@ -283,7 +190,7 @@ fn start_fleet(guests: &[Guest], initrd: Option<&Path>, probe_channel: bool) -> 
     let db = work.path().join("tickscope.db");
     let agent_token = add_token(&db, "agent");
     let viewer_token = add_token(&db, "viewer");
-    let url = start_server(&db, &mut processes);
+    let url = start_server(&db, &[], &mut processes);
     let agent_child = Command::new(&agent)
         .args([
             "run",

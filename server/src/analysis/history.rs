@@ -16,19 +16,46 @@ pub struct Accumulated {
     pub idle_hours: f64,
 }
 
+/// What one window of a guest's history shows, judged as the ranking judges the present.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Figures {
+    /// Host CPU over the whole window, in % of one core.
+    pub host_cpu_pct: Option<f64>,
+    pub wakeups_per_vcpu_s: Option<f64>,
+    /// Share of the window the guest idled, 0 to 1.
+    pub idle_share: Option<f64>,
+    /// Waste averaged over the window, in % of one core.
+    pub wasted_cpu_pct: f64,
+    pub length_s: f64,
+    pub idle_s: f64,
+}
+
+pub fn figures(window: &Window, baseline: &Baseline) -> Figures {
+    let total = window.total();
+    let activity = idle::activity(&window.intervals);
+    let (span, reported_idle) = judged(&total, &activity);
+    let classification = tick_mode::classify(window, &span, reported_idle);
+    let activity = settled(activity, &classification, window);
+    let waste = waste::waste(&classification, &activity, &total, baseline);
+    let rates = total.rates();
+    Figures {
+        host_cpu_pct: rates.map(|r| r.host_cpu_pct),
+        wakeups_per_vcpu_s: rates.map(|r| r.wakeups_per_vcpu_s),
+        idle_share: activity.idle_share(),
+        wasted_cpu_pct: waste.wasted_cpu_pct,
+        length_s: total.length_s,
+        idle_s: activity.idle_s,
+    }
+}
+
 /// Sums the waste of consecutive windows of one guest.
 pub fn accumulate(windows: &[Window], baseline: &Baseline) -> Accumulated {
     let mut sum = Accumulated::default();
     for window in windows {
-        let total = window.total();
-        let activity = idle::activity(&window.intervals);
-        let (span, reported_idle) = judged(&total, &activity);
-        let classification = tick_mode::classify(window, &span, reported_idle);
-        let activity = settled(activity, &classification, window);
-        let waste = waste::waste(&classification, &activity, &total, baseline);
-        sum.wasted_core_hours += waste.wasted_cpu_pct / 100.0 * total.length_s / 3600.0;
-        sum.measured_hours += total.length_s / 3600.0;
-        sum.idle_hours += activity.idle_s / 3600.0;
+        let f = figures(window, baseline);
+        sum.wasted_core_hours += f.wasted_cpu_pct / 100.0 * f.length_s / 3600.0;
+        sum.measured_hours += f.length_s / 3600.0;
+        sum.idle_hours += f.idle_s / 3600.0;
     }
     sum
 }

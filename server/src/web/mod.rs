@@ -2,6 +2,7 @@
 //! escaped by askama's HTML escaping, which is on for every `.html` template. Every page but
 //! `/login` needs a logged-in user, and every form carries the session's CSRF token.
 
+mod chart;
 mod frame;
 mod guest_list;
 mod hosts;

@@ -6,10 +6,12 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 
+use super::chart::{self, Chart, Range};
 use super::frame::Frame;
 use super::guest_list::{self, Column, ListQuery};
 use super::view::{self, GuestRow, Segment};
 use crate::analysis::cost;
+use crate::analysis::history::Figures;
 use crate::analysis::suggest::Suggestion;
 use crate::app::{AppState, now_ms};
 use crate::auth::PageUser;
@@ -199,6 +201,9 @@ pub struct GuestPage {
     waste_cost: String,
     /// (period, waste accumulated over it) rows.
     waste_so_far: Vec<(&'static str, String)>,
+    /// The history charts over `range`, and the ranges to choose from: (key, chosen).
+    charts: Vec<Chart>,
+    ranges: Vec<(&'static str, bool)>,
     /// Host CPU before and after the last kernel or command-line change; empty without one.
     change: Vec<(&'static str, String)>,
     evidence: Vec<Vec<Segment>>,
@@ -210,10 +215,16 @@ pub struct GuestPage {
     samples: Vec<SampleLine>,
 }
 
+#[derive(serde::Deserialize)]
+pub struct GuestQuery {
+    range: Option<String>,
+}
+
 pub async fn guest(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
+    query: Result<Query<GuestQuery>, QueryRejection>,
 ) -> Result<GuestPage, PageError> {
     let not_found = || AppError::NotFound("There is no such guest.".into());
     let Path(id) = id.map_err(|_| not_found())?;
@@ -289,7 +300,14 @@ pub async fn guest(
     let kernel_source = guest.kernel.as_ref().map_or_else(String::new, |k| {
         format!("from {}, received {:.0} s ago", k.source, k.age_s)
     });
+    let range = match query.ok().and_then(|Query(q)| q.range) {
+        None => Range::Hour,
+        Some(key) => Range::parse(&key).ok_or_else(|| {
+            AppError::BadRequest(format!("there is no range {key:?}: use 1h, 24h, 7d or 30d"))
+        })?,
+    };
     let history = state.db.facts_history(id).await?;
+    let charts = charts(&state, &guest, &history, range, now).await?;
     // Only a source that reported more than one set of facts has seen a change.
     let changed = history
         .iter()
@@ -376,6 +394,11 @@ pub async fn guest(
         change,
         waste_cost,
         waste_so_far,
+        charts,
+        ranges: Range::ALL
+            .into_iter()
+            .map(|r| (r.key(), r == range))
+            .collect(),
         kernel,
         kernel_source,
         events,
@@ -605,4 +628,78 @@ pub async fn guests(
         },
         clear: ListQuery::default().with(|_| {}),
     })
+}
+
+/// The guest's history over `range` as four charts, with its kernel and command-line changes
+/// marked on each.
+async fn charts(
+    state: &AppState,
+    guest: &AnalysedGuest,
+    events: &[crate::db::FactsEventRow],
+    range: Range,
+    now: i64,
+) -> Result<Vec<Chart>, PageError> {
+    let bucket_ms = range.bucket_ms();
+    let from_ms = now - range.length_ms();
+    let figures = fleet::history(&state.db, guest, from_ms, now + 1, bucket_ms).await?;
+    // A change is a set of facts after the first from its source; its label says what changed.
+    let mut marks = Vec::new();
+    let mut oldest_first: Vec<&crate::db::FactsEventRow> = events.iter().collect();
+    oldest_first.sort_by_key(|e| e.first_received_ms);
+    for (i, e) in oldest_first.iter().enumerate() {
+        let Some(before) = oldest_first[..i]
+            .iter()
+            .rev()
+            .find(|p| p.source == e.source)
+        else {
+            continue;
+        };
+        let label = if e.kernel_release != before.kernel_release {
+            format!("kernel {}", e.kernel_release.as_deref().unwrap_or("?"))
+        } else {
+            "command line changed".to_string()
+        };
+        marks.push((e.first_received_ms, label));
+    }
+    let series = |value: fn(&Figures) -> Option<f64>| -> Vec<(i64, Option<f64>)> {
+        figures
+            .iter()
+            // Each point sits mid-stretch, but not past now (the newest stretch is still going).
+            .map(|(start, f)| ((start + bucket_ms / 2).min(now), value(f)))
+            .collect()
+    };
+    Ok(vec![
+        chart::layout(
+            "Host CPU",
+            "% of a core",
+            range,
+            from_ms,
+            &series(|f| f.host_cpu_pct),
+            &marks,
+        ),
+        chart::layout(
+            "Wake-ups",
+            "per vCPU per second",
+            range,
+            from_ms,
+            &series(|f| f.wakeups_per_vcpu_s),
+            &marks,
+        ),
+        chart::layout(
+            "Wasted",
+            "% of a core",
+            range,
+            from_ms,
+            &series(|f| Some(f.wasted_cpu_pct)),
+            &marks,
+        ),
+        chart::layout(
+            "Idle",
+            "% of the time",
+            range,
+            from_ms,
+            &series(|f| f.idle_share.map(|s| s * 100.0)),
+            &marks,
+        ),
+    ])
 }

@@ -1,6 +1,8 @@
 //! Helpers shared by the HTTP tests: a server on a temporary SQLite file, called in-process.
 #![allow(dead_code)]
 
+pub mod processes;
+
 use std::sync::Arc;
 
 use axum::Router;

@@ -1,0 +1,102 @@
+//! The real binaries as child processes, for the end-to-end tests (real guests, the browser).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// Kills the processes it holds by PID when dropped, whether the test passed or not.
+#[derive(Default)]
+pub struct Processes(Vec<(String, Child)>);
+
+impl Processes {
+    pub fn add(&mut self, what: &str, child: Child) -> u32 {
+        let pid = child.id();
+        self.0.push((what.to_string(), child));
+        pid
+    }
+
+    /// Kills the process added as `what` now, as pulling a VM's plug would.
+    pub fn kill(&mut self, what: &str) {
+        let at = self.0.iter().position(|(w, _)| w == what).unwrap();
+        let (_, mut child) = self.0.remove(at);
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for (what, child) in &mut self.0 {
+            if let Err(e) = child.kill() {
+                eprintln!("could not kill {what} (pid {}): {e}", child.id());
+            }
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Starts the server on a free port with `args` after `serve`, and returns its base URL.
+pub fn start_server(db: &Path, args: &[&str], processes: &mut Processes) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+        .arg(db)
+        .args(args)
+        .env("TICKSCOPE_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    processes.add("tickscope-server", child);
+    let mut lines = BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("the server exited before listening")
+            .unwrap();
+        if let Some(at) = line.find("listening on http://") {
+            break line[at + "listening on ".len()..]
+                .split(|c: char| !(c.is_ascii_alphanumeric() || ":/.".contains(c)))
+                .next()
+                .unwrap()
+                .to_string();
+        }
+    };
+    // Keep draining the server's log so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    url
+}
+
+pub fn add_token(db: &Path, role: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+        .args([
+            "token",
+            "add",
+            &format!("real-guests-{role}"),
+            "--role",
+            role,
+            "--db",
+        ])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .to_string()
+}
