@@ -17,3 +17,12 @@ CREATE TABLE tower_sessions (
     data        BLOB    NOT NULL,
     expiry_date INTEGER NOT NULL
 );
+
+-- Settings an admin changes on the settings page, by name (`cost_model`: JSON). A setting stored
+-- here wins over the command-line default it replaces.
+CREATE TABLE settings (
+    name       TEXT    PRIMARY KEY,
+    value      TEXT    NOT NULL,
+    updated_ms INTEGER NOT NULL,
+    updated_by TEXT    NOT NULL
+);

@@ -1,7 +1,6 @@
 //! `tickscope-server`: stores what the agents measure and serves the dashboard and API.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -266,10 +265,9 @@ async fn serve(listen: &str, db_path: &Path, options: Options) -> Result<()> {
             tracing::warn!(error = %e, "lapsed sessions are no longer deleted");
         }
     });
-    let state = AppState {
-        db: db.clone(),
-        options: Arc::new(options),
-    };
+    let state = AppState::new(db.clone(), options)
+        .await
+        .context("cannot read the saved settings")?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

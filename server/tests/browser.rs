@@ -272,7 +272,7 @@ async fn an_admin_logs_in_filters_guests_reads_a_chart_and_logs_out() {
     );
     full_page_screenshot(&client, "guest").await;
 
-    for page in ["hosts", "plan"] {
+    for page in ["hosts", "plan", "settings"] {
         client.goto(&format!("{url}/{page}")).await.unwrap();
         assert_no_alert(&client, page).await;
         full_page_screenshot(&client, page).await;

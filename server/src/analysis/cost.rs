@@ -1,9 +1,9 @@
 //! What wasted CPU costs: core-hours, energy and money, from a cost model an admin sets.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How host CPU turns into energy and money.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CostModel {
     /// Extra power a fully busy host core draws, in watts. A two-socket server of 2024 draws
     /// roughly 5-10 W more per busy core than idle; 7 W is the default.

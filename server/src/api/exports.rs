@@ -39,7 +39,7 @@ async fn guests_csv(State(state): State<AppState>, caller: Caller) -> AppResult<
     let guests = fleet::ranked_guests(&state.db, now_ms()).await?;
     Ok(csv_download(
         "guests",
-        export::guests_csv(&guests, &state.options.cost)?,
+        export::guests_csv(&guests, &state.cost_model())?,
     ))
 }
 
@@ -49,7 +49,7 @@ async fn plan_csv(State(state): State<AppState>, caller: Caller) -> AppResult<im
     let plan = fleet::plan(&guests);
     Ok(csv_download(
         "plan",
-        export::plan_csv(&plan, &state.options.cost)?,
+        export::plan_csv(&plan, &state.cost_model())?,
     ))
 }
 
@@ -66,7 +66,7 @@ async fn plan_json(State(state): State<AppState>, caller: Caller) -> AppResult<J
     let guests = fleet::ranked_guests(&state.db, now).await?;
     Ok(Json(PlanJson {
         generated_ms: now,
-        cost_model: state.options.cost.clone(),
+        cost_model: state.cost_model().clone(),
         groups: fleet::plan(&guests),
     }))
 }

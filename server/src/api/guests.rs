@@ -198,16 +198,16 @@ async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<G
     let realised = Realised {
         guests: changes.len(),
         saved_cpu_pct: saved,
-        saved_cost_per_year: cost::money_per_year(saved, &state.options.cost),
+        saved_cost_per_year: cost::money_per_year(saved, &state.cost_model()),
     };
     Ok(Json(GuestList {
-        totals: fleet::totals(&guests, &state.options.cost),
+        totals: fleet::totals(&guests, &state.cost_model()),
         realised,
         guests: guests
             .into_iter()
             .map(|g| {
                 let change = changes.remove(&g.id);
-                GuestJson::new(g, &state.options.cost, change)
+                GuestJson::new(g, &state.cost_model(), change)
             })
             .collect(),
         generated_ms: now,
@@ -227,7 +227,7 @@ async fn one(
         .ok_or_else(|| AppError::NotFound(format!("no guest {id}")))?;
     let change = fleet::changes(&state.db, Some(id), now).await?.remove(&id);
     let so_far = fleet::waste_so_far(&state.db, &guest, now).await?;
-    let mut json = GuestJson::new(guest, &state.options.cost, change);
-    json.waste_so_far = Some(WasteSoFarJson::new(&so_far, &state.options.cost));
+    let mut json = GuestJson::new(guest, &state.cost_model(), change);
+    json.waste_so_far = Some(WasteSoFarJson::new(&so_far, &state.cost_model()));
     Ok(Json(json))
 }

@@ -27,8 +27,8 @@ async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<H
     let now = now_ms();
     let guests = fleet::ranked_guests(&state.db, now).await?;
     Ok(Json(HostList {
-        hosts: fleet::host_totals(&guests, &state.options.cost),
-        cost_model: state.options.cost.clone(),
+        hosts: fleet::host_totals(&guests, &state.cost_model()),
+        cost_model: state.cost_model().clone(),
         generated_ms: now,
     }))
 }

@@ -7,6 +7,7 @@ mod facts;
 mod guests;
 mod hosts;
 mod reports;
+mod settings;
 mod tokens;
 mod users;
 
@@ -14,7 +15,7 @@ pub use facts::{FactsEventRow, FactsRow, FactsSpanRow};
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use hosts::HostRow;
 pub use reports::StoreOutcome;
-pub use tokens::TokenRow;
+pub use tokens::{TokenListRow, TokenRow};
 pub use users::UserRow;
 
 use std::path::Path;

@@ -3,6 +3,19 @@ use sqlx::FromRow;
 use super::Db;
 use crate::error::AppResult;
 
+/// A token as the settings page lists it (never the token itself: only its hash is kept).
+#[derive(Debug, Clone, FromRow)]
+pub struct TokenListRow {
+    pub id: i64,
+    pub name: String,
+    pub role: String,
+    pub host_name: Option<String>,
+    pub guest_uuid: Option<String>,
+    pub created_ms: i64,
+    pub last_used_ms: Option<i64>,
+    pub revoked_ms: Option<i64>,
+}
+
 #[derive(Debug, Clone, FromRow)]
 pub struct TokenRow {
     pub id: i64,
@@ -42,5 +55,26 @@ impl Db {
                 .fetch_optional(&self.pool)
                 .await?,
         )
+    }
+
+    /// Every token, newest first.
+    pub async fn tokens(&self) -> AppResult<Vec<TokenListRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, name, role, host_name, guest_uuid, created_ms, last_used_ms, revoked_ms
+             FROM tokens ORDER BY id DESC",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Revokes a token from now on; false when there is no such token or it was revoked before.
+    pub async fn revoke_token(&self, id: i64, now_ms: i64) -> AppResult<bool> {
+        let done =
+            sqlx::query("UPDATE tokens SET revoked_ms = ? WHERE id = ? AND revoked_ms IS NULL")
+                .bind(now_ms)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+        Ok(done.rows_affected() == 1)
     }
 }

@@ -62,6 +62,15 @@ impl Db {
         Ok(())
     }
 
+    /// Every user, by name.
+    pub async fn users(&self) -> AppResult<Vec<UserRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users ORDER BY name",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// The pool, for the session store, which keeps its sessions in this database.
     pub fn pool(&self) -> &sqlx::SqlitePool {
         &self.pool

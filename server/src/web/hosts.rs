@@ -96,8 +96,8 @@ pub async fn list(
 ) -> Result<HostsPage, PageError> {
     let now = now_ms();
     let guests = fleet::ranked_guests(&state.db, now).await?;
-    let totals = fleet::host_totals(&guests, &state.options.cost);
-    let currency = &state.options.cost.currency;
+    let totals = fleet::host_totals(&guests, &state.cost_model());
+    let currency = &state.cost_model().currency;
     let mut rows: Vec<HostLine> = state
         .db
         .hosts()
@@ -153,10 +153,10 @@ pub async fn one(
         .into_iter()
         .filter(|g| g.host_id == id)
         .collect();
-    let totals = fleet::host_totals(&guests, &state.options.cost);
+    let totals = fleet::host_totals(&guests, &state.cost_model());
     Ok(HostPage {
         frame: Frame::new(&state, &user, &session).await?,
-        host: HostLine::new(&host, totals.first(), &state.options.cost.currency, now),
+        host: HostLine::new(&host, totals.first(), &state.cost_model().currency, now),
         guests: guests.iter().map(GuestRow::new).collect(),
     })
 }

@@ -8,6 +8,7 @@ mod guest_list;
 mod hosts;
 mod login;
 mod pages;
+mod settings;
 mod view;
 
 pub use pages::not_found;
@@ -29,6 +30,11 @@ pub fn router() -> Router<AppState> {
         .route("/hosts", get(hosts::list))
         .route("/hosts/{id}", get(hosts::one))
         .route("/plan", get(pages::plan))
+        .route("/settings", get(settings::page))
+        .route("/settings/tokens", post(settings::create_token))
+        .route("/settings/tokens/{id}/revoke", post(settings::revoke_token))
+        .route("/settings/users", post(settings::create_user))
+        .route("/settings/cost", post(settings::save_cost))
         .route("/login", get(login::page).post(login::submit))
         .route("/logout", post(login::logout))
         .route("/static/style.css", get(stylesheet))

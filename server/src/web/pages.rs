@@ -111,7 +111,7 @@ pub async fn overview(
 ) -> Result<OverviewPage, PageError> {
     let now = now_ms();
     let guests = fleet::ranked_guests(&state.db, now).await?;
-    let totals = fleet::totals(&guests, &state.options.cost);
+    let totals = fleet::totals(&guests, &state.cost_model());
     let mut changes = fleet::changes(&state.db, None, now).await?;
     changes.retain(|id, _| guests.iter().any(|g| g.id == *id));
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
@@ -122,8 +122,8 @@ pub async fn overview(
             "{} of a core saved so far, measured on {} guest(s) after their kernel or command line changed ({:.2} {} a year).",
             view::pct(saved),
             changes.len(),
-            cost::money_per_year(saved, &state.options.cost),
-            state.options.cost.currency
+            cost::money_per_year(saved, &state.cost_model()),
+            state.cost_model().currency
         )
     };
     Ok(OverviewPage {
@@ -134,13 +134,13 @@ pub async fn overview(
             "{:.0} {}",
             totals.wasted_cost_per_year, totals.cost_model.currency
         ),
-        cost_basis: view::cost_basis(&state.options.cost),
+        cost_basis: view::cost_basis(&state.cost_model()),
         realised,
         totals,
         rows: guests.iter().map(GuestRow::new).collect(),
-        hosts: fleet::host_totals(&guests, &state.options.cost)
+        hosts: fleet::host_totals(&guests, &state.cost_model())
             .iter()
-            .map(|h| HostRow::new(h, &state.options.cost.currency))
+            .map(|h| HostRow::new(h, &state.cost_model().currency))
             .collect(),
         generated: view::time(now),
     })
@@ -323,17 +323,17 @@ pub async fn guest(
             cmdline: e.cmdline.unwrap_or_default(),
         })
         .collect();
-    let yearly = cost::of_waste(guest.wasted_cpu_pct(), &state.options.cost);
+    let yearly = cost::of_waste(guest.wasted_cpu_pct(), &state.cost_model());
     let waste_cost = format!(
         "If it goes on: {:.1} core-hours a day, {:.1} kWh and {:.2} {} a year ({}).",
         yearly.core_hours_per_day,
         yearly.kwh_per_year,
         yearly.money_per_year,
-        state.options.cost.currency,
-        view::cost_basis(&state.options.cost)
+        state.cost_model().currency,
+        view::cost_basis(&state.cost_model())
     );
     let so_far = fleet::waste_so_far(&state.db, &guest, now).await?;
-    let model = &state.options.cost;
+    let model = &state.cost_model();
     let waste_so_far = [
         ("Last 24 hours", so_far.last_24h),
         ("Last 7 days", so_far.last_7d),
@@ -462,7 +462,7 @@ pub async fn plan(
 ) -> Result<PlanPage, PageError> {
     let now = now_ms();
     let guests = fleet::ranked_guests(&state.db, now).await?;
-    let model = &state.options.cost;
+    let model = &state.cost_model();
     let money = |pct: f64| {
         format!(
             "{:.2} {}",

@@ -3,8 +3,6 @@
 
 pub mod processes;
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
@@ -35,10 +33,7 @@ pub async fn server() -> Server {
             .unwrap();
         tokens.push(token);
     }
-    let state = AppState {
-        db: db.clone(),
-        options: Arc::new(Options::default()),
-    };
+    let state = AppState::new(db.clone(), Options::default()).await.unwrap();
     Server {
         dir,
         db,

@@ -1,0 +1,35 @@
+use super::Db;
+use crate::error::AppResult;
+
+impl Db {
+    /// A setting's stored value, if an admin ever saved it.
+    pub async fn setting(&self, name: &str) -> AppResult<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT value FROM settings WHERE name = ?")
+                .bind(name)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    pub async fn save_setting(
+        &self,
+        name: &str,
+        value: &str,
+        by: &str,
+        now_ms: i64,
+    ) -> AppResult<()> {
+        sqlx::query(
+            "INSERT INTO settings (name, value, updated_ms, updated_by) VALUES (?, ?, ?, ?)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value,
+                updated_ms = excluded.updated_ms, updated_by = excluded.updated_by",
+        )
+        .bind(name)
+        .bind(value)
+        .bind(now_ms)
+        .bind(by)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}
