@@ -379,3 +379,34 @@ async fn the_guest_page_charts_its_history_and_marks_a_kernel_change() {
     let bad = s.page(&format!("/guests/{id}?range=1y"), &login).await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn the_overview_links_every_figure_to_the_list_behind_it() {
+    let s = server().await;
+    let guests: Vec<serde_json::Value> = (0..12)
+        .map(|i| common::guest(&format!("g{i:02}"), 1, 5.3, 650.0, Some("nohz=off")))
+        .chain([common::guest("quiet", 1, 0.3, 38.0, None)])
+        .collect();
+    s.post_report(Some(&s.agent_token), &common::report(1, guests))
+        .await;
+    let login = s.login("alice", "viewer").await;
+    let overview = s.page("/", &login).await;
+    for link in [
+        "href=\"/guests\"",
+        "href=\"/hosts\"",
+        "href=\"/guests?mode=wasteful\"",
+        "href=\"/guests?mode=periodic\"",
+        "href=\"/guests?mode=tickless\"",
+    ] {
+        assert!(overview.body.contains(link), "{link} missing");
+    }
+    // Only the worst ten are listed here; all thirteen are one click away.
+    assert_eq!(overview.body.matches("<td><a href=\"/guests/").count(), 10);
+    assert!(overview.body.contains("All 13 guests"));
+    let ticking = s.page("/guests?mode=wasteful", &login).await;
+    assert!(
+        ticking.body.contains("12 of 13 active guest(s)"),
+        "{}",
+        ticking.body
+    );
+}

@@ -21,6 +21,8 @@ pub struct ListQuery {
     pub mode: String,
     pub distro: String,
     pub kernel: String,
+    /// The kernel's tick rate in Hz (as the guest reported it, else as measured), or `unknown`.
+    pub hz: String,
     /// A column key (see [`Column`]); the default is waste.
     pub sort: String,
     /// `asc` or `desc`; the default depends on the column.
@@ -107,6 +109,18 @@ pub fn mode(g: &AnalysedGuest) -> &'static str {
     g.verdict.classification.mode.as_str()
 }
 
+/// The `mode` filter value that matches every guest that ticks or polls while idle.
+pub const WASTEFUL: &str = "wasteful";
+
+/// The guest's tick rate: CONFIG_HZ as it reported it, else the rate its wake-ups match.
+pub fn hz(g: &AnalysedGuest) -> String {
+    g.kernel
+        .as_ref()
+        .and_then(|k| k.config_hz)
+        .or(g.verdict.classification.estimated_hz)
+        .map_or("unknown".into(), |hz| hz.to_string())
+}
+
 pub fn distro(g: &AnalysedGuest) -> String {
     g.kernel
         .as_ref()
@@ -137,9 +151,15 @@ impl ListQuery {
     fn keeps(&self, g: &AnalysedGuest) -> bool {
         let is = |wanted: &str, value: &str| wanted.is_empty() || wanted == value;
         let q = self.q.trim().to_lowercase();
+        let mode_matches = if self.mode == WASTEFUL {
+            g.verdict.classification.mode.is_wasteful()
+        } else {
+            is(&self.mode, mode(g))
+        };
         is(&self.host, &g.host)
             && is(&self.hypervisor, &g.hypervisor)
-            && is(&self.mode, mode(g))
+            && mode_matches
+            && is(&self.hz, &hz(g))
             && is(&self.distro, &distro(g))
             && is(&self.kernel, &kernel(g))
             && (q.is_empty()
@@ -158,6 +178,7 @@ impl ListQuery {
             ("mode", q.mode.clone()),
             ("distro", q.distro.clone()),
             ("kernel", q.kernel.clone()),
+            ("hz", q.hz.clone()),
             ("sort", q.sort.clone()),
             ("dir", q.dir.clone()),
             (
@@ -313,7 +334,7 @@ mod tests {
     #[test]
     fn filters_search_and_sort_come_from_the_query_string() {
         let guests = fleet();
-        let cases: [(&str, &[&str]); 9] = [
+        let cases: [(&str, &[&str]); 11] = [
             // Most waste first by default; ties (no waste) by name.
             ("", &["ci-runner", "DB-legacy", "build-box", "web-01"]),
             (
@@ -334,6 +355,8 @@ mod tests {
             ),
             ("host=hv-b", &["ci-runner", "build-box"]),
             ("mode=periodic&sort=name", &["ci-runner", "DB-legacy"]),
+            ("mode=wasteful&sort=name", &["ci-runner", "DB-legacy"]),
+            ("hz=1000", &["DB-legacy"]),
             // Search ignores case, and finds UUIDs too.
             ("q=db", &["DB-legacy"]),
             ("q=000000000004", &["build-box"]),

@@ -61,9 +61,51 @@ pub struct OverviewPage {
     cost_basis: String,
     /// Savings measured after kernel or command-line changes; empty when none yet.
     realised: String,
+    /// The top wasters; the whole list is on `/guests`.
     rows: Vec<GuestRow>,
     hosts: Vec<HostRow>,
+    /// Guests per tick mode and per kernel HZ, largest group first.
+    modes: Vec<Share>,
+    hz: Vec<Share>,
     generated: String,
+}
+
+/// How many of the worst wasters the overview lists.
+pub const OVERVIEW_TOP: usize = 10;
+
+/// One group of guests in a distribution: its label, size, the list behind it, and its bar's
+/// length in % (an SVG attribute: the CSP allows no inline styles).
+struct Share {
+    value: String,
+    label: String,
+    count: usize,
+    link: String,
+    bar_pct: f64,
+}
+
+/// How many guests have each value of `key`, largest group first, each with its list's link.
+fn distribution(
+    guests: &[AnalysedGuest],
+    key: impl Fn(&AnalysedGuest) -> String,
+    label: impl Fn(&str) -> String,
+    link: impl Fn(&str) -> String,
+) -> Vec<Share> {
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for g in guests {
+        *counts.entry(key(g)).or_default() += 1;
+    }
+    let mut rows: Vec<Share> = counts
+        .into_iter()
+        .map(|(value, count)| Share {
+            label: label(&value),
+            link: link(&value),
+            bar_pct: 100.0 * count as f64 / guests.len().max(1) as f64,
+            value,
+            count,
+        })
+        .collect();
+    rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.label.cmp(&b.label)));
+    rows
 }
 
 /// One host in the overview's host table.
@@ -137,7 +179,29 @@ pub async fn overview(
         cost_basis: view::cost_basis(&state.cost_model()),
         realised,
         totals,
-        rows: guests.iter().map(GuestRow::new).collect(),
+        rows: guests
+            .iter()
+            .take(OVERVIEW_TOP)
+            .map(GuestRow::new)
+            .collect(),
+        modes: distribution(
+            &guests,
+            |g| guest_list::mode(g).to_string(),
+            str::to_string,
+            |m| ListQuery::default().with(|q| q.mode = m.into()),
+        ),
+        hz: distribution(
+            &guests,
+            guest_list::hz,
+            |hz| {
+                if hz == "unknown" {
+                    hz.to_string()
+                } else {
+                    format!("{hz} Hz")
+                }
+            },
+            |hz| ListQuery::default().with(|q| q.hz = hz.into()),
+        ),
         hosts: fleet::host_totals(&guests, &state.cost_model())
             .iter()
             .map(|h| HostRow::new(h, &state.cost_model().currency))
@@ -558,9 +622,14 @@ pub async fn guests(
         filter("hypervisor", "Hypervisor", &query.hypervisor, |g| {
             g.hypervisor.clone()
         }),
-        filter("mode", "Tick mode", &query.mode, |g| {
-            guest_list::mode(g).to_string()
-        }),
+        {
+            let mut modes = filter("mode", "Tick mode", &query.mode, |g| {
+                guest_list::mode(g).to_string()
+            });
+            modes.choices.insert(0, guest_list::WASTEFUL.to_string());
+            modes
+        },
+        filter("hz", "Kernel HZ", &query.hz, guest_list::hz),
         filter("distro", "Distribution", &query.distro, guest_list::distro),
         filter("kernel", "Kernel", &query.kernel, guest_list::kernel),
     ];
