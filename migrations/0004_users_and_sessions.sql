@@ -1,8 +1,9 @@
 -- Dashboard users. The password is kept only as an argon2id hash (a PHC string with its own salt
--- and parameters). An admin changes settings and tokens; a viewer only reads.
+-- and parameters). An admin changes settings and tokens; a viewer only reads. Sessions name a
+-- user by id, so ids are never reused (AUTOINCREMENT); names are unique whatever their case.
 CREATE TABLE users (
-    id            INTEGER PRIMARY KEY,
-    name          TEXT    NOT NULL UNIQUE,
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    name          TEXT    NOT NULL UNIQUE COLLATE NOCASE,
     role          TEXT    NOT NULL CHECK (role IN ('admin', 'viewer')),
     password_hash TEXT    NOT NULL,
     created_ms    INTEGER NOT NULL,

@@ -85,7 +85,9 @@ pub fn router(state: AppState) -> Router {
         .with_http_only(true)
         .with_same_site(SameSite::Strict)
         .with_secure(state.options.secure_cookies)
-        .with_expiry(Expiry::OnInactivity(Duration::hours(SESSION_IDLE_HOURS)));
+        .with_expiry(Expiry::OnInactivity(Duration::hours(SESSION_IDLE_HOURS)))
+        // Saved on every request, so that its expiry moves with activity (a write per page).
+        .with_always_save(true);
     Router::new()
         .merge(api::router())
         .merge(web::router())

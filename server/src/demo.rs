@@ -112,6 +112,18 @@ pub async fn start(db: Db) -> AppResult<()> {
     }
     let (reports_before, _) = db.count_reports_and_samples().await?;
     // A login for the demo, named on its login page: the database holds simulated data only.
+    // A database with other users is someone's real one.
+    let others = db
+        .users()
+        .await?
+        .into_iter()
+        .filter(|u| u.name != DEMO_USER)
+        .count();
+    if others > 0 {
+        return Err(AppError::BadRequest(format!(
+            "this database already has {others} user(s); the demo needs a database of its own (--db)"
+        )));
+    }
     if db.user_by_name(DEMO_USER).await?.is_none() {
         let hash = auth::hash_password(DEMO_PASSWORD)?;
         db.insert_user(DEMO_USER, UserRole::Admin.as_str(), &hash, now_ms())

@@ -65,7 +65,7 @@ async fn a_wrong_password_or_unknown_user_logs_nobody_in() {
     let s = server().await;
     s.login("alice", "admin").await;
     let page = s.browse(Method::GET, "/login", None, None).await;
-    let cookie = page.session_cookie.unwrap();
+    let cookie = page.login_cookie.unwrap();
     let csrf = csrf_in(&page.body).unwrap();
     for (name, password) in [("alice", "not the password"), ("mallory", PASSWORD)] {
         let body = form(&[("name", name), ("password", password), ("csrf", &csrf)]);
@@ -85,7 +85,7 @@ async fn forms_without_this_sessions_csrf_token_are_refused() {
     let s = server().await;
     s.login("alice", "admin").await;
     let page = s.browse(Method::GET, "/login", None, None).await;
-    let cookie = page.session_cookie.unwrap();
+    let cookie = page.login_cookie.unwrap();
     let good = csrf_in(&page.body).unwrap();
     let other_session = csrf_in(&s.browse(Method::GET, "/login", None, None).await.body).unwrap();
     for csrf in [None, Some(""), Some("0000"), Some(other_session.as_str())] {
@@ -152,7 +152,7 @@ async fn after_login_only_local_paths_are_followed() {
         ("https://evil.example/", "/"),
     ] {
         let page = s.browse(Method::GET, "/login", None, None).await;
-        let cookie = page.session_cookie.unwrap();
+        let cookie = page.login_cookie.unwrap();
         let csrf = csrf_in(&page.body).unwrap();
         let body = form(&[
             ("name", "alice"),
@@ -168,10 +168,19 @@ async fn after_login_only_local_paths_are_followed() {
 }
 
 #[tokio::test]
-async fn the_session_cookie_is_http_only_and_same_site_strict() {
+async fn the_session_cookie_is_http_only_and_same_site_strict_and_the_login_page_sets_none() {
     let s = server().await;
-    let reply = s.browse(Method::GET, "/login", None, None).await;
-    assert!(reply.session_cookie.is_some());
+    s.login("alice", "viewer").await;
+    let page = s.browse(Method::GET, "/login", None, None).await;
+    // The login form's token has its own cookie: a visitor arriving from another site's link
+    // (without the Strict session cookie) does not lose the session they have.
+    assert!(page.session_cookie.is_none(), "{}", page.set_cookie);
+    let cookie = page.login_cookie.unwrap();
+    let csrf = csrf_in(&page.body).unwrap();
+    let body = form(&[("name", "alice"), ("password", PASSWORD), ("csrf", &csrf)]);
+    let reply = s
+        .browse(Method::POST, "/login", Some(&cookie), Some(body))
+        .await;
     assert!(
         reply.set_cookie.contains("HttpOnly"),
         "{}",
@@ -185,6 +194,11 @@ async fn the_session_cookie_is_http_only_and_same_site_strict() {
     // Without --secure-cookies (plain HTTP on loopback) it cannot be Secure, or no browser
     // would send it back.
     assert!(!reply.set_cookie.contains("Secure"), "{}", reply.set_cookie);
+    // Pages are not kept for the Back button after logout.
+    let home = s
+        .browse(Method::GET, "/", reply.session_cookie.as_deref(), None)
+        .await;
+    assert_eq!(home.status, StatusCode::OK);
 }
 
 #[test]

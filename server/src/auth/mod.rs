@@ -5,10 +5,12 @@ mod passwords;
 mod session;
 mod tokens;
 
-pub use passwords::{MIN_PASSWORD_CHARS, hash_password, verify_password};
+pub use passwords::{
+    MIN_PASSWORD_CHARS, check_password, hash_password, hash_password_async, verify_password,
+};
 pub use session::{
-    CSRF_FIELD, PageUser, User, UserRole, check_csrf, csrf_token, current_user, log_in, log_out,
-    safe_next,
+    CSRF_FIELD, LOGIN_CSRF_COOKIE, PageUser, User, UserRole, check_csrf, check_login_csrf,
+    csrf_token, current_user, log_in, log_out, login_csrf, safe_next,
 };
 pub use tokens::{new_token, token_hash};
 

@@ -2,10 +2,54 @@
 //! as PHC strings that carry their own salt and parameters.
 
 use argon2::Argon2;
+use std::sync::{LazyLock, OnceLock};
+
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 
+use tokio::sync::Semaphore;
+
 use crate::error::{AppError, AppResult};
+
+/// Hashes running at once: one per CPU. Each takes 19 MiB and tens of milliseconds, so a flood
+/// of logins waits its turn instead of taking all the memory.
+static HASHING_SLOTS: LazyLock<Semaphore> =
+    LazyLock::new(|| Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())));
+
+/// A hash of no password, checked when the user name is unknown, so that a wrong name costs as
+/// long as a wrong password and the time does not tell which names exist.
+static DUMMY_HASH: OnceLock<String> = OnceLock::new();
+
+/// Runs `work` (hashing) on a blocking thread, at most `HASHING_SLOTS` at once.
+async fn in_a_slot<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> AppResult<T> {
+    let _slot = HASHING_SLOTS
+        .acquire()
+        .await
+        .map_err(|e| AppError::Internal(format!("hashing slots closed: {e}")))?;
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| AppError::Internal(format!("hashing stopped: {e}")))
+}
+
+/// [`hash_password`] off the async threads.
+pub async fn hash_password_async(password: String) -> AppResult<String> {
+    in_a_slot(move || hash_password(&password)).await?
+}
+
+/// Whether `password` matches `phc`, off the async threads; with no user (`phc` None) it checks
+/// a dummy hash and says no, taking as long.
+pub async fn check_password(password: String, phc: Option<String>) -> AppResult<bool> {
+    in_a_slot(move || match phc {
+        Some(phc) => verify_password(&password, &phc),
+        None => {
+            let dummy = DUMMY_HASH
+                .get_or_init(|| hash_password("no user has this password").unwrap_or_default());
+            verify_password(&password, dummy);
+            false
+        }
+    })
+    .await
+}
 
 /// Shortest password `user add` accepts, in characters.
 pub const MIN_PASSWORD_CHARS: usize = 10;

@@ -143,6 +143,44 @@ pub async fn check_csrf(session: &Session, submitted: Option<&str>) -> AppResult
     }
 }
 
+/// The cookie that carries the login form's CSRF token. The login form gets its own cookie, not a
+/// session: a visitor who arrives from another site's link comes without the SameSite=Strict
+/// session cookie, and a new session set on the login page would replace the one they have.
+pub const LOGIN_CSRF_COOKIE: &str = "tickscope_login";
+
+/// A new CSRF token for the login form and the `Set-Cookie` value that carries it.
+pub fn login_csrf(secure: bool) -> AppResult<(String, String)> {
+    let token = random_hex()?;
+    let cookie = format!(
+        "{LOGIN_CSRF_COOKIE}={token}; Path=/login; HttpOnly; SameSite=Strict; Max-Age=3600{}",
+        if secure { "; Secure" } else { "" }
+    );
+    Ok((token, cookie))
+}
+
+/// Refuses a login form whose token is not the one its cookie carries.
+pub fn check_login_csrf(headers: &axum::http::HeaderMap, submitted: Option<&str>) -> AppResult<()> {
+    let expected = headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == LOGIN_CSRF_COOKIE)
+        .map(|(_, value)| value);
+    match (expected, submitted) {
+        (Some(expected), Some(submitted))
+            if !expected.is_empty()
+                && bool::from(expected.as_bytes().ct_eq(submitted.as_bytes())) =>
+        {
+            Ok(())
+        }
+        _ => Err(AppError::Forbidden(
+            "the form's security token is missing or stale: reload the page and try again".into(),
+        )),
+    }
+}
+
 /// A page's viewer: the logged-in user, or a redirect to the login page that comes back here.
 pub struct PageUser(pub User, pub Session);
 
@@ -156,6 +194,10 @@ impl FromRequestParts<AppState> for PageUser {
         match current_user(&session, state).await {
             Ok(Some(user)) => Ok(PageUser(user, session)),
             Ok(None) => {
+                // Back to a page after login; a form's POST cannot be replayed as a GET.
+                if parts.method != axum::http::Method::GET {
+                    return Err(Redirect::to("/login").into_response());
+                }
                 let here = parts
                     .uri
                     .path_and_query()
@@ -180,10 +222,16 @@ fn encode_next(path: &str) -> String {
         .collect()
 }
 
-/// Where to go after logging in: a local path only, never another site (`//evil`, `https:`).
+/// Where to go after logging in: a local path only, never another site. Browsers drop tabs and
+/// newlines from addresses and read `\\` as `/`, so `/\t/evil` and `/\\evil` would leave the
+/// site like `//evil`: only printable ASCII without backslashes is followed.
 pub fn safe_next(next: Option<&str>) -> &str {
     match next {
-        Some(path) if path.starts_with('/') && !path.starts_with("//") && !path.contains('\\') => {
+        Some(path)
+            if path.starts_with('/')
+                && !path.starts_with("//")
+                && path.bytes().all(|b| b.is_ascii_graphic() && b != b'\\') =>
+        {
             path
         }
         _ => "/",
@@ -205,6 +253,9 @@ mod tests {
             (Some("//evil.example/"), "/"),
             (Some("https://evil.example/"), "/"),
             (Some("/\\evil.example"), "/"),
+            (Some("/\t/evil.example"), "/"),
+            (Some("/\n/evil.example"), "/"),
+            (Some("/ /evil.example"), "/"),
             (None, "/"),
         ];
         for (next, expected) in cases {

@@ -94,13 +94,13 @@ pub fn nice_max(max: f64) -> f64 {
         .unwrap_or(10.0 * power)
 }
 
+/// An axis or summary number: whole numbers as such, others with up to two decimals.
 fn label(value: f64) -> String {
     if value >= 100.0 || value == value.round() {
         format!("{value:.0}")
-    } else if value >= 1.0 {
-        format!("{value:.1}")
     } else {
-        format!("{value:.2}")
+        let text = format!("{value:.2}");
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -162,15 +162,22 @@ pub fn layout(
             (x(t), text, anchor)
         })
         .collect();
-    let marks = marks
+    let marks: Vec<(f64, String)> = marks
         .iter()
         .filter(|(t, _)| (from_ms..=to_ms).contains(t))
         .map(|(t, text)| (x(*t), text.clone()))
         .collect();
-    let summary = match points.iter().rev().find_map(|(_, v)| *v) {
+    let mut summary = match points.iter().rev().find_map(|(_, v)| *v) {
         Some(v) => format!("{title}: latest {} {unit}", label(v)),
         None => format!("{title}: no data in this range"),
     };
+    let changes: Vec<&str> = marks
+        .iter()
+        .map(|(_, text): &(f64, String)| text.as_str())
+        .collect();
+    if !changes.is_empty() {
+        summary.push_str(&format!("; marked: {}", changes.join(", ")));
+    }
     Chart {
         title: title.to_string(),
         unit: unit.to_string(),
@@ -248,7 +255,20 @@ mod tests {
             chart.lines[0]
         );
         assert_eq!(chart.y_ticks.last().unwrap().1, "5");
-        assert_eq!(chart.summary, "Host CPU: latest 5 % of a core");
+        assert_eq!(
+            chart.summary,
+            "Host CPU: latest 5 % of a core; marked: 6.1.0-57"
+        );
+        assert_eq!(
+            [
+                label(1.25),
+                label(2.5),
+                label(3.75),
+                label(0.05),
+                label(250.4)
+            ],
+            ["1.25", "2.5", "3.75", "0.05", "250"]
+        );
         let empty = layout("Waste", "%", Range::Day, from, &[], &[]);
         assert!(empty.lines.is_empty());
         assert_eq!(empty.summary, "Waste: no data in this range");

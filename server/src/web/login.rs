@@ -4,7 +4,7 @@ use askama::Template;
 use askama_web::WebTemplate;
 use axum::Form;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use tower_sessions::Session;
@@ -29,19 +29,37 @@ pub struct NextQuery {
     next: Option<String>,
 }
 
+/// The login form with a fresh CSRF token in its own cookie, and `status`.
+fn login_page(
+    state: &AppState,
+    status: StatusCode,
+    next: Option<&str>,
+    name: String,
+    error: &str,
+) -> Result<Response, PageError> {
+    let (token, cookie) = auth::login_csrf(state.options.secure_cookies)?;
+    let mut frame = Frame::anonymous(state);
+    frame.csrf = token;
+    let page = LoginPage {
+        frame,
+        next: auth::safe_next(next).to_string(),
+        name,
+        error: error.to_string(),
+    };
+    Ok((status, [(header::SET_COOKIE, cookie)], page.into_response()).into_response())
+}
+
 pub async fn page(
     State(state): State<AppState>,
-    session: Session,
     Query(query): Query<NextQuery>,
-) -> Result<LoginPage, PageError> {
-    let mut frame = Frame::anonymous(&state);
-    frame.csrf = auth::csrf_token(&session).await?;
-    Ok(LoginPage {
-        frame,
-        next: auth::safe_next(query.next.as_deref()).to_string(),
-        name: String::new(),
-        error: String::new(),
-    })
+) -> Result<Response, PageError> {
+    login_page(
+        &state,
+        StatusCode::OK,
+        query.next.as_deref(),
+        String::new(),
+        "",
+    )
 }
 
 #[derive(Deserialize)]
@@ -55,32 +73,23 @@ pub struct LoginForm {
 pub async fn submit(
     State(state): State<AppState>,
     session: Session,
+    headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, PageError> {
-    auth::check_csrf(&session, form.csrf.as_deref()).await?;
+    auth::check_login_csrf(&headers, form.csrf.as_deref())?;
     let user = state.db.user_by_name(form.name.trim()).await?;
-    // Hashing runs on a blocking thread: argon2 takes tens of milliseconds of CPU on purpose.
-    let password = form.password;
-    let verified = match user {
-        Some(user) => {
-            let hash = user.password_hash.clone();
-            tokio::task::spawn_blocking(move || auth::verify_password(&password, &hash))
-                .await
-                .unwrap_or(false)
-                .then_some(user)
-        }
-        None => None,
-    };
-    let Some(user) = verified else {
-        let mut frame = Frame::anonymous(&state);
-        frame.csrf = auth::csrf_token(&session).await?;
-        let page = LoginPage {
-            frame,
-            next: auth::safe_next(form.next.as_deref()).to_string(),
-            name: form.name,
-            error: "Unknown user or wrong password.".into(),
-        };
-        return Ok((StatusCode::UNAUTHORIZED, page).into_response());
+    // An unknown name costs a hash check too: the time must not tell which names exist.
+    let phc = user.as_ref().map(|u| u.password_hash.clone());
+    let matches = auth::check_password(form.password, phc).await?;
+    let Some(user) = user.filter(|_| matches) else {
+        tracing::info!(name = %form.name.trim(), "login refused");
+        return login_page(
+            &state,
+            StatusCode::UNAUTHORIZED,
+            form.next.as_deref(),
+            form.name,
+            "Unknown user or wrong password.",
+        );
     };
     auth::log_in(&session, user.id).await?;
     state.db.record_login(user.id, now_ms()).await?;

@@ -611,11 +611,18 @@ pub async fn guests(
     let Query(query) = query
         .map_err(|e| AppError::BadRequest(format!("this view's address is not valid: {e}")))?;
     let guests = fleet::ranked_guests(&state.db, now_ms()).await?;
-    let filter = |param, label, chosen: &str, field: fn(&AnalysedGuest) -> String| Filter {
-        param,
-        label,
-        choices: guest_list::choices(&guests, field),
-        chosen: chosen.to_string(),
+    let filter = |param, label, chosen: &str, field: fn(&AnalysedGuest) -> String| {
+        let mut choices = guest_list::choices(&guests, field);
+        // A value no active guest has (a silent host's) still shows as the one applied.
+        if !chosen.is_empty() && !choices.iter().any(|c| c == chosen) {
+            choices.insert(0, chosen.to_string());
+        }
+        Filter {
+            param,
+            label,
+            choices,
+            chosen: chosen.to_string(),
+        }
     };
     let filters = vec![
         filter("host", "Host", &query.host, |g| g.host.clone()),
@@ -712,7 +719,9 @@ async fn charts(
     let from_ms = now - range.length_ms();
     let figures = fleet::history(&state.db, guest, from_ms, now + 1, bucket_ms).await?;
     // A change is a set of facts after the first from its source; its label says what changed.
-    let mut marks = Vec::new();
+    // One reboot seen by two sources (the probe at once, a guest agent later) is marked once.
+    const SAME_CHANGE_MS: i64 = 15 * 60 * 1000;
+    let mut marks: Vec<(i64, String)> = Vec::new();
     let mut oldest_first: Vec<&crate::db::FactsEventRow> = events.iter().collect();
     oldest_first.sort_by_key(|e| e.first_received_ms);
     for (i, e) in oldest_first.iter().enumerate() {
@@ -725,16 +734,29 @@ async fn charts(
         };
         let label = if e.kernel_release != before.kernel_release {
             format!("kernel {}", e.kernel_release.as_deref().unwrap_or("?"))
-        } else {
+        } else if e.cmdline != before.cmdline {
             "command line changed".to_string()
+        } else {
+            "kernel build changed".to_string()
         };
-        marks.push((e.first_received_ms, label));
-    }
-    let series = |value: fn(&Figures) -> Option<f64>| -> Vec<(i64, Option<f64>)> {
-        figures
+        let seen = marks
             .iter()
+            .any(|(at, l)| *l == label && e.first_received_ms - at < SAME_CHANGE_MS);
+        if !seen {
+            marks.push((e.first_received_ms, label));
+        }
+    }
+    // Every stretch of the range, with nothing where the guest did not report: a gap.
+    let by_start: std::collections::HashMap<i64, Figures> = figures.into_iter().collect();
+    let first = from_ms.div_euclid(bucket_ms) * bucket_ms;
+    let series = |value: fn(&Figures) -> Option<f64>| -> Vec<(i64, Option<f64>)> {
+        (first..=now)
+            .step_by(bucket_ms as usize)
             // Each point sits mid-stretch, but not past now (the newest stretch is still going).
-            .map(|(start, f)| ((start + bucket_ms / 2).min(now), value(f)))
+            .map(|start| {
+                let at = (start + bucket_ms / 2).clamp(from_ms, now);
+                (at, by_start.get(&start).and_then(value))
+            })
             .collect()
     };
     Ok(vec![

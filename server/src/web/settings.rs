@@ -244,10 +244,7 @@ pub async fn create_user(
         let name = label("name", &form.name, 64)?;
         let role = UserRole::parse(&form.role)
             .ok_or_else(|| AppError::invalid("role", "must be admin or viewer"))?;
-        let password = form.password;
-        let hash = tokio::task::spawn_blocking(move || auth::hash_password(&password))
-            .await
-            .map_err(|e| AppError::Internal(format!("hashing stopped: {e}")))??;
+        let hash = auth::hash_password_async(form.password).await?;
         state
             .db
             .insert_user(&name, role.as_str(), &hash, now_ms())

@@ -53,6 +53,8 @@ pub struct Reply {
     pub session_cookie: Option<String>,
     /// That cookie's whole `Set-Cookie` header, flags included.
     pub set_cookie: String,
+    /// The login form's CSRF cookie (`tickscope_login=...`), if the reply set it.
+    pub login_cookie: Option<String>,
 }
 
 /// A browser's session: its cookie, and the CSRF token its pages' forms carry.
@@ -162,9 +164,9 @@ impl Server {
         }
         let page = self.browse(Method::GET, "/login", None, None).await;
         let cookie = page
-            .session_cookie
+            .login_cookie
             .clone()
-            .expect("the login page starts a session");
+            .expect("the login page sets its CSRF cookie");
         let csrf = csrf_in(&page.body).expect("the login form carries a CSRF token");
         let body = form(&[("name", name), ("password", PASSWORD), ("csrf", &csrf)]);
         let reply = self
@@ -202,6 +204,13 @@ impl Server {
             .to_string();
         let session_cookie =
             (!set_cookie.is_empty()).then(|| set_cookie.split(';').next().unwrap().to_string());
+        let login_cookie = response
+            .headers()
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find(|v| v.starts_with("tickscope_login="))
+            .map(|v| v.split(';').next().unwrap().to_string());
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
         Reply {
             status,
@@ -210,6 +219,7 @@ impl Server {
             location,
             session_cookie,
             set_cookie,
+            login_cookie,
         }
     }
 

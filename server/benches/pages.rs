@@ -1,0 +1,266 @@
+//! How fast the dashboard answers with a large fleet: run with `cargo bench -p tickscope-server`.
+//!
+//! Fills a fresh SQLite file through the real ingest path (validation, one transaction per
+//! report) with FLEET guests on hosts of 100, each with BENCH_INTERVALS reports of 10 s, then
+//! calls the router in-process as a logged-in browser and prints the median and p95 latency of
+//! the overview, the guest list (sorted and filtered) and a guest's page (1 h charts). The
+//! baseline, timed in the same run on the same file, is the one SQL statement that reads the
+//! samples every page analyses (the 5-minute window of every active guest): the ratio says what
+//! the analysis and rendering cost on top of reading the data.
+//!
+//! Environment: BENCH_FLEETS (default "1000,10000"), BENCH_INTERVALS (30), BENCH_CALLS (20).
+
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+
+use tickscope_agent::wire::{
+    AgentInfo, GuestSample, HostInfo, Hypervisor, Interval, Report, WakeupsSource,
+};
+use tickscope_server::app::{self, AppState, Options};
+use tickscope_server::auth;
+use tickscope_server::db::{Db, GuestScope};
+use tickscope_server::ingest;
+
+const GUESTS_PER_HOST: usize = 100;
+const INTERVAL_MS: i64 = 10_000;
+const PASSWORD: &str = "a long enough password";
+
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_string())
+}
+
+/// A guest's figures by its index: a mix like the demo's (DESIGN.md §2): most tickless, some
+/// ticking at 250 or 1000 Hz, a few busy.
+fn guest_sample(host: usize, i: usize, seq: u64) -> GuestSample {
+    let (cpu_pct, wakeups, args) = match i % 10 {
+        0 | 1 => (5.3, 650.0, Some("console=ttyS0 nohz=off")),
+        2 => (4.1, 1004.0, None),
+        3 => (78.0, 300.0, None),
+        _ => (0.3, 30.0, None),
+    };
+    let jitter = 1.0 + ((seq as usize * 7 + i * 13) % 11) as f64 / 100.0;
+    GuestSample {
+        hypervisor: Hypervisor::Qemu,
+        management: Some("libvirt".into()),
+        name: format!("guest-{host:03}-{i:03}"),
+        uuid: Some(format!("00000000-0000-4000-8000-{host:06}{i:06}")),
+        pid: 10_000 + i as u32,
+        vcpus: 2,
+        host_cpu_seconds: cpu_pct * jitter / 100.0 * 2.0 * 10.0,
+        vcpu_wakeups: (wakeups * jitter * 2.0 * 10.0) as u64,
+        wakeups_source: WakeupsSource::VcpuThreads,
+        boot_args: args.map(str::to_string),
+        uses_kvm: Some(true),
+        facts: None,
+    }
+}
+
+async fn fill(db: &Db, guests: usize, intervals: i64) -> Duration {
+    let started = Instant::now();
+    let hosts = guests.div_ceil(GUESTS_PER_HOST);
+    let now = app::now_ms();
+    for host in 0..hosts {
+        let token = db
+            .insert_token(
+                &format!("h{host}"),
+                "agent",
+                &format!("{host:064}"),
+                None,
+                now,
+            )
+            .await
+            .unwrap();
+        for n in 0..intervals {
+            let end_ms = now - (intervals - 1 - n) * INTERVAL_MS;
+            let seq = n as u64;
+            let count = GUESTS_PER_HOST.min(guests - host * GUESTS_PER_HOST);
+            let report = Report {
+                agent: AgentInfo {
+                    id: format!("bench-{host}"),
+                    run_id: "run".into(),
+                    version: "bench".into(),
+                },
+                seq,
+                host: HostInfo {
+                    name: format!("bench-hv-{host:03}"),
+                    cpus: 64,
+                    kernel: "6.1.0".into(),
+                    kvm_halt_poll_ns: Some(200_000),
+                },
+                interval: Interval {
+                    start_ms: end_ms - INTERVAL_MS,
+                    end_ms,
+                    length_ns: INTERVAL_MS as u64 * 1_000_000,
+                },
+                guests: (0..count).map(|i| guest_sample(host, i, seq)).collect(),
+            };
+            let valid = ingest::validate(report, now).unwrap();
+            db.store_report(&valid, token, end_ms).await.unwrap();
+        }
+    }
+    started.elapsed()
+}
+
+struct Browser {
+    router: Router,
+    cookie: String,
+}
+
+impl Browser {
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> (StatusCode, String, Option<String>) {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::COOKIE, &self.cookie);
+        if body.is_some() {
+            request = request.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        }
+        let response = self
+            .router
+            .clone()
+            .oneshot(request.body(Body::from(body.unwrap_or_default())).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let cookie = response
+            .headers()
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find(|v| v.starts_with("tickscope_session="))
+            .map(|v| v.split(';').next().unwrap().to_string());
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned(), cookie)
+    }
+
+    async fn login(router: Router, db: &Db) -> Browser {
+        let hash = auth::hash_password(PASSWORD).unwrap();
+        db.insert_user("bench", "viewer", &hash, app::now_ms())
+            .await
+            .unwrap();
+        let mut browser = Browser {
+            router,
+            cookie: String::new(),
+        };
+        let (_, page, cookie) = browser.send(Method::GET, "/login", None).await;
+        browser.cookie = cookie.unwrap();
+        let at = page.find("name=\"csrf\" value=\"").unwrap() + 19;
+        let csrf = &page[at..at + 64];
+        let body = format!("name=bench&password=a+long+enough+password&csrf={csrf}");
+        let (status, _, cookie) = browser.send(Method::POST, "/login", Some(body)).await;
+        assert_eq!(status, StatusCode::SEE_OTHER);
+        browser.cookie = cookie.unwrap();
+        browser
+    }
+}
+
+/// (median, p95) of `calls` timings, in ms.
+fn percentiles(mut times: Vec<f64>) -> (f64, f64) {
+    times.sort_by(f64::total_cmp);
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.95))
+}
+
+async fn time_page(browser: &Browser, path: &str, calls: usize) -> (f64, f64) {
+    let (status, body, _) = browser.send(Method::GET, path, None).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{path}: {}",
+        &body[..body.len().min(300)]
+    );
+    let mut times = Vec::new();
+    for _ in 0..calls {
+        let started = Instant::now();
+        let (status, _, _) = browser.send(Method::GET, path, None).await;
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(status, StatusCode::OK);
+    }
+    percentiles(times)
+}
+
+async fn time_baseline(db: &Db, calls: usize) -> (f64, f64) {
+    let mut times = Vec::new();
+    for _ in 0..calls {
+        let started = Instant::now();
+        let scope = GuestScope::Active {
+            since_ms: app::now_ms() - 15 * 60 * 1000,
+        };
+        let rows = db.window_intervals(scope, 5 * 60 * 1000).await.unwrap();
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert!(!rows.is_empty());
+    }
+    percentiles(times)
+}
+
+#[tokio::main]
+async fn main() {
+    let intervals: i64 = env_or("BENCH_INTERVALS", "30").parse().unwrap();
+    let calls: usize = env_or("BENCH_CALLS", "20").parse().unwrap();
+    let fleets: Vec<usize> = env_or("BENCH_FLEETS", "1000,10000")
+        .split(',')
+        .map(|n| n.trim().parse().unwrap())
+        .collect();
+    println!(
+        "tickscope page latency, {intervals} report(s) of 10 s per guest, {calls} calls per page, in-process through the router (ms)"
+    );
+    let mut overview_p95 = Vec::new();
+    for guests in fleets {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("bench.db")).await.unwrap();
+        let filled = fill(&db, guests, intervals).await;
+        let state = AppState::new(db.clone(), Options::default()).await.unwrap();
+        let browser = Browser::login(app::router(state), &db).await;
+        let guest_id: i64 = 1;
+        println!(
+            "\n{guests} guests ({} samples, stored in {:.1} s, database {:.1} MiB):",
+            guests as i64 * intervals,
+            filled.as_secs_f64(),
+            std::fs::metadata(dir.path().join("bench.db")).map_or(0, |m| m.len()) as f64
+                / 1048576.0
+        );
+        let (base_median, base_p95) = time_baseline(&db, calls).await;
+        println!(
+            "  {:<44} median {base_median:>8.1}  p95 {base_p95:>8.1}",
+            "baseline: one SQL scan of the 5-min window"
+        );
+        for (label, path) in [
+            ("overview /", "/".to_string()),
+            (
+                "guests /guests?mode=periodic&sort=cpu",
+                "/guests?mode=periodic&sort=cpu".to_string(),
+            ),
+            (
+                "guest /guests/{id} (1 h charts)",
+                format!("/guests/{guest_id}"),
+            ),
+        ] {
+            let (median, p95) = time_page(&browser, &path, calls).await;
+            println!(
+                "  {label:<44} median {median:>8.1}  p95 {p95:>8.1}  ({:.1}x the baseline's median)",
+                median / base_median
+            );
+            if path == "/" {
+                overview_p95.push((guests, p95));
+            }
+        }
+        db.close().await;
+    }
+    if let [(small, small_p95), .., (large, large_p95)] = overview_p95[..] {
+        println!(
+            "\noverview p95 grows {:.1}x from {small} to {large} guests ({:.0}x more guests)",
+            large_p95 / small_p95,
+            large as f64 / small as f64
+        );
+    }
+}
