@@ -100,6 +100,26 @@ async fn assert_nothing_injected(client: &Client, page: &str) {
     }
 }
 
+async fn click(client: &Client, css: &str) {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css}: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
+async fn type_into(client: &Client, id: &str, text: &str) {
+    client
+        .find(Locator::Id(id))
+        .await
+        .unwrap_or_else(|e| panic!("no #{id}: {e}"))
+        .send_keys(text)
+        .await
+        .unwrap();
+}
+
 /// Reports one more VM, with a hostile name and kernel string, through the real API.
 fn report_hostile_vm(url: &str, token: &str) {
     let now = tickscope_server::app::now_ms();
@@ -137,27 +157,9 @@ async fn an_admin_logs_in_filters_guests_reads_a_chart_and_logs_out() {
     client.goto(&format!("{url}/guests")).await.unwrap();
     assert_eq!(client.current_url().await.unwrap().path(), "/login");
     full_page_screenshot(&client, "login").await;
-    client
-        .find(Locator::Id("name"))
-        .await
-        .unwrap()
-        .send_keys("demo")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("password"))
-        .await
-        .unwrap()
-        .send_keys("demo-password")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Css("form.login button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_into(&client, "name", "demo").await;
+    type_into(&client, "password", "demo-password").await;
+    click(&client, "form.login button").await;
     // Back where we were going.
     assert_eq!(client.current_url().await.unwrap().path(), "/guests");
 
@@ -183,20 +185,8 @@ async fn an_admin_logs_in_filters_guests_reads_a_chart_and_logs_out() {
     // Filter the guest list by tick mode with its form: the address says so, and every row
     // is periodic.
     client.goto(&format!("{url}/guests")).await.unwrap();
-    client
-        .find(Locator::Css("#f-mode option[value='periodic']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    client
-        .find(Locator::Css("form.filters button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, "#f-mode option[value='periodic']").await;
+    click(&client, "form.filters button").await;
     let address = client.current_url().await.unwrap();
     assert!(
         address
@@ -286,13 +276,7 @@ async fn an_admin_logs_in_filters_guests_reads_a_chart_and_logs_out() {
     }
 
     // Log out, and be refused.
-    client
-        .find(Locator::Css("form.logout button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, "form.logout button").await;
     assert_eq!(client.current_url().await.unwrap().path(), "/login");
     client.goto(&format!("{url}/")).await.unwrap();
     assert_eq!(client.current_url().await.unwrap().path(), "/login");

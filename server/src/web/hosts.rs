@@ -60,23 +60,7 @@ impl HostLine {
                 "{:.0} {currency}",
                 totals.map_or(0.0, |t| t.wasted_cost_per_year)
             ),
-            baselines: totals.map_or("—".into(), |t| {
-                t.baselines
-                    .iter()
-                    .map(|b| {
-                        let from = match b.learned_from_guests {
-                            0 => "default".to_string(),
-                            n => format!("from {n} guests"),
-                        };
-                        format!(
-                            "{} {} per vCPU ({from})",
-                            b.hypervisor,
-                            view::pct(b.cpu_pct_per_vcpu)
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            }),
+            baselines: totals.map_or("—".into(), view::baselines),
         }
     }
 }

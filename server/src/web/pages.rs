@@ -127,22 +127,7 @@ impl HostRow {
             ticking: h.ticking,
             waste: view::pct(h.wasted_cpu_pct),
             money: format!("{:.0} {currency}", h.wasted_cost_per_year),
-            baselines: h
-                .baselines
-                .iter()
-                .map(|b| {
-                    let from = match b.learned_from_guests {
-                        0 => "default".to_string(),
-                        n => format!("from {n} guests"),
-                    };
-                    format!(
-                        "{} {} per vCPU ({from})",
-                        b.hypervisor,
-                        view::pct(b.cpu_pct_per_vcpu)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; "),
+            baselines: view::baselines(h),
         }
     }
 }

@@ -32,6 +32,25 @@ pub fn cost_basis(model: &crate::analysis::cost::CostModel) -> String {
     )
 }
 
+/// A host's tickless baselines in words: `qemu 0.23 % per vCPU (from 2 guests); ...`.
+pub fn baselines(host: &crate::fleet::HostTotals) -> String {
+    host.baselines
+        .iter()
+        .map(|b| {
+            let from = match b.learned_from_guests {
+                0 => "default".to_string(),
+                n => format!("from {n} guests"),
+            };
+            format!(
+                "{} {} per vCPU ({from})",
+                b.hypervisor,
+                pct(b.cpu_pct_per_vcpu)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// How long ago, roughly, for "last seen".
 pub fn ago(ms: i64, now_ms: i64) -> String {
     let s = (now_ms - ms).max(0) / 1000;
