@@ -112,11 +112,14 @@ struct Browser {
 }
 
 impl Browser {
+    /// Sends a request with the browser's cookie; returns the status, the body and the cookie
+    /// the reply set named `cookie_name`, if any.
     async fn send(
         &self,
         method: Method,
         path: &str,
         body: Option<String>,
+        cookie_name: &str,
     ) -> (StatusCode, String, Option<String>) {
         let mut request = Request::builder()
             .method(method)
@@ -137,7 +140,7 @@ impl Browser {
             .get_all(header::SET_COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok())
-            .find(|v| v.starts_with("tickscope_session="))
+            .find(|v| v.starts_with(&format!("{cookie_name}=")))
             .map(|v| v.split(';').next().unwrap().to_string());
         let body = response.into_body().collect().await.unwrap().to_bytes();
         (status, String::from_utf8_lossy(&body).into_owned(), cookie)
@@ -152,12 +155,16 @@ impl Browser {
             router,
             cookie: String::new(),
         };
-        let (_, page, cookie) = browser.send(Method::GET, "/login", None).await;
+        let (_, page, cookie) = browser
+            .send(Method::GET, "/login", None, "tickscope_login")
+            .await;
         browser.cookie = cookie.unwrap();
         let at = page.find("name=\"csrf\" value=\"").unwrap() + 19;
         let csrf = &page[at..at + 64];
         let body = format!("name=bench&password=a+long+enough+password&csrf={csrf}");
-        let (status, _, cookie) = browser.send(Method::POST, "/login", Some(body)).await;
+        let (status, _, cookie) = browser
+            .send(Method::POST, "/login", Some(body), "tickscope_session")
+            .await;
         assert_eq!(status, StatusCode::SEE_OTHER);
         browser.cookie = cookie.unwrap();
         browser
@@ -172,7 +179,7 @@ fn percentiles(mut times: Vec<f64>) -> (f64, f64) {
 }
 
 async fn time_page(browser: &Browser, path: &str, calls: usize) -> (f64, f64) {
-    let (status, body, _) = browser.send(Method::GET, path, None).await;
+    let (status, body, _) = browser.send(Method::GET, path, None, "").await;
     assert_eq!(
         status,
         StatusCode::OK,
@@ -182,7 +189,7 @@ async fn time_page(browser: &Browser, path: &str, calls: usize) -> (f64, f64) {
     let mut times = Vec::new();
     for _ in 0..calls {
         let started = Instant::now();
-        let (status, _, _) = browser.send(Method::GET, path, None).await;
+        let (status, _, _) = browser.send(Method::GET, path, None, "").await;
         times.push(started.elapsed().as_secs_f64() * 1000.0);
         assert_eq!(status, StatusCode::OK);
     }

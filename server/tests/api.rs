@@ -521,3 +521,32 @@ async fn hosts_add_up_their_guests_waste_and_show_their_baselines() {
     assert_eq!(h["baselines"][0]["learned_from_guests"], 0);
     assert_eq!(reply.json()["cost_model"]["currency"], "EUR");
 }
+
+#[tokio::test]
+async fn the_analysis_window_is_looked_up_by_index_not_scanned() {
+    use tickscope_server::db::GuestScope;
+    let s = server().await;
+    for seq in 0..3 {
+        s.post_report(Some(&s.agent_token), &fleet_report(seq))
+            .await;
+    }
+    for scope in [
+        GuestScope::Active { since_ms: 0 },
+        GuestScope::Host {
+            host_id: 1,
+            guest_id: 1,
+            active_since_ms: 0,
+        },
+    ] {
+        let plan = s.db.window_query_plan(scope).await.unwrap();
+        assert!(
+            plan.iter().any(|step| step.starts_with("SEARCH s USING")
+                && step.contains("samples_guest_received")),
+            "{plan:?}"
+        );
+        assert!(
+            !plan.iter().any(|step| step.starts_with("SCAN s")),
+            "{plan:?}"
+        );
+    }
+}
