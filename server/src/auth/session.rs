@@ -7,6 +7,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 use tower_sessions::Session;
@@ -210,16 +211,17 @@ impl FromRequestParts<AppState> for PageUser {
     }
 }
 
+/// What the `next` parameter keeps as is: the unreserved characters of RFC 3986, and `/`.
+const NEXT_PATH: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
 /// Percent-encodes a local path for the `next` parameter.
 fn encode_next(path: &str) -> String {
-    path.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    utf8_percent_encode(path, NEXT_PATH).to_string()
 }
 
 /// Where to go after logging in: a local path only, never another site. Browsers drop tabs and

@@ -3,6 +3,7 @@
 
 use std::cmp::Ordering;
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
 
 use crate::fleet::AnalysedGuest;
@@ -219,16 +220,15 @@ impl ListQuery {
     }
 }
 
+/// What a query-string value keeps as is: the unreserved characters of RFC 3986.
+const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    utf8_percent_encode(value, QUERY_VALUE).to_string()
 }
 
 /// One page of the filtered, sorted guests.

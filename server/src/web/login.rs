@@ -97,9 +97,10 @@ pub async fn submit(
     Ok(Redirect::to(auth::safe_next(form.next.as_deref())).into_response())
 }
 
+/// A form that carries nothing but its CSRF token (logout, revoking a token).
 #[derive(Deserialize)]
 pub struct CsrfForm {
-    csrf: Option<String>,
+    pub csrf: Option<String>,
 }
 
 pub async fn logout(

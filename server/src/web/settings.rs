@@ -12,6 +12,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::frame::Frame;
+use super::login::CsrfForm;
 use super::pages::PageError;
 use super::view;
 use crate::analysis::cost::CostModel;
@@ -202,11 +203,6 @@ pub async fn create_token(
         }
         Err(e) => refused(&state, &user, &session, e).await,
     }
-}
-
-#[derive(Deserialize)]
-pub struct CsrfForm {
-    csrf: Option<String>,
 }
 
 pub async fn revoke_token(
