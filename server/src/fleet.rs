@@ -321,8 +321,9 @@ pub struct WasteSoFar {
     pub last_7d: Accumulated,
 }
 
-/// A guest's stored history over a span: its samples, idle readings and facts, parsed once.
-struct History {
+/// A guest's stored history over a span: its samples, idle readings and facts, read and parsed
+/// once for everything a page shows of it (waste so far, charts).
+pub struct History {
     samples: Vec<IntervalRow>,
     readings: Vec<idle::Reading>,
     /// Each set of facts: (source, first received, last received, facts).
@@ -330,7 +331,8 @@ struct History {
 }
 
 impl History {
-    async fn load(db: &Db, guest_id: i64, from_ms: i64, to_ms: i64) -> AppResult<History> {
+    /// The history of [from_ms, to_ms).
+    pub async fn load(db: &Db, guest_id: i64, from_ms: i64, to_ms: i64) -> AppResult<History> {
         let (samples, readings) = db
             .samples_between(guest_id, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
             .await?;
@@ -377,11 +379,11 @@ impl History {
         }
     }
 
-    /// The samples cut into buckets of `bucket_ms` (on the server clock), as (bucket start,
-    /// samples), oldest first; empty buckets are left out.
-    fn buckets(&self, bucket_ms: i64) -> BTreeMap<i64, Vec<IntervalRow>> {
+    /// The samples received from `from_ms` on, cut into buckets of `bucket_ms` (on the server
+    /// clock), as (bucket start, samples), oldest first; empty buckets are left out.
+    fn buckets(&self, from_ms: i64, bucket_ms: i64) -> BTreeMap<i64, Vec<IntervalRow>> {
         let mut buckets: BTreeMap<i64, Vec<IntervalRow>> = BTreeMap::new();
-        for sample in &self.samples {
+        for sample in self.samples.iter().filter(|s| s.received_ms >= from_ms) {
             buckets
                 .entry(sample.received_ms.div_euclid(bucket_ms) * bucket_ms)
                 .or_default()
@@ -391,52 +393,54 @@ impl History {
     }
 }
 
-/// What `guest` wasted over the last 24 hours and 7 days: its samples cut into analysis windows,
-/// each judged on its own with the facts of its time, against the host's current baseline.
-pub async fn waste_so_far(db: &Db, guest: &AnalysedGuest, now_ms: i64) -> AppResult<WasteSoFar> {
-    const DAY_MS: i64 = 24 * 60 * 60 * 1000;
-    let history = History::load(db, guest.id, now_ms - 7 * DAY_MS, now_ms + 1).await?;
-    let mut day = Vec::new();
-    let mut week = Vec::new();
-    for (start_ms, samples) in history.buckets(ANALYSIS_WINDOW_MS) {
-        let end_ms = start_ms + ANALYSIS_WINDOW_MS;
-        // The window that straddles the start of the day contributes its part in the day.
-        let in_day: Vec<IntervalRow> = samples
-            .iter()
-            .filter(|s| s.received_ms > now_ms - DAY_MS)
-            .cloned()
-            .collect();
-        if !in_day.is_empty() {
-            day.push(history.window(guest, &in_day, end_ms));
-        }
-        week.push(history.window(guest, &samples, end_ms));
-    }
-    let baseline = &guest.verdict.waste.baseline;
-    Ok(WasteSoFar {
-        last_24h: history::accumulate(&day, baseline),
-        last_7d: history::accumulate(&week, baseline),
-    })
-}
+/// How far back [`History::waste_so_far`] reads.
+pub const WASTE_SO_FAR_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 
-/// A guest's history over [from_ms, to_ms) in buckets of `bucket_ms`, each judged as the ranking
-/// judges the present, as (bucket start, figures).
-pub async fn history(
-    db: &Db,
-    guest: &AnalysedGuest,
-    from_ms: i64,
-    to_ms: i64,
-    bucket_ms: i64,
-) -> AppResult<Vec<(i64, Figures)>> {
-    let history = History::load(db, guest.id, from_ms, to_ms).await?;
-    let baseline = &guest.verdict.waste.baseline;
-    Ok(history
-        .buckets(bucket_ms)
-        .into_iter()
-        .map(|(start_ms, samples)| {
-            let window = history.window(guest, &samples, start_ms + bucket_ms);
-            (start_ms, history::figures(&window, baseline))
-        })
-        .collect())
+impl History {
+    /// What `guest` wasted over the last 24 hours and 7 days (the history must reach back
+    /// [`WASTE_SO_FAR_MS`]): its samples cut into analysis windows, each judged on its own with
+    /// the facts of its time, against the host's current baseline.
+    pub fn waste_so_far(&self, guest: &AnalysedGuest, now_ms: i64) -> WasteSoFar {
+        const DAY_MS: i64 = 24 * 60 * 60 * 1000;
+        let mut day = Vec::new();
+        let mut week = Vec::new();
+        for (start_ms, samples) in self.buckets(now_ms - WASTE_SO_FAR_MS, ANALYSIS_WINDOW_MS) {
+            let end_ms = start_ms + ANALYSIS_WINDOW_MS;
+            // The window that straddles the start of the day contributes its part in the day.
+            let in_day: Vec<IntervalRow> = samples
+                .iter()
+                .filter(|s| s.received_ms > now_ms - DAY_MS)
+                .cloned()
+                .collect();
+            if !in_day.is_empty() {
+                day.push(self.window(guest, &in_day, end_ms));
+            }
+            week.push(self.window(guest, &samples, end_ms));
+        }
+        let baseline = &guest.verdict.waste.baseline;
+        WasteSoFar {
+            last_24h: history::accumulate(&day, baseline),
+            last_7d: history::accumulate(&week, baseline),
+        }
+    }
+
+    /// The history from `from_ms` on in buckets of `bucket_ms`, each judged as the ranking
+    /// judges the present, as (bucket start, figures).
+    pub fn figures(
+        &self,
+        guest: &AnalysedGuest,
+        from_ms: i64,
+        bucket_ms: i64,
+    ) -> Vec<(i64, Figures)> {
+        let baseline = &guest.verdict.waste.baseline;
+        self.buckets(from_ms, bucket_ms)
+            .into_iter()
+            .map(|(start_ms, samples)| {
+                let window = self.window(guest, &samples, start_ms + bucket_ms);
+                (start_ms, history::figures(&window, baseline))
+            })
+            .collect()
+    }
 }
 
 /// The upgrade plan of the active guests.

@@ -226,7 +226,9 @@ async fn one(
         .await?
         .ok_or_else(|| AppError::NotFound(format!("no guest {id}")))?;
     let change = fleet::changes(&state.db, Some(id), now).await?.remove(&id);
-    let so_far = fleet::waste_so_far(&state.db, &guest, now).await?;
+    let history =
+        fleet::History::load(&state.db, guest.id, now - fleet::WASTE_SO_FAR_MS, now + 1).await?;
+    let so_far = history.waste_so_far(&guest, now);
     let mut json = GuestJson::new(guest, &state.cost_model(), change);
     json.waste_so_far = Some(WasteSoFarJson::new(&so_far, &state.cost_model()));
     Ok(Json(json))

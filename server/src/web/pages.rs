@@ -355,13 +355,21 @@ pub async fn guest(
             AppError::BadRequest(format!("there is no range {key:?}: use 1h, 24h, 7d or 30d"))
         })?,
     };
-    let history = state.db.facts_history(id).await?;
-    let charts = charts(&state, &guest, &history, range, now).await?;
+    // One read of the history serves the charts and the waste so far.
+    let history = fleet::History::load(
+        &state.db,
+        id,
+        now - range.length_ms().max(fleet::WASTE_SO_FAR_MS),
+        now + 1,
+    )
+    .await?;
+    let events = state.db.facts_history(id).await?;
+    let charts = charts(&guest, &history, &events, range, now);
     // Only a source that reported more than one set of facts has seen a change.
-    let changed = history
+    let changed = events
         .iter()
-        .any(|e| history.iter().filter(|o| o.source == e.source).count() > 1);
-    let events = history
+        .any(|e| events.iter().filter(|o| o.source == e.source).count() > 1);
+    let events = events
         .into_iter()
         .filter(|_| changed)
         .map(|e| EventLine {
@@ -381,7 +389,7 @@ pub async fn guest(
         state.cost_model().currency,
         view::cost_basis(&state.cost_model())
     );
-    let so_far = fleet::waste_so_far(&state.db, &guest, now).await?;
+    let so_far = history.waste_so_far(&guest, now);
     let model = &state.cost_model();
     let waste_so_far = [
         ("Last 24 hours", so_far.last_24h),
@@ -693,16 +701,16 @@ pub async fn guests(
 
 /// The guest's history over `range` as four charts, with its kernel and command-line changes
 /// marked on each.
-async fn charts(
-    state: &AppState,
+fn charts(
     guest: &AnalysedGuest,
+    history: &fleet::History,
     events: &[crate::db::FactsEventRow],
     range: Range,
     now: i64,
-) -> Result<Vec<Chart>, PageError> {
+) -> Vec<Chart> {
     let bucket_ms = range.bucket_ms();
     let from_ms = now - range.length_ms();
-    let figures = fleet::history(&state.db, guest, from_ms, now + 1, bucket_ms).await?;
+    let figures = history.figures(guest, from_ms, bucket_ms);
     // A change is a set of facts after the first from its source; its label says what changed.
     // One reboot seen by two sources (the probe at once, a guest agent later) is marked once.
     const SAME_CHANGE_MS: i64 = 15 * 60 * 1000;
@@ -744,7 +752,7 @@ async fn charts(
             })
             .collect()
     };
-    Ok(vec![
+    vec![
         chart::layout(
             "Host CPU",
             "% of a core",
@@ -777,5 +785,5 @@ async fn charts(
             &series(|f| f.idle_share.map(|s| s * 100.0)),
             &marks,
         ),
-    ])
+    ]
 }
