@@ -175,10 +175,7 @@ async fn main() -> Result<()> {
                 UserRoleArg::Admin => UserRole::Admin,
                 UserRoleArg::Viewer => UserRole::Viewer,
             };
-            let name = name.trim().to_string();
-            if name.is_empty() || name.chars().any(char::is_control) || name.chars().count() > 64 {
-                anyhow::bail!("a user name is 1 to 64 characters, without control characters");
-            }
+            let name = auth::user_name(&name).map_err(|e| anyhow::anyhow!("user {e}"))?;
             let password = read_password(&name)?;
             let hash = auth::hash_password(&password).map_err(|e| anyhow::anyhow!("{e}"))?;
             let db = open_db(&db.path(false)).await?;

@@ -6,7 +6,8 @@ mod session;
 mod tokens;
 
 pub use passwords::{
-    MIN_PASSWORD_CHARS, check_password, hash_password, hash_password_async, verify_password,
+    MAX_USER_NAME_CHARS, MIN_PASSWORD_CHARS, check_password, hash_password, hash_password_async,
+    user_name, verify_password,
 };
 pub use session::{
     CSRF_FIELD, LOGIN_CSRF_COOKIE, PageUser, User, UserRole, check_csrf, check_login_csrf,

@@ -51,6 +51,25 @@ pub async fn check_password(password: String, phc: Option<String>) -> AppResult<
     .await
 }
 
+/// Longest user name, in characters.
+pub const MAX_USER_NAME_CHARS: usize = 64;
+
+/// A user name as typed (on the command line or the settings page): trimmed, 1 to
+/// `MAX_USER_NAME_CHARS` characters, no control characters.
+pub fn user_name(text: &str) -> AppResult<String> {
+    let name = text.trim();
+    if name.is_empty()
+        || name.chars().count() > MAX_USER_NAME_CHARS
+        || name.chars().any(char::is_control)
+    {
+        return Err(AppError::invalid(
+            "name",
+            format!("must be 1 to {MAX_USER_NAME_CHARS} characters, without control characters"),
+        ));
+    }
+    Ok(name.to_string())
+}
+
 /// Shortest password `user add` accepts, in characters.
 pub const MIN_PASSWORD_CHARS: usize = 10;
 

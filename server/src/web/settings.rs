@@ -237,7 +237,7 @@ pub async fn create_user(
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let made = async {
-        let name = label("name", &form.name, 64)?;
+        let name = auth::user_name(&form.name)?;
         let role = UserRole::parse(&form.role)
             .ok_or_else(|| AppError::invalid("role", "must be admin or viewer"))?;
         let hash = auth::hash_password_async(form.password).await?;
