@@ -12,8 +12,11 @@ use tower_sessions::{Expiry, SessionManagerLayer};
 use tower_sessions_sqlx_store::SqliteStore;
 
 use crate::analysis::cost::CostModel;
-use crate::db::Db;
+use crate::current::Current;
+use crate::db::{Db, StoreOutcome};
 use crate::error::{AppError, AppResult};
+use crate::fleet::{self, AnalysedGuest};
+use crate::ingest::ValidReport;
 use crate::{api, web};
 
 #[derive(Clone)]
@@ -22,13 +25,16 @@ pub struct AppState {
     pub options: Arc<Options>,
     /// The cost model in force: `options.cost` until an admin saves one on the settings page.
     cost: Arc<RwLock<CostModel>>,
+    /// Every active guest, analysed: what the pages and the API rank.
+    pub current: Arc<Current>,
 }
 
 /// The name under which the settings page stores the cost model.
 pub const COST_MODEL_SETTING: &str = "cost_model";
 
 impl AppState {
-    /// The state of a server on `db`, with the cost model an admin saved, if any.
+    /// The state of a server on `db`, with the cost model an admin saved, if any, and every
+    /// active guest analysed.
     pub async fn new(db: Db, options: Options) -> AppResult<AppState> {
         let saved = db.setting(COST_MODEL_SETTING).await?;
         let cost = match saved.as_deref().map(serde_json::from_str::<CostModel>) {
@@ -39,11 +45,52 @@ impl AppState {
             }
             None => options.cost.clone(),
         };
+        let started = std::time::Instant::now();
+        let current = Current::load(&db, now_ms()).await?;
+        tracing::info!(
+            guests = current.ranked(now_ms()).len(),
+            took_ms = started.elapsed().as_millis() as u64,
+            "analysed the active guests"
+        );
         Ok(AppState {
             db,
+            current: Arc::new(current),
             cost: Arc::new(RwLock::new(cost)),
             options: Arc::new(options),
         })
+    }
+
+    /// Stores a report, then brings the analysis of its host up to date. An analysis that fails
+    /// is logged, not returned: the report is stored, and the host's next one tries again.
+    pub async fn store_report(
+        &self,
+        report: &ValidReport,
+        token_id: i64,
+        received_ms: i64,
+    ) -> AppResult<StoreOutcome> {
+        let outcome = self.db.store_report(report, token_id, received_ms).await?;
+        if let StoreOutcome::Stored { host_id, .. } = outcome {
+            self.refresh_host(host_id).await;
+        }
+        Ok(outcome)
+    }
+
+    /// Analyses a host's guests again, after something it or they sent was stored.
+    pub async fn refresh_host(&self, host_id: i64) {
+        if let Err(e) = self.current.refresh_host(&self.db, host_id, now_ms()).await {
+            tracing::warn!(host_id, error = %e, "the host's guests could not be analysed again");
+        }
+    }
+
+    /// One guest as the ranking has it; a guest that stopped reporting is analysed from its
+    /// last window. `None` if there is no such guest.
+    pub async fn guest(&self, guest_id: i64, now_ms: i64) -> AppResult<Option<Arc<AnalysedGuest>>> {
+        if let Some(guest) = self.current.guest(guest_id, now_ms) {
+            return Ok(Some(guest));
+        }
+        Ok(fleet::guest(&self.db, guest_id, now_ms)
+            .await?
+            .map(Arc::new))
     }
 
     /// The cost model in force.

@@ -10,9 +10,9 @@ use tickscope_agent::wire::{
     Hypervisor, Interval, KernelConfig, Report, WakeupsSource,
 };
 
+use crate::app::AppState;
 use crate::app::now_ms;
 use crate::auth::{self, UserRole};
-use crate::db::Db;
 use crate::error::{AppError, AppResult};
 use crate::ingest;
 
@@ -101,9 +101,10 @@ fn job_cpu_pct(name: &str, end_ms: i64) -> Option<f64> {
     (name == "ci-runner" && (end_ms / INTERVAL_MS) % 12 < 2).then_some(90.0)
 }
 
-/// Fills the database with a backfill of reports, then keeps the fleet reporting every 10 s.
-/// Refuses a database that real agents have reported to.
-pub async fn start(db: Db) -> AppResult<()> {
+/// Fills the server's database with a backfill of reports, then keeps the fleet reporting every
+/// 10 s. Refuses a database that real agents have reported to.
+pub async fn start(state: &AppState) -> AppResult<()> {
+    let db = &state.db;
     let real_hosts = db.count_hosts_not_like("demo-hv-%").await?;
     if real_hosts > 0 {
         return Err(AppError::BadRequest(format!(
@@ -155,15 +156,16 @@ pub async fn start(db: Db) -> AppResult<()> {
     if reports_before == 0 {
         let now = now_ms();
         for i in (0..BACKFILL_INTERVALS).rev() {
-            fleet.report_all(&db, now - i * INTERVAL_MS).await?;
+            fleet.report_all(state, now - i * INTERVAL_MS).await?;
         }
     }
+    let state = state.clone();
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(Duration::from_millis(INTERVAL_MS as u64));
         ticker.tick().await;
         loop {
             ticker.tick().await;
-            if let Err(e) = fleet.report_all(&db, now_ms()).await {
+            if let Err(e) = fleet.report_all(&state, now_ms()).await {
                 tracing::warn!(error = %e, "demo fleet could not report");
             }
         }
@@ -180,14 +182,14 @@ struct Fleet {
 }
 
 impl Fleet {
-    async fn report_all(&mut self, db: &Db, end_ms: i64) -> AppResult<()> {
+    async fn report_all(&mut self, state: &AppState, end_ms: i64) -> AppResult<()> {
         for (i, (host, cpus, guests)) in HOSTS.iter().enumerate() {
             let token_id = self.token_ids[i];
             let report = self.report(host, *cpus, guests, end_ms);
             let valid = ingest::validate(report, now_ms())?;
             // Received when it ended, on the simulated timeline: the backfill's reports then
             // spread over the window as an agent's would, instead of arriving all at once.
-            db.store_report(&valid, token_id, end_ms).await?;
+            state.store_report(&valid, token_id, end_ms).await?;
         }
         Ok(())
     }

@@ -9,6 +9,7 @@ use crate::analysis::cost::{self, CostModel};
 use crate::analysis::plan::PlanGroup;
 use crate::error::{AppError, AppResult};
 use crate::fleet::AnalysedGuest;
+use std::sync::Arc;
 
 /// Columns of the guests export, in order.
 pub const GUEST_COLUMNS: [&str; 19] = [
@@ -75,7 +76,7 @@ fn write_csv(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> AppRes
     String::from_utf8(bytes).map_err(|e| AppError::Internal(format!("CSV export: {e}")))
 }
 
-pub fn guests_csv(guests: &[AnalysedGuest], model: &CostModel) -> AppResult<String> {
+pub fn guests_csv(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> AppResult<String> {
     let rows = guests.iter().enumerate().map(|(i, g)| {
         let v = &g.verdict;
         let yearly = cost::of_waste(v.waste.wasted_cpu_pct, model);

@@ -1,6 +1,7 @@
 //! The fleet as the pages and the API show it: stored windows, analysed per host, ranked.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use serde::Serialize;
 use tickscope_agent::wire::{FactsSource, GuestFacts, Hypervisor};
@@ -169,7 +170,11 @@ fn windows(
 }
 
 /// Analyses the guests in `scope` host by host (each host learns its own baseline).
-async fn analyse(db: &Db, scope: GuestScope, now_ms: i64) -> AppResult<Vec<AnalysedGuest>> {
+pub(crate) async fn analyse(
+    db: &Db,
+    scope: GuestScope,
+    now_ms: i64,
+) -> AppResult<Vec<AnalysedGuest>> {
     let rows = db.guests_in(scope).await?;
     let samples = db.window_intervals(scope, ANALYSIS_WINDOW_MS).await?;
     let readings = db
@@ -215,12 +220,8 @@ async fn analyse(db: &Db, scope: GuestScope, now_ms: i64) -> AppResult<Vec<Analy
     Ok(guests)
 }
 
-/// Active guests, most wasteful first; ties by host CPU, then name.
-pub async fn ranked_guests(db: &Db, now_ms: i64) -> AppResult<Vec<AnalysedGuest>> {
-    let scope = GuestScope::Active {
-        since_ms: now_ms - ACTIVE_WITHIN_MS,
-    };
-    let mut guests = analyse(db, scope, now_ms).await?;
+/// Orders guests most wasteful first; ties by host CPU, then name.
+pub fn rank(guests: &mut [Arc<AnalysedGuest>]) {
     guests.sort_by(|a, b| {
         b.wasted_cpu_pct()
             .total_cmp(&a.wasted_cpu_pct())
@@ -230,7 +231,6 @@ pub async fn ranked_guests(db: &Db, now_ms: i64) -> AppResult<Vec<AnalysedGuest>
             })
             .then_with(|| a.name.cmp(&b.name))
     });
-    Ok(guests)
 }
 
 /// One guest, active or not, analysed against its host's active peers as in the ranking;
@@ -241,7 +241,7 @@ pub async fn guest(db: &Db, guest_id: i64, now_ms: i64) -> AppResult<Option<Anal
     };
     let scope = GuestScope::Host {
         host_id,
-        guest_id,
+        guest_id: Some(guest_id),
         active_since_ms: now_ms - ACTIVE_WITHIN_MS,
     };
     Ok(analyse(db, scope, now_ms)
@@ -261,39 +261,80 @@ pub async fn changes(
     guest_id: Option<i64>,
     now_ms: i64,
 ) -> AppResult<HashMap<i64, Change>> {
+    let last = last_changes(db.fact_changes(guest_id).await?);
+    let (measured, _) = measure_changes(db, last, now_ms, &SettledChanges::new()).await?;
+    Ok(measured)
+}
+
+/// Measurements of changes that lie far enough back that their figures can no longer change, by
+/// (guest, change time): `None` for a change without enough idle time on a side.
+pub type SettledChanges = HashMap<(i64, i64), Option<Change>>;
+
+/// Measures each guest's last change, given as (at, previous) by guest; a change already in
+/// `settled` is not read again. Returns the measured changes and every settled one among them.
+pub(crate) async fn measure_changes(
+    db: &Db,
+    last: HashMap<i64, (i64, Option<i64>)>,
+    now_ms: i64,
+    settled: &SettledChanges,
+) -> AppResult<(HashMap<i64, Change>, SettledChanges)> {
     let mut measured = HashMap::new();
-    for (guest, (at_ms, previous_ms)) in last_changes(db.fact_changes(guest_id).await?) {
-        // Idle intervals only: the reboot into the new kernel, and any work around it, is not
-        // what the change is about.
-        let activity = |(samples, readings): (Vec<IntervalRow>, Vec<IdleReading>)| {
-            let readings: Vec<idle::Reading> = readings.iter().map(reading).collect();
-            idle::activity(&intervals(&samples, &readings))
+    let mut now_settled = SettledChanges::new();
+    for (guest, (at_ms, previous_ms)) in last {
+        let change = match settled.get(&(guest, at_ms)) {
+            Some(change) => *change,
+            None => measure_change(db, guest, at_ms, previous_ms, now_ms).await?,
         };
-        let from_ms = previous_ms.map_or(at_ms - AROUND_CHANGE_MS, |p| {
-            (p + 1).max(at_ms - AROUND_CHANGE_MS)
-        });
-        let before = activity(
-            db.samples_between(guest, from_ms, at_ms, idle::DEFAULT_READING_SPAN_MS)
-                .await?,
-        );
-        let to_ms = (at_ms + 1 + AROUND_CHANGE_MS).min(now_ms + 1);
-        let after = activity(
-            db.samples_between(guest, at_ms + 1, to_ms, idle::DEFAULT_READING_SPAN_MS)
-                .await?,
-        );
-        let idle_share_after = after.idle_share().unwrap_or(0.0);
-        if let Some(change) = change::measure(at_ms, &before.idle, &after.idle, idle_share_after) {
+        // Samples are received up to a report interval late; a minute's margin covers that.
+        if now_ms > at_ms + AROUND_CHANGE_MS + 60_000 {
+            now_settled.insert((guest, at_ms), change);
+        }
+        if let Some(change) = change {
             measured.insert(guest, change);
         }
     }
-    Ok(measured)
+    Ok((measured, now_settled))
+}
+
+async fn measure_change(
+    db: &Db,
+    guest: i64,
+    at_ms: i64,
+    previous_ms: Option<i64>,
+    now_ms: i64,
+) -> AppResult<Option<Change>> {
+    // Idle intervals only: the reboot into the new kernel, and any work around it, is not
+    // what the change is about.
+    let activity = |(samples, readings): (Vec<IntervalRow>, Vec<IdleReading>)| {
+        let readings: Vec<idle::Reading> = readings.iter().map(reading).collect();
+        idle::activity(&intervals(&samples, &readings))
+    };
+    let from_ms = previous_ms.map_or(at_ms - AROUND_CHANGE_MS, |p| {
+        (p + 1).max(at_ms - AROUND_CHANGE_MS)
+    });
+    let before = activity(
+        db.samples_between(guest, from_ms, at_ms, idle::DEFAULT_READING_SPAN_MS)
+            .await?,
+    );
+    let to_ms = (at_ms + 1 + AROUND_CHANGE_MS).min(now_ms + 1);
+    let after = activity(
+        db.samples_between(guest, at_ms + 1, to_ms, idle::DEFAULT_READING_SPAN_MS)
+            .await?,
+    );
+    let idle_share_after = after.idle_share().unwrap_or(0.0);
+    Ok(change::measure(
+        at_ms,
+        &before.idle,
+        &after.idle,
+        idle_share_after,
+    ))
 }
 
 /// Each guest's last change and the one before it, as (at, previous), from the changes every
 /// source saw, oldest first. One reboot is seen by each source that reports that guest (the probe
 /// at once, a guest agent up to its next question), so only the best source that saw changes
 /// counts; the others would make one reboot look like two.
-fn last_changes(changes: Vec<(i64, String, i64)>) -> HashMap<i64, (i64, Option<i64>)> {
+pub(crate) fn last_changes(changes: Vec<(i64, String, i64)>) -> HashMap<i64, (i64, Option<i64>)> {
     let mut by_guest: HashMap<i64, Vec<(String, i64)>> = HashMap::new();
     for (guest, source, at_ms) in changes {
         by_guest.entry(guest).or_default().push((source, at_ms));
@@ -444,7 +485,7 @@ impl History {
 }
 
 /// The upgrade plan of the active guests.
-pub fn plan(guests: &[AnalysedGuest]) -> Vec<PlanGroup> {
+pub fn plan(guests: &[Arc<AnalysedGuest>]) -> Vec<PlanGroup> {
     let rows: Vec<PlanGuest> = guests
         .iter()
         .map(|g| PlanGuest {
@@ -480,7 +521,7 @@ pub struct Totals {
     pub cost_model: CostModel,
 }
 
-pub fn totals(guests: &[AnalysedGuest], model: &CostModel) -> Totals {
+pub fn totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Totals {
     let hosts: std::collections::BTreeSet<i64> = guests.iter().map(|g| g.host_id).collect();
     let wasted_pct: f64 = guests.iter().map(|g| g.wasted_cpu_pct()).sum();
     let yearly = cost::of_waste(wasted_pct, model);
@@ -589,7 +630,7 @@ pub struct HostTotals {
 }
 
 /// Totals per host of the active guests, most wasteful host first.
-pub fn host_totals(guests: &[AnalysedGuest], model: &CostModel) -> Vec<HostTotals> {
+pub fn host_totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Vec<HostTotals> {
     let mut by_host: BTreeMap<i64, Vec<&AnalysedGuest>> = BTreeMap::new();
     for g in guests {
         by_host.entry(g.host_id).or_default().push(g);

@@ -4,6 +4,7 @@ pub mod analysis;
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod current;
 pub mod db;
 pub mod demo;
 pub mod error;

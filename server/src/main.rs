@@ -248,11 +248,6 @@ async fn serve(listen: &str, db_path: &Path, options: Options) -> Result<()> {
         journal_mode = %db.journal_mode().await?,
         "database ready"
     );
-    if options.demo {
-        tickscope_server::demo::start(db.clone())
-            .await
-            .context("cannot fill the demo database")?;
-    }
     // Sessions that lapsed are deleted hourly; a lapsed one is refused anyway.
     let store = tower_sessions_sqlx_store::SqliteStore::new(db.pool().clone());
     tokio::spawn(async move {
@@ -262,9 +257,15 @@ async fn serve(listen: &str, db_path: &Path, options: Options) -> Result<()> {
             tracing::warn!(error = %e, "lapsed sessions are no longer deleted");
         }
     });
+    let demo = options.demo;
     let state = AppState::new(db.clone(), options)
         .await
-        .context("cannot read the saved settings")?;
+        .context("cannot read the saved settings or analyse the fleet")?;
+    if demo {
+        tickscope_server::demo::start(&state)
+            .await
+            .context("cannot fill the demo database")?;
+    }
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

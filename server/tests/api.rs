@@ -534,7 +534,7 @@ async fn the_analysis_window_is_looked_up_by_index_not_scanned() {
         GuestScope::Active { since_ms: 0 },
         GuestScope::Host {
             host_id: 1,
-            guest_id: 1,
+            guest_id: Some(1),
             active_since_ms: 0,
         },
     ] {

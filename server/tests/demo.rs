@@ -1,16 +1,17 @@
 //! The demo fleet behind the README's first command.
 
 use tickscope_server::analysis::tick_mode::TickMode;
-use tickscope_server::app::now_ms;
+use tickscope_server::app::{AppState, Options, now_ms};
 use tickscope_server::db::Db;
-use tickscope_server::{demo, fleet};
+use tickscope_server::demo;
 
 #[tokio::test]
 async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(&dir.path().join("demo.db")).await.unwrap();
-    demo::start(db.clone()).await.unwrap();
-    let guests = fleet::ranked_guests(&db, now_ms()).await.unwrap();
+    let state = AppState::new(db, Options::default()).await.unwrap();
+    demo::start(&state).await.unwrap();
+    let guests = state.current.ranked(now_ms());
     assert_eq!(guests.len(), 12);
     let modes: Vec<TickMode> = guests
         .iter()
@@ -59,7 +60,8 @@ async fn demo_refuses_a_database_real_agents_report_to() {
     .unwrap();
     let valid = tickscope_server::ingest::validate(report, now_ms()).unwrap();
     db.store_report(&valid, token_id, now_ms()).await.unwrap();
-    let err = demo::start(db.clone()).await.unwrap_err();
+    let state = AppState::new(db.clone(), Options::default()).await.unwrap();
+    let err = demo::start(&state).await.unwrap_err();
     assert!(err.to_string().contains("real host"), "{err}");
     assert_eq!(db.count_hosts_not_like("demo-hv-%").await.unwrap(), 1);
 }

@@ -36,7 +36,7 @@ fn csv_download(name: &str, body: String) -> impl IntoResponse {
 
 async fn guests_csv(State(state): State<AppState>, caller: Caller) -> AppResult<impl IntoResponse> {
     caller.require(Role::Viewer)?;
-    let guests = fleet::ranked_guests(&state.db, now_ms()).await?;
+    let guests = state.current.ranked(now_ms());
     Ok(csv_download(
         "guests",
         export::guests_csv(&guests, &state.cost_model())?,
@@ -45,7 +45,7 @@ async fn guests_csv(State(state): State<AppState>, caller: Caller) -> AppResult<
 
 async fn plan_csv(State(state): State<AppState>, caller: Caller) -> AppResult<impl IntoResponse> {
     caller.require(Role::Viewer)?;
-    let guests = fleet::ranked_guests(&state.db, now_ms()).await?;
+    let guests = state.current.ranked(now_ms());
     let plan = fleet::plan(&guests);
     Ok(csv_download(
         "plan",
@@ -63,7 +63,7 @@ struct PlanJson {
 async fn plan_json(State(state): State<AppState>, caller: Caller) -> AppResult<Json<PlanJson>> {
     caller.require(Role::Viewer)?;
     let now = now_ms();
-    let guests = fleet::ranked_guests(&state.db, now).await?;
+    let guests = state.current.ranked(now);
     Ok(Json(PlanJson {
         generated_ms: now,
         cost_model: state.cost_model().clone(),

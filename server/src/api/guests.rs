@@ -5,6 +5,7 @@ use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
+use std::sync::Arc;
 
 use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
@@ -190,10 +191,9 @@ struct GuestList {
 async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<GuestList>> {
     caller.require(Role::Viewer)?;
     let now = now_ms();
-    let guests = fleet::ranked_guests(&state.db, now).await?;
-    let mut changes = fleet::changes(&state.db, None, now).await?;
+    let guests = state.current.ranked(now);
     // Only guests still reporting count towards what was realised.
-    changes.retain(|id, _| guests.iter().any(|g| g.id == *id));
+    let mut changes = state.current.changes(now);
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
     let realised = Realised {
         guests: changes.len(),
@@ -207,7 +207,7 @@ async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<G
             .into_iter()
             .map(|g| {
                 let change = changes.remove(&g.id);
-                GuestJson::new(g, &state.cost_model(), change)
+                GuestJson::new(Arc::unwrap_or_clone(g), &state.cost_model(), change)
             })
             .collect(),
         generated_ms: now,
@@ -222,14 +222,15 @@ async fn one(
     caller.require(Role::Viewer)?;
     let Path(id) = id.map_err(|_| AppError::NotFound("a guest id is a number".into()))?;
     let now = now_ms();
-    let guest = fleet::guest(&state.db, id, now)
+    let guest = state
+        .guest(id, now)
         .await?
         .ok_or_else(|| AppError::NotFound(format!("no guest {id}")))?;
     let change = fleet::changes(&state.db, Some(id), now).await?.remove(&id);
     let history =
         fleet::History::load(&state.db, guest.id, now - fleet::WASTE_SO_FAR_MS, now + 1).await?;
     let so_far = history.waste_so_far(&guest, now);
-    let mut json = GuestJson::new(guest, &state.cost_model(), change);
+    let mut json = GuestJson::new(Arc::unwrap_or_clone(guest), &state.cost_model(), change);
     json.waste_so_far = Some(WasteSoFarJson::new(&so_far, &state.cost_model()));
     Ok(Json(json))
 }

@@ -25,7 +25,7 @@ struct HostList {
 async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<HostList>> {
     caller.require(Role::Viewer)?;
     let now = now_ms();
-    let guests = fleet::ranked_guests(&state.db, now).await?;
+    let guests = state.current.ranked(now);
     Ok(Json(HostList {
         hosts: fleet::host_totals(&guests, &state.cost_model()),
         cost_model: state.cost_model().clone(),

@@ -31,12 +31,9 @@ async fn receive(
     let report = super::json_body(body, MAX_REPORT_BYTES)?;
     let now = now_ms();
     let report = ingest::validate(report, now)?;
-    let outcome = state
-        .db
-        .store_report(&report, caller.token_id()?, now)
-        .await?;
+    let outcome = state.store_report(&report, caller.token_id()?, now).await?;
     Ok(Json(match outcome {
-        StoreOutcome::Stored { report_id } => {
+        StoreOutcome::Stored { report_id, .. } => {
             json!({"status": "stored", "report_id": report_id, "guests": report.guests.len()})
         }
         StoreOutcome::Duplicate => json!({"status": "duplicate"}),

@@ -247,4 +247,19 @@ impl Db {
         .fetch_all(&self.pool)
         .await?)
     }
+
+    /// [`Db::fact_changes`] of one host's guests.
+    pub async fn fact_changes_of_host(&self, host_id: i64) -> AppResult<Vec<(i64, String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT f.guest_id, f.source, f.first_received_ms
+             FROM guests g CROSS JOIN guest_facts f ON f.guest_id = g.id
+             WHERE g.host_id = ?
+               AND EXISTS (SELECT 1 FROM guest_facts e
+                           WHERE e.guest_id = f.guest_id AND e.source = f.source AND e.id < f.id)
+             ORDER BY f.guest_id, f.first_received_ms",
+        )
+        .bind(host_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
 }

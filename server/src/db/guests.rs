@@ -44,8 +44,9 @@ pub struct IdleReading {
     pub idle_fraction: f64,
 }
 
-/// Which guests to analyse: every active one, or one host's active guests plus one guest
-/// whether active or not (a guest's verdict needs its host's peers for the baseline).
+/// Which guests to analyse: every active one, or one host's active guests, plus one guest
+/// whether active or not when asked for (a guest's verdict needs its host's peers for the
+/// baseline).
 #[derive(Debug, Clone, Copy)]
 pub enum GuestScope {
     Active {
@@ -53,7 +54,7 @@ pub enum GuestScope {
     },
     Host {
         host_id: i64,
-        guest_id: i64,
+        guest_id: Option<i64>,
         active_since_ms: i64,
     },
 }
@@ -65,11 +66,19 @@ impl GuestScope {
             GuestScope::Active { since_ms } => ("g.last_seen_ms >= ?", vec![since_ms]),
             GuestScope::Host {
                 host_id,
-                guest_id,
+                guest_id: Some(guest_id),
                 active_since_ms,
             } => (
                 "g.host_id = ? AND (g.last_seen_ms >= ? OR g.id = ?)",
                 vec![host_id, active_since_ms, guest_id],
+            ),
+            GuestScope::Host {
+                host_id,
+                guest_id: None,
+                active_since_ms,
+            } => (
+                "g.host_id = ? AND g.last_seen_ms >= ?",
+                vec![host_id, active_since_ms],
             ),
         }
     }

@@ -6,6 +6,7 @@ use crate::ingest::ValidReport;
 pub enum StoreOutcome {
     Stored {
         report_id: i64,
+        host_id: i64,
     },
     /// This (agent, run, seq) was stored before; nothing was written.
     Duplicate,
@@ -138,7 +139,7 @@ impl Db {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(StoreOutcome::Stored { report_id })
+        Ok(StoreOutcome::Stored { report_id, host_id })
     }
 
     /// Rows in the reports and samples tables, for checking that refused input stored nothing.

@@ -2,6 +2,7 @@
 //! bookmarked and shared. Pure: it orders and cuts what the analysis produced.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
@@ -240,8 +241,12 @@ pub struct Page<'a> {
     pub pages: usize,
 }
 
-pub fn page<'a>(guests: &'a [AnalysedGuest], query: &ListQuery) -> Page<'a> {
-    let mut rows: Vec<&AnalysedGuest> = guests.iter().filter(|g| query.keeps(g)).collect();
+pub fn page<'a>(guests: &'a [Arc<AnalysedGuest>], query: &ListQuery) -> Page<'a> {
+    let mut rows: Vec<&AnalysedGuest> = guests
+        .iter()
+        .map(|g| &**g)
+        .filter(|g| query.keeps(g))
+        .collect();
     let column = query.column();
     let descending = query.descending();
     rows.sort_by(|a, b| {
@@ -270,8 +275,15 @@ pub fn page<'a>(guests: &'a [AnalysedGuest], query: &ListQuery) -> Page<'a> {
 }
 
 /// The distinct values of a field, sorted, for a filter's choices.
-pub fn choices(guests: &[AnalysedGuest], field: impl Fn(&AnalysedGuest) -> String) -> Vec<String> {
-    let mut values: Vec<String> = guests.iter().map(field).filter(|v| !v.is_empty()).collect();
+pub fn choices(
+    guests: &[Arc<AnalysedGuest>],
+    field: impl Fn(&AnalysedGuest) -> String,
+) -> Vec<String> {
+    let mut values: Vec<String> = guests
+        .iter()
+        .map(|g| field(g))
+        .filter(|v| !v.is_empty())
+        .collect();
     values.sort();
     values.dedup();
     values
@@ -282,10 +294,10 @@ mod tests {
     use super::*;
     use crate::analysis::{analyse_host, test_window};
 
-    fn guest(id: i64, name: &str, host: &str, cpu_pct: f64, wakeups: f64) -> AnalysedGuest {
+    fn guest(id: i64, name: &str, host: &str, cpu_pct: f64, wakeups: f64) -> Arc<AnalysedGuest> {
         let window = test_window(1, cpu_pct, wakeups, None);
         let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
-        AnalysedGuest {
+        Arc::new(AnalysedGuest {
             id,
             name: name.into(),
             uuid: Some(format!("00000000-0000-4000-8000-{id:012}")),
@@ -302,10 +314,10 @@ mod tests {
             window_s: 60.0,
             kernel: None,
             verdict,
-        }
+        })
     }
 
-    fn fleet() -> Vec<AnalysedGuest> {
+    fn fleet() -> Vec<Arc<AnalysedGuest>> {
         vec![
             guest(1, "web-01", "hv-a", 0.3, 20.0),
             guest(2, "DB-legacy", "hv-a", 4.1, 1004.0),
@@ -314,7 +326,7 @@ mod tests {
         ]
     }
 
-    fn names(guests: &[AnalysedGuest], query: &str) -> Vec<String> {
+    fn names(guests: &[Arc<AnalysedGuest>], query: &str) -> Vec<String> {
         let query: ListQuery = serde_urlencoded_like(query);
         page(guests, &query)
             .rows
@@ -370,7 +382,7 @@ mod tests {
 
     #[test]
     fn pages_hold_fifty_rows_and_a_page_past_the_end_shows_the_last() {
-        let guests: Vec<AnalysedGuest> = (0..120)
+        let guests: Vec<Arc<AnalysedGuest>> = (0..120)
             .map(|i| guest(i, &format!("g{i:03}"), "hv", 0.3, 20.0))
             .collect();
         let cases = [

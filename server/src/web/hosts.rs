@@ -79,7 +79,7 @@ pub async fn list(
     PageUser(user, session): PageUser,
 ) -> Result<HostsPage, PageError> {
     let now = now_ms();
-    let guests = fleet::ranked_guests(&state.db, now).await?;
+    let guests = state.current.ranked(now);
     let totals = fleet::host_totals(&guests, &state.cost_model());
     let currency = &state.cost_model().currency;
     let mut rows: Vec<HostLine> = state
@@ -132,8 +132,9 @@ pub async fn one(
         .into_iter()
         .find(|h| h.id == id)
         .ok_or_else(not_found)?;
-    let guests: Vec<_> = fleet::ranked_guests(&state.db, now)
-        .await?
+    let guests: Vec<_> = state
+        .current
+        .ranked(now)
         .into_iter()
         .filter(|g| g.host_id == id)
         .collect();
@@ -141,6 +142,6 @@ pub async fn one(
     Ok(HostPage {
         frame: Frame::new(&state, &user, &session).await?,
         host: HostLine::new(&host, totals.first(), &state.cost_model().currency, now),
-        guests: guests.iter().map(GuestRow::new).collect(),
+        guests: guests.iter().map(|g| GuestRow::new(g)).collect(),
     })
 }

@@ -5,6 +5,7 @@ use askama_web::WebTemplate;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
 
 use super::chart::{self, Chart, Range};
 use super::frame::Frame;
@@ -85,7 +86,7 @@ struct Share {
 
 /// How many guests have each value of `key`, largest group first, each with its list's link.
 fn distribution(
-    guests: &[AnalysedGuest],
+    guests: &[Arc<AnalysedGuest>],
     key: impl Fn(&AnalysedGuest) -> String,
     label: impl Fn(&str) -> String,
     link: impl Fn(&str) -> String,
@@ -137,10 +138,10 @@ pub async fn overview(
     PageUser(user, session): PageUser,
 ) -> Result<OverviewPage, PageError> {
     let now = now_ms();
-    let guests = fleet::ranked_guests(&state.db, now).await?;
+    let guests = state.current.ranked(now);
     let totals = fleet::totals(&guests, &state.cost_model());
-    let mut changes = fleet::changes(&state.db, None, now).await?;
-    changes.retain(|id, _| guests.iter().any(|g| g.id == *id));
+    // Only guests still reporting count towards what was realised.
+    let changes = state.current.changes(now);
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
     let realised = if changes.is_empty() {
         String::new()
@@ -167,7 +168,7 @@ pub async fn overview(
         rows: guests
             .iter()
             .take(OVERVIEW_TOP)
-            .map(GuestRow::new)
+            .map(|g| GuestRow::new(g))
             .collect(),
         modes: distribution(
             &guests,
@@ -239,7 +240,7 @@ struct SampleLine {
 #[template(path = "guest.html")]
 pub struct GuestPage {
     frame: Frame,
-    guest: AnalysedGuest,
+    guest: Arc<AnalysedGuest>,
     row: GuestRow,
     last_seen: String,
     confidence: &'static str,
@@ -278,9 +279,7 @@ pub async fn guest(
     let not_found = || AppError::NotFound("There is no such guest.".into());
     let Path(id) = id.map_err(|_| not_found())?;
     let now = now_ms();
-    let guest = fleet::guest(&state.db, id, now)
-        .await?
-        .ok_or_else(not_found)?;
+    let guest = state.guest(id, now).await?.ok_or_else(not_found)?;
     let samples = state
         .db
         .recent_samples(id, 30)
@@ -518,7 +517,7 @@ pub async fn plan(
     PageUser(user, session): PageUser,
 ) -> Result<PlanPage, PageError> {
     let now = now_ms();
-    let guests = fleet::ranked_guests(&state.db, now).await?;
+    let guests = state.current.ranked(now);
     let model = &state.cost_model();
     let money = |pct: f64| {
         format!(
@@ -603,7 +602,7 @@ pub async fn guests(
 ) -> Result<GuestsPage, PageError> {
     let Query(query) = query
         .map_err(|e| AppError::BadRequest(format!("this view's address is not valid: {e}")))?;
-    let guests = fleet::ranked_guests(&state.db, now_ms()).await?;
+    let guests = state.current.ranked(now_ms());
     let filter = |param, label, chosen: &str, field: fn(&AnalysedGuest) -> String| {
         let mut choices = guest_list::choices(&guests, field);
         // A value no active guest has (a silent host's) still shows as the one applied.

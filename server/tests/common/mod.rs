@@ -17,6 +17,7 @@ use tickscope_server::db::Db;
 pub struct Server {
     pub dir: tempfile::TempDir,
     pub db: Db,
+    pub state: AppState,
     pub router: Router,
     pub agent_token: String,
     pub viewer_token: String,
@@ -37,7 +38,8 @@ pub async fn server() -> Server {
     Server {
         dir,
         db,
-        router: app::router(state),
+        router: app::router(state.clone()),
+        state,
         viewer_token: tokens.pop().unwrap(),
         agent_token: tokens.pop().unwrap(),
     }
@@ -162,16 +164,7 @@ impl Server {
                 .await
                 .unwrap();
         }
-        let page = self.browse(Method::GET, "/login", None, None).await;
-        let cookie = page
-            .login_cookie
-            .clone()
-            .expect("the login page sets its CSRF cookie");
-        let csrf = csrf_in(&page.body).expect("the login form carries a CSRF token");
-        let body = form(&[("name", name), ("password", PASSWORD), ("csrf", &csrf)]);
-        let reply = self
-            .browse(Method::POST, "/login", Some(&cookie), Some(body))
-            .await;
+        let reply = self.submit_login(name, PASSWORD).await;
         assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
         let cookie = reply
             .session_cookie
@@ -180,6 +173,19 @@ impl Server {
         assert_eq!(home.status, StatusCode::OK, "{}", home.body);
         let csrf = csrf_in(&home.body).expect("pages carry the logout form's CSRF token");
         Login { cookie, csrf }
+    }
+
+    /// Fills in and sends the login form as a browser would; the reply to the POST.
+    pub async fn submit_login(&self, name: &str, password: &str) -> Reply {
+        let page = self.browse(Method::GET, "/login", None, None).await;
+        let cookie = page
+            .login_cookie
+            .clone()
+            .expect("the login page sets its CSRF cookie");
+        let csrf = csrf_in(&page.body).expect("the login form carries a CSRF token");
+        let body = form(&[("name", name), ("password", password), ("csrf", &csrf)]);
+        self.browse(Method::POST, "/login", Some(&cookie), Some(body))
+            .await
     }
 
     async fn send(&self, request: Request<Body>) -> Reply {
