@@ -1,8 +1,9 @@
 //! Dashboard sessions: who is logged in, and the CSRF token of their forms.
 //!
 //! The session lives in tower-sessions (an HttpOnly, SameSite=Strict cookie naming a row of the
-//! `tower_sessions` table). It holds the user's id only: name and role are read from the users
-//! table on every request, so a changed role or a removed user takes effect at once.
+//! `tower_sessions` table). It holds the user's id and a fingerprint of their password hash:
+//! name and role are read from the users table on every request, so a changed role or a removed
+//! user takes effect at once, and a changed password ends every session opened with the old one.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -17,6 +18,7 @@ use crate::app::AppState;
 use crate::error::{AppError, AppResult};
 
 const USER_ID_KEY: &str = "user_id";
+const CREDENTIAL_KEY: &str = "credential";
 const CSRF_KEY: &str = "csrf";
 /// The name of the hidden form field that carries the CSRF token.
 pub const CSRF_FIELD: &str = "csrf";
@@ -82,6 +84,13 @@ pub async fn current_user(session: &Session, state: &AppState) -> AppResult<Opti
     let Some(row) = state.db.user_by_id(id).await? else {
         return Ok(None);
     };
+    let opened_with = session
+        .get::<String>(CREDENTIAL_KEY)
+        .await
+        .map_err(session_error)?;
+    if opened_with.as_deref() != Some(credential(&row.password_hash).as_str()) {
+        return Ok(None);
+    }
     let role = UserRole::parse(&row.role)
         .ok_or_else(|| AppError::Internal(format!("user {id} has role {:?}", row.role)))?;
     Ok(Some(User {
@@ -91,12 +100,22 @@ pub async fn current_user(session: &Session, state: &AppState) -> AppResult<Opti
     }))
 }
 
-/// Logs `user_id` in: a new session id (so one planted before login is worthless) with a new
-/// CSRF token.
-pub async fn log_in(session: &Session, user_id: i64) -> AppResult<()> {
+/// What a session remembers of the password it was opened with: a digest of its hash, which
+/// changes with every new password (the hash is salted), and tells nothing about it.
+fn credential(password_hash: &str) -> String {
+    super::token_hash(password_hash)[..32].to_string()
+}
+
+/// Logs a user in with the password hash they proved: a new session id (so one planted before
+/// login is worthless) with a new CSRF token.
+pub async fn log_in(session: &Session, user_id: i64, password_hash: &str) -> AppResult<()> {
     session.cycle_id().await.map_err(session_error)?;
     session
         .insert(USER_ID_KEY, user_id)
+        .await
+        .map_err(session_error)?;
+    session
+        .insert(CREDENTIAL_KEY, credential(password_hash))
         .await
         .map_err(session_error)?;
     session

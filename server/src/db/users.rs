@@ -71,6 +71,61 @@ impl Db {
         .await?)
     }
 
+    /// Gives a user a new password hash (which ends their sessions).
+    pub async fn set_password(&self, user_id: i64, password_hash: &str) -> AppResult<()> {
+        let done = sqlx::query("UPDATE users SET password_hash = ? WHERE id = ?")
+            .bind(password_hash)
+            .bind(user_id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(AppError::NotFound("there is no such user".into()));
+        }
+        Ok(())
+    }
+
+    /// Changes a user's role; refused when it would leave no admin.
+    pub async fn set_role(&self, user_id: i64, role: &str) -> AppResult<()> {
+        let done = sqlx::query(
+            "UPDATE users SET role = ?1 WHERE id = ?2
+               AND (?1 = 'admin' OR role <> 'admin'
+                    OR (SELECT COUNT(*) FROM users WHERE role = 'admin') > 1)",
+        )
+        .bind(role)
+        .bind(user_id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return self.refusal(user_id, "the last admin stays an admin").await;
+        }
+        Ok(())
+    }
+
+    /// Removes a user (whose sessions then lead nowhere); refused for the last admin.
+    pub async fn delete_user(&self, user_id: i64) -> AppResult<()> {
+        let done = sqlx::query(
+            "DELETE FROM users WHERE id = ?
+               AND (role <> 'admin' OR (SELECT COUNT(*) FROM users WHERE role = 'admin') > 1)",
+        )
+        .bind(user_id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return self
+                .refusal(user_id, "the last admin cannot be removed")
+                .await;
+        }
+        Ok(())
+    }
+
+    /// Why a guarded change of `user_id` changed nothing: no such user, or `reason`.
+    async fn refusal(&self, user_id: i64, reason: &str) -> AppResult<()> {
+        match self.user_by_id(user_id).await? {
+            None => Err(AppError::NotFound("there is no such user".into())),
+            Some(_) => Err(AppError::Conflict(reason.into())),
+        }
+    }
+
     /// The pool, for the session store, which keeps its sessions in this database.
     pub fn pool(&self) -> &sqlx::SqlitePool {
         &self.pool

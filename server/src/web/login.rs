@@ -91,7 +91,7 @@ pub async fn submit(
             "Unknown user or wrong password.",
         );
     };
-    auth::log_in(&session, user.id).await?;
+    auth::log_in(&session, user.id, &user.password_hash).await?;
     state.db.record_login(user.id, now_ms()).await?;
     tracing::info!(user = %user.name, "logged in");
     Ok(Redirect::to(auth::safe_next(form.next.as_deref())).into_response())

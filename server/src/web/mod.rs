@@ -2,6 +2,7 @@
 //! escaped by askama's HTML escaping, which is on for every `.html` template. Every page but
 //! `/login` needs a logged-in user, and every form carries the session's CSRF token.
 
+mod account;
 mod chart;
 mod frame;
 mod guest_list;
@@ -35,6 +36,14 @@ pub fn router() -> Router<AppState> {
         .route("/settings/tokens", post(settings::create_token))
         .route("/settings/tokens/{id}/revoke", post(settings::revoke_token))
         .route("/settings/users", post(settings::create_user))
+        .route("/settings/users/{id}/role", post(settings::set_role))
+        .route(
+            "/settings/users/{id}/password",
+            post(settings::set_password),
+        )
+        .route("/settings/users/{id}/remove", post(settings::remove_user))
+        .route("/account", get(account::page))
+        .route("/account/password", post(account::change_password))
         .route("/settings/cost", post(settings::save_cost))
         .route("/login", get(login::page).post(login::submit))
         .route("/logout", post(login::logout))

@@ -1,5 +1,8 @@
-//! `/settings`, for admins: API tokens (create, shown once; revoke), dashboard users, and the
-//! cost model. Every form is a POST with the session's CSRF token; a viewer is refused.
+//! `/settings`, for admins: API tokens (create, shown once; revoke), dashboard users (add,
+//! change role, set a new password, remove), and the cost model. Every form is a POST with the
+//! session's CSRF token; a viewer is refused. A form that did its work redirects back to the
+//! page (post/redirect/get), so reloading the page never submits it again; what it did is shown
+//! once from the session.
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -8,7 +11,7 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 
 use super::frame::Frame;
@@ -31,10 +34,44 @@ struct TokenLine {
 }
 
 struct UserLine {
+    id: i64,
     name: String,
     role: String,
     created: String,
     last_login: String,
+    /// The admin looking at the page: changed on the account page, not here.
+    is_you: bool,
+}
+
+/// What the last form did, carried in the session across its redirect and shown once.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Flash {
+    notice: String,
+    /// A token just made, shown this once.
+    new_token: String,
+    new_token_name: String,
+}
+
+const FLASH_KEY: &str = "settings_flash";
+
+fn session_error(e: tower_sessions::session::Error) -> AppError {
+    AppError::Internal(format!("session store: {e}"))
+}
+
+/// Back to the settings page, which shows `flash` once.
+async fn done(session: &Session, flash: Flash, anchor: &str) -> Result<Response, PageError> {
+    session
+        .insert(FLASH_KEY, flash)
+        .await
+        .map_err(session_error)?;
+    Ok(Redirect::to(&format!("/settings#{anchor}")).into_response())
+}
+
+fn notice(text: String) -> Flash {
+    Flash {
+        notice: text,
+        ..Flash::default()
+    }
 }
 
 #[derive(Template, WebTemplate)]
@@ -87,6 +124,8 @@ async fn render(
         .await?
         .into_iter()
         .map(|u| UserLine {
+            is_you: u.id == user.id,
+            id: u.id,
             name: u.name,
             role: u.role,
             created: view::time(u.created_ms),
@@ -113,7 +152,18 @@ pub async fn page(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
 ) -> Result<Response, PageError> {
-    render(&state, &user, &session, StatusCode::OK, |_| {}).await
+    user.require_admin()?;
+    let flash: Flash = session
+        .remove(FLASH_KEY)
+        .await
+        .map_err(session_error)?
+        .unwrap_or_default();
+    render(&state, &user, &session, StatusCode::OK, |p| {
+        p.notice = flash.notice;
+        p.new_token = flash.new_token;
+        p.new_token_name = flash.new_token_name;
+    })
+    .await
 }
 
 /// A name or label typed into a form: trimmed, 1 to `max` characters, no control characters.
@@ -195,11 +245,12 @@ pub async fn create_token(
     .await;
     match made {
         Ok((name, token)) => {
-            render(&state, &user, &session, StatusCode::OK, |p| {
-                p.new_token = token;
-                p.new_token_name = name;
-            })
-            .await
+            let flash = Flash {
+                new_token: token,
+                new_token_name: name,
+                ..Flash::default()
+            };
+            done(&session, flash, "tokens").await
         }
         Err(e) => refused(&state, &user, &session, e).await,
     }
@@ -219,7 +270,12 @@ pub async fn revoke_token(
         );
     }
     tracing::info!(admin = %user.name, token = id, "token revoked");
-    Ok(Redirect::to("/settings").into_response())
+    done(
+        &session,
+        notice("Token revoked: it is refused from now on.".into()),
+        "tokens",
+    )
+    .await
 }
 
 #[derive(Deserialize)]
@@ -250,12 +306,7 @@ pub async fn create_user(
     }
     .await;
     match made {
-        Ok(name) => {
-            render(&state, &user, &session, StatusCode::OK, |p| {
-                p.notice = format!("User {name} added.");
-            })
-            .await
-        }
+        Ok(name) => done(&session, notice(format!("User {name} added.")), "users").await,
         Err(e) => refused(&state, &user, &session, e).await,
     }
 }
@@ -292,11 +343,105 @@ pub async fn save_cost(
         Ok(model) => {
             state.set_cost_model(model, &user.name).await?;
             tracing::info!(admin = %user.name, "cost model saved");
-            render(&state, &user, &session, StatusCode::OK, |p| {
-                p.notice = "Cost model saved: every figure now uses it.".into();
-            })
-            .await
+            let saved = notice("Cost model saved: every figure now uses it.".into());
+            done(&session, saved, "cost").await
         }
+        Err(e) => refused(&state, &user, &session, e).await,
+    }
+}
+
+/// The user a per-user form is about: another one than the admin sending it (who changes their
+/// own password on the account page, and cannot lock themselves out here).
+async fn other_user(
+    state: &AppState,
+    user: &User,
+    id: Result<Path<i64>, PathRejection>,
+) -> AppResult<crate::db::UserRow> {
+    let not_found = || AppError::NotFound("There is no such user.".into());
+    let Path(id) = id.map_err(|_| not_found())?;
+    let row = state.db.user_by_id(id).await?.ok_or_else(not_found)?;
+    if row.id == user.id {
+        return Err(AppError::Conflict(
+            "change your own account on the account page; another admin can change your role or remove you".into(),
+        ));
+    }
+    Ok(row)
+}
+
+#[derive(Deserialize)]
+pub struct RoleForm {
+    csrf: Option<String>,
+    role: String,
+}
+
+pub async fn set_role(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    id: Result<Path<i64>, PathRejection>,
+    Form(form): Form<RoleForm>,
+) -> Result<Response, PageError> {
+    admin_form(&user, &session, form.csrf.as_deref()).await?;
+    let changed = async {
+        let other = other_user(&state, &user, id).await?;
+        let role = UserRole::parse(&form.role)
+            .ok_or_else(|| AppError::invalid("role", "must be admin or viewer"))?;
+        state.db.set_role(other.id, role.as_str()).await?;
+        tracing::info!(admin = %user.name, user = %other.name, role = role.as_str(), "role changed");
+        Ok(format!("{} is now {}.", other.name, role.as_str()))
+    }
+    .await;
+    match changed {
+        Ok(text) => done(&session, notice(text), "users").await,
+        Err(e) => refused(&state, &user, &session, e).await,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct PasswordForm {
+    csrf: Option<String>,
+    password: String,
+}
+
+pub async fn set_password(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    id: Result<Path<i64>, PathRejection>,
+    Form(form): Form<PasswordForm>,
+) -> Result<Response, PageError> {
+    admin_form(&user, &session, form.csrf.as_deref()).await?;
+    let changed = async {
+        let other = other_user(&state, &user, id).await?;
+        let hash = auth::hash_password_async(form.password).await?;
+        state.db.set_password(other.id, &hash).await?;
+        tracing::info!(admin = %user.name, user = %other.name, "password set by an admin");
+        Ok(format!(
+            "New password set for {}; their open sessions are logged out.",
+            other.name
+        ))
+    }
+    .await;
+    match changed {
+        Ok(text) => done(&session, notice(text), "users").await,
+        Err(e) => refused(&state, &user, &session, e).await,
+    }
+}
+
+pub async fn remove_user(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    id: Result<Path<i64>, PathRejection>,
+    Form(form): Form<CsrfForm>,
+) -> Result<Response, PageError> {
+    admin_form(&user, &session, form.csrf.as_deref()).await?;
+    let removed = async {
+        let other = other_user(&state, &user, id).await?;
+        state.db.delete_user(other.id).await?;
+        tracing::info!(admin = %user.name, user = %other.name, "user removed");
+        Ok(format!("User {} removed and logged out.", other.name))
+    }
+    .await;
+    match removed {
+        Ok(text) => done(&session, notice(text), "users").await,
         Err(e) => refused(&state, &user, &session, e).await,
     }
 }

@@ -1,0 +1,125 @@
+//! `/account`: the logged-in user's own account, where they change their password.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::Form;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use tower_sessions::Session;
+
+use super::frame::Frame;
+use super::pages::PageError;
+use crate::app::AppState;
+use crate::auth::{self, PageUser, User};
+use crate::error::AppError;
+
+#[derive(Template, WebTemplate)]
+#[template(path = "account.html")]
+pub struct AccountPage {
+    frame: Frame,
+    min_chars: usize,
+    notice: String,
+    error: String,
+}
+
+const NOTICE_KEY: &str = "account_notice";
+
+fn session_error(e: tower_sessions::session::Error) -> AppError {
+    AppError::Internal(format!("session store: {e}"))
+}
+
+async fn render(
+    state: &AppState,
+    user: &User,
+    session: &Session,
+    status: StatusCode,
+    notice: String,
+    error: String,
+) -> Result<Response, PageError> {
+    let page = AccountPage {
+        frame: Frame::new(state, user, session).await?,
+        min_chars: auth::MIN_PASSWORD_CHARS,
+        notice,
+        error,
+    };
+    Ok((status, page).into_response())
+}
+
+pub async fn page(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+) -> Result<Response, PageError> {
+    let notice: Option<String> = session.remove(NOTICE_KEY).await.map_err(session_error)?;
+    let notice = notice.unwrap_or_default();
+    render(
+        &state,
+        &user,
+        &session,
+        StatusCode::OK,
+        notice,
+        String::new(),
+    )
+    .await
+}
+
+#[derive(Deserialize)]
+pub struct PasswordChange {
+    csrf: Option<String>,
+    current: String,
+    password: String,
+    again: String,
+}
+
+/// Changes the user's own password once they proved the current one; their other sessions end
+/// (they were opened with the old password), this one is opened again with the new.
+pub async fn change_password(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    Form(form): Form<PasswordChange>,
+) -> Result<Response, PageError> {
+    auth::check_csrf(&session, form.csrf.as_deref()).await?;
+    let changed = async {
+        let row = state
+            .db
+            .user_by_id(user.id)
+            .await?
+            .ok_or_else(|| AppError::NotFound("there is no such user".into()))?;
+        if !auth::check_password(form.current, Some(row.password_hash)).await? {
+            return Err(AppError::invalid("current", "is not your current password"));
+        }
+        if form.password != form.again {
+            return Err(AppError::invalid("again", "differs from the new password"));
+        }
+        let hash = auth::hash_password_async(form.password).await?;
+        state.db.set_password(user.id, &hash).await?;
+        auth::log_in(&session, user.id, &hash).await?;
+        Ok(())
+    }
+    .await;
+    match changed {
+        Ok(()) => {
+            tracing::info!(user = %user.name, "password changed");
+            let notice = "Password changed. Your other sessions are logged out.";
+            session
+                .insert(NOTICE_KEY, notice)
+                .await
+                .map_err(session_error)?;
+            Ok(Redirect::to("/account").into_response())
+        }
+        Err(e @ AppError::Invalid { .. }) => {
+            let status = e.status();
+            render(
+                &state,
+                &user,
+                &session,
+                status,
+                String::new(),
+                e.to_string(),
+            )
+            .await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
