@@ -87,6 +87,24 @@ enum UserCommand {
         #[command(flatten)]
         db: DbArg,
     },
+    /// Set a user's password (read as for `add`), for instance a locked-out admin's. Their open
+    /// sessions end.
+    Passwd {
+        name: String,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Remove a user; their open sessions end. The last admin cannot be removed.
+    Remove {
+        name: String,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// List the users with their role and last login.
+    List {
+        #[command(flatten)]
+        db: DbArg,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -168,24 +186,7 @@ async fn main() -> Result<()> {
             };
             serve(&listen, &db.path(demo), options).await
         }
-        Command::User {
-            command: UserCommand::Add { name, role, db },
-        } => {
-            let role = match role {
-                UserRoleArg::Admin => UserRole::Admin,
-                UserRoleArg::Viewer => UserRole::Viewer,
-            };
-            let name = auth::user_name(&name).map_err(|e| anyhow::anyhow!("user {e}"))?;
-            let password = read_password(&name)?;
-            let hash = auth::hash_password(&password).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let db = open_db(&db.path(false)).await?;
-            db.insert_user(&name, role.as_str(), &hash, app::now_ms())
-                .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            db.close().await;
-            println!("Created {} user {name:?}.", role.as_str());
-            Ok(())
-        }
+        Command::User { command } => user_command(command).await,
         Command::Token {
             command:
                 TokenCommand::Add {
@@ -219,6 +220,67 @@ async fn main() -> Result<()> {
             Ok(())
         }
     }
+}
+
+async fn user_command(command: UserCommand) -> Result<()> {
+    // AppError's own messages are written for the person at the keyboard.
+    let clear = |e: tickscope_server::error::AppError| anyhow::anyhow!("{e}");
+    match command {
+        UserCommand::Add { name, role, db } => {
+            let role = match role {
+                UserRoleArg::Admin => UserRole::Admin,
+                UserRoleArg::Viewer => UserRole::Viewer,
+            };
+            let name = auth::user_name(&name).map_err(|e| anyhow::anyhow!("user {e}"))?;
+            let password = read_password(&name)?;
+            let hash = auth::hash_password(&password).map_err(clear)?;
+            let db = open_db(&db.path(false)).await?;
+            db.insert_user(&name, role.as_str(), &hash, app::now_ms())
+                .await
+                .map_err(clear)?;
+            db.close().await;
+            println!("Created {} user {name:?}.", role.as_str());
+        }
+        UserCommand::Passwd { name, db } => {
+            let db = open_db(&db.path(false)).await?;
+            let user = db
+                .user_by_name(&name)
+                .await?
+                .with_context(|| format!("there is no user {name:?}"))?;
+            let password = read_password(&user.name)?;
+            let hash = auth::hash_password(&password).map_err(clear)?;
+            db.set_password(user.id, &hash).await.map_err(clear)?;
+            db.close().await;
+            println!(
+                "New password set for {:?}; their open sessions are logged out.",
+                user.name
+            );
+        }
+        UserCommand::Remove { name, db } => {
+            let db = open_db(&db.path(false)).await?;
+            let user = db
+                .user_by_name(&name)
+                .await?
+                .with_context(|| format!("there is no user {name:?}"))?;
+            db.delete_user(user.id).await.map_err(clear)?;
+            db.close().await;
+            println!("Removed user {:?}.", user.name);
+        }
+        UserCommand::List { db } => {
+            let db = open_db(&db.path(false)).await?;
+            println!("{:<24} {:<8} last login", "name", "role");
+            for user in db.users().await? {
+                let last = user.last_login_ms.map_or("never".to_string(), |ms| {
+                    chrono::DateTime::from_timestamp_millis(ms).map_or(ms.to_string(), |t| {
+                        t.format("%Y-%m-%d %H:%M UTC").to_string()
+                    })
+                });
+                println!("{:<24} {:<8} {last}", user.name, user.role);
+            }
+            db.close().await;
+        }
+    }
+    Ok(())
 }
 
 /// The new user's password: prompted for twice without echo on a terminal, else the first line

@@ -236,6 +236,49 @@ fn user_add_reads_the_password_from_stdin_and_refuses_a_short_one() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("already a user"));
 }
 
+#[test]
+fn user_passwd_list_and_remove_on_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("users.db");
+    let run = |args: &[&str], stdin: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+            .arg("user")
+            .args(args)
+            .arg("--db")
+            .arg(&db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        writeln!(child.stdin.take().unwrap(), "{stdin}").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+    assert!(run(&["add", "carol", "--role", "admin"], PASSWORD).0);
+    assert!(run(&["add", "dan"], PASSWORD).0);
+    let (ok, out, _) = run(&["passwd", "carol"], "carol's new password");
+    assert!(
+        ok && out.contains("New password set for \"carol\""),
+        "{out}"
+    );
+    let (ok, out, _) = run(&["list"], "");
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("carol") && out.contains("admin") && out.contains("never"),
+        "{out}"
+    );
+    assert!(out.contains("dan") && out.contains("viewer"), "{out}");
+    let (ok, _, err) = run(&["remove", "carol"], "");
+    assert!(!ok && err.contains("last admin"), "{err}");
+    let (ok, _, err) = run(&["passwd", "nobody"], "whatever password");
+    assert!(!ok && err.contains("no user \"nobody\""), "{err}");
+    assert!(run(&["remove", "dan"], "").0);
+    let (_, out, _) = run(&["list"], "");
+    assert!(!out.contains("dan"), "{out}");
+}
+
 #[tokio::test]
 async fn the_guest_list_filters_by_the_address_and_escapes_names() {
     let s = server().await;
@@ -417,6 +460,18 @@ async fn the_overview_links_every_figure_to_the_list_behind_it() {
     // Only the worst ten are listed here; all thirteen are one click away.
     assert_eq!(overview.body.matches("<td><a href=\"/guests/").count(), 10);
     assert!(overview.body.contains("All 13 guests"));
+    // The host table is the hosts page's: each host links to its page and to its guests.
+    let host_id = s.db.hosts().await.unwrap()[0].id;
+    assert!(
+        overview
+            .body
+            .contains(&format!("href=\"/hosts/{host_id}\""))
+    );
+    assert!(
+        overview
+            .body
+            .contains("href=\"/guests?host=hv1&amp;mode=wasteful\">12<")
+    );
     let ticking = s.page("/guests?mode=wasteful", &login).await;
     assert!(
         ticking.body.contains("12 of 13 active guest(s)"),
