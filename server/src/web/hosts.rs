@@ -1,5 +1,8 @@
 //! `/hosts` and `/hosts/{id}`: each hypervisor host, its agent, its guests and its baselines.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::rejection::PathRejection;
@@ -11,28 +14,29 @@ use super::view::{self, GuestRow};
 use crate::app::{AppState, now_ms};
 use crate::auth::PageUser;
 use crate::db::HostRow;
-use crate::error::AppError;
-use crate::fleet::{self, HostTotals};
+use crate::error::{AppError, AppResult};
+use crate::fleet::{self, AnalysedGuest, HostTotals};
 
 /// A host whose agent has not reported for this long is shown as silent (agents report every
 /// 10 s by default; a few missed reports can be a restart, minutes of them are not).
 pub const SILENT_AFTER_MS: i64 = 2 * 60 * 1000;
 
 pub struct HostLine {
-    id: i64,
-    name: String,
-    cpus: i64,
-    kernel: String,
-    agent_version: String,
-    halt_poll: String,
-    first_seen: String,
-    last_report: String,
-    silent: bool,
-    guests: usize,
-    ticking: usize,
-    waste: String,
-    money: String,
-    baselines: String,
+    pub(super) id: i64,
+    pub(super) name: String,
+    pub(super) cpus: i64,
+    pub(super) kernel: String,
+    pub(super) agent_version: String,
+    pub(super) halt_poll: String,
+    pub(super) first_seen: String,
+    pub(super) last_report: String,
+    pub(super) silent: bool,
+    pub(super) guests: usize,
+    pub(super) ticking: usize,
+    pub(super) wasted_cpu_pct: f64,
+    pub(super) waste: String,
+    pub(super) money: String,
+    pub(super) baselines: String,
 }
 
 impl HostLine {
@@ -55,6 +59,7 @@ impl HostLine {
             silent: now - host.last_report_ms > SILENT_AFTER_MS,
             guests: totals.map_or(0, |t| t.guests),
             ticking: totals.map_or(0, |t| t.ticking),
+            wasted_cpu_pct: totals.map_or(0.0, |t| t.wasted_cpu_pct),
             waste: view::pct(totals.map_or(0.0, |t| t.wasted_cpu_pct)),
             money: format!(
                 "{:.0} {currency}",
@@ -69,9 +74,37 @@ impl HostLine {
 #[template(path = "hosts.html")]
 pub struct HostsPage {
     frame: Frame,
-    rows: Vec<HostLine>,
+    host_rows: Vec<HostLine>,
     silent: usize,
     generated: String,
+}
+
+/// Every host that ever reported with its active guests' totals: silent hosts first (they need
+/// someone), then by waste as the ranking does.
+pub(super) async fn host_lines(
+    state: &AppState,
+    guests: &[Arc<AnalysedGuest>],
+    now: i64,
+) -> AppResult<Vec<HostLine>> {
+    let model = state.cost_model();
+    let totals: HashMap<i64, HostTotals> = fleet::host_totals(guests, &model)
+        .into_iter()
+        .map(|t| (t.host_id, t))
+        .collect();
+    let mut rows: Vec<HostLine> = state
+        .db
+        .hosts()
+        .await?
+        .iter()
+        .map(|h| HostLine::new(h, totals.get(&h.id), &model.currency, now))
+        .collect();
+    rows.sort_by(|a, b| {
+        b.silent
+            .cmp(&a.silent)
+            .then_with(|| b.wasted_cpu_pct.total_cmp(&a.wasted_cpu_pct))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    Ok(rows)
 }
 
 pub async fn list(
@@ -79,32 +112,11 @@ pub async fn list(
     PageUser(user, session): PageUser,
 ) -> Result<HostsPage, PageError> {
     let now = now_ms();
-    let guests = state.current.ranked(now);
-    let totals = fleet::host_totals(&guests, &state.cost_model());
-    let currency = &state.cost_model().currency;
-    let mut rows: Vec<HostLine> = state
-        .db
-        .hosts()
-        .await?
-        .iter()
-        .map(|h| HostLine::new(h, totals.iter().find(|t| t.host_id == h.id), currency, now))
-        .collect();
-    // Silent hosts first (they need someone), then by waste as the ranking does.
-    rows.sort_by(|a, b| {
-        b.silent.cmp(&a.silent).then_with(|| {
-            let waste = |l: &HostLine| {
-                totals
-                    .iter()
-                    .find(|t| t.host_id == l.id)
-                    .map_or(0.0, |t| t.wasted_cpu_pct)
-            };
-            waste(b).total_cmp(&waste(a))
-        })
-    });
+    let host_rows = host_lines(&state, &state.current.ranked(now), now).await?;
     Ok(HostsPage {
         frame: Frame::new(&state, &user, &session).await?,
-        silent: rows.iter().filter(|r| r.silent).count(),
-        rows,
+        silent: host_rows.iter().filter(|r| r.silent).count(),
+        host_rows,
         generated: view::time(now),
     })
 }

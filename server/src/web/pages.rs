@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::chart::{self, Chart, Range};
 use super::frame::Frame;
 use super::guest_list::{self, Column, ListQuery};
+use super::hosts::{self, HostLine};
 use super::view::{self, GuestRow, Segment};
 use crate::analysis::cost;
 use crate::analysis::history::Figures;
@@ -64,7 +65,9 @@ pub struct OverviewPage {
     realised: String,
     /// The top wasters; the whole list is on `/guests`.
     rows: Vec<GuestRow>,
-    hosts: Vec<HostRow>,
+    /// The most wasteful hosts (and any silent one); all of them are on `/hosts`.
+    host_rows: Vec<HostLine>,
+    all_hosts: usize,
     /// Guests per tick mode and per kernel HZ, largest group first.
     modes: Vec<Share>,
     hz: Vec<Share>,
@@ -109,30 +112,6 @@ fn distribution(
     rows
 }
 
-/// One host in the overview's host table.
-struct HostRow {
-    name: String,
-    guests: usize,
-    ticking: usize,
-    waste: String,
-    money: String,
-    /// The tickless baseline per hypervisor family, in words.
-    baselines: String,
-}
-
-impl HostRow {
-    fn new(h: &fleet::HostTotals, currency: &str) -> Self {
-        HostRow {
-            name: h.host.clone(),
-            guests: h.guests,
-            ticking: h.ticking,
-            waste: view::pct(h.wasted_cpu_pct),
-            money: format!("{:.0} {currency}", h.wasted_cost_per_year),
-            baselines: view::baselines(h),
-        }
-    }
-}
-
 pub async fn overview(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
@@ -140,6 +119,7 @@ pub async fn overview(
     let now = now_ms();
     let guests = state.current.ranked(now);
     let totals = fleet::totals(&guests, &state.cost_model());
+    let host_rows = hosts::host_lines(&state, &guests, now).await?;
     // Only guests still reporting count towards what was realised.
     let changes = state.current.changes(now);
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
@@ -188,10 +168,8 @@ pub async fn overview(
             },
             |hz| ListQuery::default().with(|q| q.hz = hz.into()),
         ),
-        hosts: fleet::host_totals(&guests, &state.cost_model())
-            .iter()
-            .map(|h| HostRow::new(h, &state.cost_model().currency))
-            .collect(),
+        all_hosts: host_rows.len(),
+        host_rows: host_rows.into_iter().take(OVERVIEW_TOP).collect(),
         generated: view::time(now),
     })
 }
