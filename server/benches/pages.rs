@@ -1,14 +1,19 @@
 //! How fast the dashboard answers with a large fleet: run with `cargo bench -p tickscope-server`.
 //!
-//! Fills a fresh SQLite file through the real ingest path (validation, one transaction per
-//! report) with FLEET guests on hosts of 100, each with BENCH_INTERVALS reports of 10 s, then
-//! calls the router in-process as a logged-in browser and prints the median and p95 latency of
-//! the overview, the guest list (sorted and filtered) and a guest's page (1 h charts). The
-//! baseline, timed in the same run on the same file, is the one SQL statement that reads the
-//! samples every page analyses (the 5-minute window of every active guest): the ratio says what
-//! the analysis and rendering cost on top of reading the data.
+//! Fills a fresh SQLite file through the server's real ingest path (validation, one transaction
+//! per report, then the analysis of the reporting host) with FLEET guests on hosts of 100, each
+//! with BENCH_INTERVALS reports of 10 s, plus one guest with BENCH_HISTORY_DAYS of history (a
+//! report every 5 minutes). It then calls the router in-process as a logged-in browser and prints
+//! the median and p95 latency of the overview, the guest list (filtered and sorted, searched),
+//! a fleet guest's page (1 h charts) and the history guest's page (30-day charts).
 //!
-//! Environment: BENCH_FLEETS (default "1000,10000"), BENCH_INTERVALS (30), BENCH_CALLS (20).
+//! Two baselines are timed in the same run on the same file: the one SQL statement that reads
+//! the 5-minute window of every active guest, and the analysis of every active guest from that
+//! window, which is what each ranking page did before the fleet's current state was kept (and
+//! what a server does once when it starts).
+//!
+//! Environment: BENCH_FLEETS (default "1000,10000"), BENCH_INTERVALS (30), BENCH_CALLS (20),
+//! BENCH_HISTORY_DAYS (30).
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +28,7 @@ use tickscope_agent::wire::{
 };
 use tickscope_server::app::{self, AppState, Options};
 use tickscope_server::auth;
+use tickscope_server::current::Current;
 use tickscope_server::db::{Db, GuestScope};
 use tickscope_server::ingest;
 
@@ -60,12 +66,78 @@ fn guest_sample(host: usize, i: usize, seq: u64) -> GuestSample {
     }
 }
 
-async fn fill(db: &Db, guests: usize, intervals: i64) -> Duration {
+/// Stores one report through the server, as `POST /api/v1/reports` does after parsing.
+async fn store(state: &AppState, token: i64, report: Report, received_ms: i64) {
+    let valid = ingest::validate(report, app::now_ms()).unwrap();
+    state
+        .store_report(&valid, token, received_ms)
+        .await
+        .unwrap();
+}
+
+fn agent(name: &str) -> AgentInfo {
+    AgentInfo {
+        id: name.into(),
+        run_id: "run".into(),
+        version: "bench".into(),
+    }
+}
+
+fn host_info(name: &str) -> HostInfo {
+    HostInfo {
+        name: name.into(),
+        cpus: 64,
+        kernel: "6.1.0".into(),
+        kvm_halt_poll_ns: Some(200_000),
+    }
+}
+
+/// One guest on a host of its own, reporting every 5 minutes for `days` up to now (a 1000 Hz
+/// periodic ticker, so its charts have something to draw). Returns its guest id.
+async fn fill_history(state: &AppState, days: i64) -> i64 {
+    const EVERY_MS: i64 = 5 * 60 * 1000;
+    let token = state
+        .db
+        .insert_token("history", "agent", &format!("{:064}", "h"), None, 0)
+        .await
+        .unwrap();
+    let now = app::now_ms();
+    let reports = days * 24 * 60 * 60 * 1000 / EVERY_MS;
+    for n in 0..reports {
+        let end_ms = now - (reports - 1 - n) * EVERY_MS;
+        let mut sample = guest_sample(0, 2, n as u64);
+        sample.name = "history-guest".into();
+        sample.uuid = None;
+        sample.host_cpu_seconds *= EVERY_MS as f64 / INTERVAL_MS as f64;
+        sample.vcpu_wakeups *= (EVERY_MS / INTERVAL_MS) as u64;
+        let report = Report {
+            agent: agent("bench-history"),
+            seq: n as u64,
+            host: host_info("bench-hv-history"),
+            interval: Interval {
+                start_ms: end_ms - EVERY_MS,
+                end_ms,
+                length_ns: EVERY_MS as u64 * 1_000_000,
+            },
+            guests: vec![sample],
+        };
+        store(state, token, report, end_ms).await;
+    }
+    let guests = state.current.ranked(app::now_ms());
+    guests
+        .iter()
+        .find(|g| g.name == "history-guest")
+        .expect("the history guest is active")
+        .id
+}
+
+async fn fill(state: &AppState, guests: usize, intervals: i64) -> Duration {
     let started = Instant::now();
     let hosts = guests.div_ceil(GUESTS_PER_HOST);
     let now = app::now_ms();
     for host in 0..hosts {
-        let token = db
+        let token = state
+            .db
             .insert_token(
                 &format!("h{host}"),
                 "agent",
@@ -80,18 +152,9 @@ async fn fill(db: &Db, guests: usize, intervals: i64) -> Duration {
             let seq = n as u64;
             let count = GUESTS_PER_HOST.min(guests - host * GUESTS_PER_HOST);
             let report = Report {
-                agent: AgentInfo {
-                    id: format!("bench-{host}"),
-                    run_id: "run".into(),
-                    version: "bench".into(),
-                },
+                agent: agent(&format!("bench-{host}")),
                 seq,
-                host: HostInfo {
-                    name: format!("bench-hv-{host:03}"),
-                    cpus: 64,
-                    kernel: "6.1.0".into(),
-                    kvm_halt_poll_ns: Some(200_000),
-                },
+                host: host_info(&format!("bench-hv-{host:03}")),
                 interval: Interval {
                     start_ms: end_ms - INTERVAL_MS,
                     end_ms,
@@ -99,8 +162,7 @@ async fn fill(db: &Db, guests: usize, intervals: i64) -> Duration {
                 },
                 guests: (0..count).map(|i| guest_sample(host, i, seq)).collect(),
             };
-            let valid = ingest::validate(report, now).unwrap();
-            db.store_report(&valid, token, end_ms).await.unwrap();
+            store(state, token, report, end_ms).await;
         }
     }
     started.elapsed()
@@ -196,6 +258,18 @@ async fn time_page(browser: &Browser, path: &str, calls: usize) -> (f64, f64) {
     percentiles(times)
 }
 
+/// The analysis of every active guest from its window, as each ranking page did before.
+async fn time_analysis(db: &Db, calls: usize) -> (f64, f64) {
+    let mut times = Vec::new();
+    for _ in 0..calls {
+        let started = Instant::now();
+        let current = Current::load(db, app::now_ms()).await.unwrap();
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert!(!current.ranked(app::now_ms()).is_empty());
+    }
+    percentiles(times)
+}
+
 async fn time_baseline(db: &Db, calls: usize) -> (f64, f64) {
     let mut times = Vec::new();
     for _ in 0..calls {
@@ -214,6 +288,7 @@ async fn time_baseline(db: &Db, calls: usize) -> (f64, f64) {
 async fn main() {
     let intervals: i64 = env_or("BENCH_INTERVALS", "30").parse().unwrap();
     let calls: usize = env_or("BENCH_CALLS", "20").parse().unwrap();
+    let history_days: i64 = env_or("BENCH_HISTORY_DAYS", "30").parse().unwrap();
     let fleets: Vec<usize> = env_or("BENCH_FLEETS", "1000,10000")
         .split(',')
         .map(|n| n.trim().parse().unwrap())
@@ -225,21 +300,28 @@ async fn main() {
     for guests in fleets {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(&dir.path().join("bench.db")).await.unwrap();
-        let filled = fill(&db, guests, intervals).await;
         let state = AppState::new(db.clone(), Options::default()).await.unwrap();
+        let history_guest = fill_history(&state, history_days).await;
+        let filled = fill(&state, guests, intervals).await;
+        let samples = guests as i64 * intervals;
         let browser = Browser::login(app::router(state), &db).await;
-        let guest_id: i64 = 1;
+        let guest_id: i64 = 2;
         println!(
-            "\n{guests} guests ({} samples, stored in {:.1} s, database {:.1} MiB):",
-            guests as i64 * intervals,
+            "\n{guests} guests ({samples} samples stored through ingest and analysis in {:.1} s, {:.0} samples/s; one guest with {history_days} days of history; database {:.1} MiB):",
             filled.as_secs_f64(),
+            samples as f64 / filled.as_secs_f64(),
             std::fs::metadata(dir.path().join("bench.db")).map_or(0, |m| m.len()) as f64
                 / 1048576.0
         );
-        let (base_median, base_p95) = time_baseline(&db, calls).await;
+        let (read_median, read_p95) = time_baseline(&db, calls.min(5)).await;
+        println!(
+            "  {:<44} median {read_median:>8.1}  p95 {read_p95:>8.1}",
+            "baseline: one SQL read of the 5-min window"
+        );
+        let (base_median, base_p95) = time_analysis(&db, calls.min(5)).await;
         println!(
             "  {:<44} median {base_median:>8.1}  p95 {base_p95:>8.1}",
-            "baseline: one SQL scan of the 5-min window"
+            "baseline: analysing every guest's window"
         );
         for (label, path) in [
             ("overview /", "/".to_string()),
@@ -248,13 +330,21 @@ async fn main() {
                 "/guests?mode=periodic&sort=cpu".to_string(),
             ),
             (
+                "guests /guests?q=guest-00&sort=name",
+                "/guests?q=guest-00&sort=name".to_string(),
+            ),
+            (
                 "guest /guests/{id} (1 h charts)",
                 format!("/guests/{guest_id}"),
+            ),
+            (
+                "history guest /guests/{id}?range=30d",
+                format!("/guests/{history_guest}?range=30d"),
             ),
         ] {
             let (median, p95) = time_page(&browser, &path, calls).await;
             println!(
-                "  {label:<44} median {median:>8.1}  p95 {p95:>8.1}  ({:.1}x the baseline's median)",
+                "  {label:<44} median {median:>8.1}  p95 {p95:>8.1}  ({:.3}x the analysis's median)",
                 median / base_median
             );
             if path == "/" {
