@@ -269,11 +269,33 @@ async fn an_admin_logs_in_filters_guests_reads_a_chart_and_logs_out() {
     );
     full_page_screenshot(&client, "guest").await;
 
-    for page in ["hosts", "plan", "settings"] {
+    for page in ["hosts", "plan", "settings", "account"] {
         client.goto(&format!("{url}/{page}")).await.unwrap();
         assert_nothing_injected(&client, page).await;
         full_page_screenshot(&client, page).await;
     }
+
+    // A token made on the settings page is shown once; reloading neither shows it again nor
+    // makes another.
+    client.goto(&format!("{url}/settings")).await.unwrap();
+    type_into(&client, "token-name", "grafana").await;
+    click(&client, "form[action='/settings/tokens'] button").await;
+    let shown = client
+        .find(Locator::Id("new-token"))
+        .await
+        .expect("the new token is shown")
+        .text()
+        .await
+        .unwrap();
+    assert!(shown.starts_with("tks_"), "{shown}");
+    client.refresh().await.unwrap();
+    assert!(client.find(Locator::Id("new-token")).await.is_err());
+    let body = client.source().await.unwrap();
+    assert_eq!(
+        body.matches(">grafana<").count(),
+        1,
+        "one token named grafana"
+    );
 
     // Log out, and be refused.
     click(&client, "form.logout button").await;

@@ -461,7 +461,11 @@ async fn the_overview_links_every_figure_to_the_list_behind_it() {
     assert_eq!(overview.body.matches("<td><a href=\"/guests/").count(), 10);
     assert!(overview.body.contains("All 13 guests"));
     // A wall screen stays current: the page reloads itself, without JavaScript.
-    assert!(overview.body.contains("<meta http-equiv=\"refresh\" content=\"60\">"));
+    assert!(
+        overview
+            .body
+            .contains("<meta http-equiv=\"refresh\" content=\"60\">")
+    );
     // The host table is the hosts page's: each host links to its page and to its guests.
     let host_id = s.db.hosts().await.unwrap()[0].id;
     assert!(
