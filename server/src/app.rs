@@ -17,6 +17,7 @@ use crate::db::{Db, StoreOutcome};
 use crate::error::{AppError, AppResult};
 use crate::fleet::{self, AnalysedGuest};
 use crate::ingest::ValidReport;
+use crate::metrics::Metrics;
 use crate::{api, web};
 
 #[derive(Clone)]
@@ -27,6 +28,10 @@ pub struct AppState {
     cost: Arc<RwLock<CostModel>>,
     /// Every active guest, analysed: what the pages and the API rank.
     pub current: Arc<Current>,
+    /// The server's own counters, for `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// Wakes the notification sender when an evaluation wrote something to the outbox.
+    pub notifier: Arc<tokio::sync::Notify>,
 }
 
 /// The name under which the settings page stores the cost model.
@@ -55,6 +60,8 @@ impl AppState {
         Ok(AppState {
             db,
             current: Arc::new(current),
+            metrics: Arc::new(Metrics::default()),
+            notifier: Arc::new(tokio::sync::Notify::new()),
             cost: Arc::new(RwLock::new(cost)),
             options: Arc::new(options),
         })
@@ -70,14 +77,15 @@ impl AppState {
     ) -> AppResult<StoreOutcome> {
         let outcome = self.db.store_report(report, token_id, received_ms).await?;
         if let StoreOutcome::Stored { host_id, .. } = outcome {
-            self.refresh_host(host_id).await;
+            // As of when the report arrived (a backfill's reports arrive on their own timeline).
+            self.refresh_host(host_id, received_ms).await;
         }
         Ok(outcome)
     }
 
-    /// Analyses a host's guests again, after something it or they sent was stored.
-    pub async fn refresh_host(&self, host_id: i64) {
-        if let Err(e) = self.current.refresh_host(&self.db, host_id, now_ms()).await {
+    /// Analyses a host's guests again as of `at_ms`, after something it or they sent was stored.
+    pub async fn refresh_host(&self, host_id: i64, at_ms: i64) {
+        if let Err(e) = self.current.refresh_host(&self.db, host_id, at_ms).await {
             tracing::warn!(host_id, error = %e, "the host's guests could not be analysed again");
         }
     }
@@ -111,8 +119,12 @@ impl AppState {
 }
 
 /// How this server instance presents itself.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Options {
+    /// The address users reach the dashboard at, for links in notifications.
+    pub external_url: String,
+    /// The first retry of a failed notification waits this long; each next one twice as long.
+    pub retry_base_ms: i64,
     /// The database holds the simulated demo fleet: every page says so.
     pub demo: bool,
     /// How wasted CPU is priced until an admin sets it on the settings page.
@@ -120,6 +132,18 @@ pub struct Options {
     /// The session cookie is marked Secure: the server is reached over HTTPS (through a TLS
     /// reverse proxy), so browsers never send it in clear.
     pub secure_cookies: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            external_url: "http://127.0.0.1:8080".into(),
+            retry_base_ms: 5_000,
+            demo: false,
+            cost: CostModel::default(),
+            secure_cookies: false,
+        }
+    }
 }
 
 /// A dashboard session lapses after this long without a request (a wall screen that refreshes

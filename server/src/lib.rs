@@ -1,5 +1,6 @@
 //! tickscope server: ingest → store → analyse → render.
 
+pub mod alerts;
 pub mod analysis;
 pub mod api;
 pub mod app;
@@ -12,4 +13,5 @@ pub mod export;
 pub mod facts;
 pub mod fleet;
 pub mod ingest;
+pub mod metrics;
 pub mod web;

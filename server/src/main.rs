@@ -47,6 +47,13 @@ enum Command {
         /// (a TLS reverse proxy in front of it).
         #[arg(long, env = "TICKSCOPE_SECURE_COOKIES")]
         secure_cookies: bool,
+        /// The address users reach the dashboard at, for the links in alert notifications
+        /// (default: http:// and --listen).
+        #[arg(long, env = "TICKSCOPE_EXTERNAL_URL")]
+        external_url: Option<String>,
+        /// How often alert rules are evaluated, in seconds.
+        #[arg(long, env = "TICKSCOPE_ALERT_INTERVAL", default_value_t = 15)]
+        alert_interval: u64,
     },
     /// Manage dashboard users.
     User {
@@ -169,6 +176,8 @@ async fn main() -> Result<()> {
             price_per_kwh,
             currency,
             secure_cookies,
+            external_url,
+            alert_interval,
         } => {
             let usable = |v: f64| v.is_finite() && v >= 0.0;
             if !(usable(watts_per_core) && usable(price_per_kwh)) {
@@ -179,12 +188,18 @@ async fn main() -> Result<()> {
                 price_per_kwh,
                 currency,
             };
+            if alert_interval == 0 {
+                anyhow::bail!("--alert-interval must be at least 1 second");
+            }
             let options = Options {
+                external_url: external_url.unwrap_or_else(|| format!("http://{listen}")),
                 demo,
                 cost,
                 secure_cookies,
+                ..Options::default()
             };
-            serve(&listen, &db.path(demo), options).await
+            let alert_every = std::time::Duration::from_secs(alert_interval);
+            serve(&listen, &db.path(demo), options, alert_every).await
         }
         Command::User { command } => user_command(command).await,
         Command::Token {
@@ -303,7 +318,12 @@ fn read_password(name: &str) -> Result<String> {
     Ok(line.trim_end_matches(['\r', '\n']).to_string())
 }
 
-async fn serve(listen: &str, db_path: &Path, options: Options) -> Result<()> {
+async fn serve(
+    listen: &str,
+    db_path: &Path,
+    options: Options,
+    alert_every: std::time::Duration,
+) -> Result<()> {
     let db = open_db(db_path).await?;
     tracing::info!(
         db = %db_path.display(),
@@ -328,6 +348,7 @@ async fn serve(listen: &str, db_path: &Path, options: Options) -> Result<()> {
             .await
             .context("cannot fill the demo database")?;
     }
+    tickscope_server::alerts::spawn(state.clone(), alert_every);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

@@ -5,6 +5,7 @@
 //! Everything here works from host-side evidence only (what the agent can see from outside the
 //! guest) and says so in its evidence; guest-reported facts come later and will win over it.
 
+pub mod alerting;
 pub mod boot_args;
 pub mod change;
 pub mod cost;

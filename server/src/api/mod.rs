@@ -4,6 +4,7 @@ mod exports;
 mod facts;
 mod guests;
 mod hosts;
+mod metrics;
 mod reports;
 
 use axum::Json;
@@ -40,5 +41,6 @@ pub fn router() -> Router<AppState> {
         .merge(hosts::router())
         .merge(facts::router())
         .merge(exports::router())
+        .merge(metrics::router())
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
 }

@@ -10,7 +10,7 @@ use tickscope_agent::wire::{REPORTS_PATH, Report};
 use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
 use crate::db::StoreOutcome;
-use crate::error::AppResult;
+use crate::error::{AppError, AppResult};
 use crate::ingest;
 
 /// A report of 10,000 guests is about 3 MB of JSON.
@@ -28,10 +28,27 @@ async fn receive(
     body: Result<Json<Report>, JsonRejection>,
 ) -> AppResult<Json<Value>> {
     caller.require(Role::Agent)?;
-    let report = super::json_body(body, MAX_REPORT_BYTES)?;
-    let now = now_ms();
-    let report = ingest::validate(report, now)?;
-    let outcome = state.store_report(&report, caller.token_id()?, now).await?;
+    let started = std::time::Instant::now();
+    let stored = async {
+        let report = super::json_body(body, MAX_REPORT_BYTES)?;
+        let now = now_ms();
+        let report = ingest::validate(report, now)?;
+        let outcome = state.store_report(&report, caller.token_id()?, now).await?;
+        Ok::<_, AppError>((report, outcome))
+    }
+    .await;
+    let seconds = started.elapsed().as_secs_f64();
+    let (report, outcome) = match stored {
+        Ok(stored) => stored,
+        Err(e) => {
+            state.metrics.report("refused", 0, seconds);
+            return Err(e);
+        }
+    };
+    match outcome {
+        StoreOutcome::Stored { .. } => state.metrics.report("stored", report.guests.len(), seconds),
+        StoreOutcome::Duplicate => state.metrics.report("duplicate", 0, seconds),
+    }
     Ok(Json(match outcome {
         StoreOutcome::Stored { report_id, .. } => {
             json!({"status": "stored", "report_id": report_id, "guests": report.guests.len()})

@@ -3,6 +3,7 @@
 //! Queries are checked at run time (`query_as` + `FromRow`), so a fresh clone builds without a
 //! database; every function is exercised by the tests against a real SQLite file.
 
+mod alerts;
 mod facts;
 mod guests;
 mod hosts;
@@ -11,6 +12,9 @@ mod settings;
 mod tokens;
 mod users;
 
+pub use alerts::{
+    AlertRow, AlertWrite, NewRule, OutboxCounts, OutboxRow, ReceiverRow, RuleRow, SilenceRow,
+};
 pub use facts::{FactsEventRow, FactsRow, FactsSpanRow};
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use hosts::HostRow;

@@ -24,6 +24,11 @@ pub struct Server {
 }
 
 pub async fn server() -> Server {
+    server_with(Options::default()).await
+}
+
+/// A server with other options (a fast notification retry, say).
+pub async fn server_with(options: Options) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(&dir.path().join("t.db")).await.unwrap();
     let mut tokens = vec![];
@@ -34,7 +39,7 @@ pub async fn server() -> Server {
             .unwrap();
         tokens.push(token);
     }
-    let state = AppState::new(db.clone(), Options::default()).await.unwrap();
+    let state = AppState::new(db.clone(), options).await.unwrap();
     Server {
         dir,
         db,
