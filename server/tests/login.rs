@@ -16,7 +16,14 @@ async fn every_page_sends_a_visitor_without_a_session_to_the_login_page() {
     for (path, next) in [
         ("/", "/"),
         ("/plan", "/plan"),
+        ("/guests", "/guests"),
         ("/guests/1", "/guests/1"),
+        ("/hosts", "/hosts"),
+        ("/hosts/1", "/hosts/1"),
+        ("/alerts", "/alerts"),
+        ("/alerts/rules/1", "/alerts/rules/1"),
+        ("/settings", "/settings"),
+        ("/account", "/account"),
         // The query as the browser sent it comes back after login: encoded once more here.
         ("/guests/1?x=a b", "/guests/1%3Fx%3Da%2520b"),
     ] {

@@ -3,6 +3,7 @@
 //! `/login` needs a logged-in user, and every form carries the session's CSRF token.
 
 mod account;
+mod alerts;
 mod chart;
 mod frame;
 mod guest_list;
@@ -42,6 +43,21 @@ pub fn router() -> Router<AppState> {
             post(settings::set_password),
         )
         .route("/settings/users/{id}/remove", post(settings::remove_user))
+        .route("/alerts", get(alerts::page))
+        .route("/alerts/{id}/ack", post(alerts::acknowledge))
+        .route("/alerts/silences", post(alerts::create_silence))
+        .route("/alerts/silences/{id}/expire", post(alerts::expire_silence))
+        .route("/alerts/rules", post(alerts::create_rule))
+        .route(
+            "/alerts/rules/{id}",
+            get(alerts::rule_page).post(alerts::save_rule),
+        )
+        .route("/alerts/rules/{id}/delete", post(alerts::delete_rule))
+        .route("/alerts/receivers", post(alerts::create_receiver))
+        .route(
+            "/alerts/receivers/{id}/delete",
+            post(alerts::delete_receiver),
+        )
         .route("/account", get(account::page))
         .route("/account/password", post(account::change_password))
         .route("/settings/cost", post(settings::save_cost))

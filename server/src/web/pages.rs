@@ -7,6 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
+use super::alerts::{self, AlertLine};
 use super::chart::{self, Chart, Range};
 use super::frame::Frame;
 use super::guest_list::{self, Column, ListQuery};
@@ -56,6 +57,8 @@ impl IntoResponse for PageError {
 #[template(path = "overview.html")]
 pub struct OverviewPage {
     frame: Frame,
+    /// Alerts firing now, oldest first.
+    firing: Vec<AlertLine>,
     totals: Totals,
     wasted_cores: String,
     wasted_kwh: String,
@@ -134,7 +137,17 @@ pub async fn overview(
             state.cost_model().currency
         )
     };
+    let silences = alerts::silences(&state, now).await?;
+    let firing = state
+        .db
+        .open_alerts()
+        .await?
+        .iter()
+        .filter(|a| a.state == "firing")
+        .map(|a| AlertLine::new(a, &silences, now))
+        .collect();
     Ok(OverviewPage {
+        firing,
         frame: Frame::new(&state, &user, &session).await?,
         wasted_cores: format!("{:.2}", totals.wasted_cores),
         wasted_kwh: format!("{:.0}", totals.wasted_kwh_per_year),
@@ -241,6 +254,8 @@ pub struct GuestPage {
     kernel_source: String,
     events: Vec<EventLine>,
     samples: Vec<SampleLine>,
+    /// Every alert the guest has had, newest first.
+    alerts: Vec<AlertLine>,
 }
 
 #[derive(serde::Deserialize)]
@@ -424,7 +439,16 @@ pub async fn guest(
                 ),
             ]
         });
+    let silences = alerts::silences(&state, now).await?;
+    let alerts = state
+        .db
+        .alerts_of("guest", id)
+        .await?
+        .iter()
+        .map(|a| AlertLine::new(a, &silences, now))
+        .collect();
     Ok(GuestPage {
+        alerts,
         change,
         waste_cost,
         waste_so_far,

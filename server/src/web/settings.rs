@@ -167,7 +167,7 @@ pub async fn page(
 }
 
 /// A name or label typed into a form: trimmed, 1 to `max` characters, no control characters.
-fn label(field: &str, value: &str, max: usize) -> AppResult<String> {
+pub(super) fn label(field: &str, value: &str, max: usize) -> AppResult<String> {
     let value = value.trim();
     if value.is_empty() || value.chars().count() > max || value.chars().any(char::is_control) {
         return Err(AppError::invalid(
@@ -179,7 +179,11 @@ fn label(field: &str, value: &str, max: usize) -> AppResult<String> {
 }
 
 /// Checks the caller is an admin and the form is this session's.
-async fn admin_form(user: &User, session: &Session, csrf: Option<&str>) -> AppResult<()> {
+pub(super) async fn admin_form(
+    user: &User,
+    session: &Session,
+    csrf: Option<&str>,
+) -> AppResult<()> {
     auth::check_csrf(session, csrf).await?;
     user.require_admin()
 }

@@ -51,6 +51,17 @@ pub fn baselines(host: &crate::fleet::HostTotals) -> String {
         .join("; ")
 }
 
+/// A length of time in words, to the minute: `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`.
+pub fn duration(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        3600..86400 => format!("{} h {} min", s / 3600, s % 3600 / 60),
+        _ => format!("{} d {} h", s / 86400, s % 86400 / 3600),
+    }
+}
+
 /// How long ago, roughly, for "last seen".
 pub fn ago(ms: i64, now_ms: i64) -> String {
     let s = (now_ms - ms).max(0) / 1000;

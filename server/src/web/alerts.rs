@@ -1,0 +1,653 @@
+//! `/alerts`: what fires, what is pending, what is silenced, what fired before; and, for admins,
+//! the rules, the silences and the webhook receivers. Forms redirect back (post/redirect/get).
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::Form;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use tower_sessions::Session;
+
+use super::frame::Frame;
+use super::login::CsrfForm;
+use super::pages::PageError;
+use super::settings::{admin_form, label};
+use super::view;
+use crate::alerts::{RuleKind, Scope};
+use crate::analysis::alerting::{self, Silence};
+use crate::app::{AppState, now_ms};
+use crate::auth::{PageUser, User};
+use crate::db::{AlertRow, NewRule, RuleRow};
+use crate::error::{AppError, AppResult};
+
+/// An alert as a row of the page.
+pub struct AlertLine {
+    pub id: i64,
+    pub rule: String,
+    pub severity: String,
+    /// `/guests/3` or `/hosts/1`.
+    pub link: String,
+    pub subject: String,
+    pub host: String,
+    pub state: String,
+    pub value: String,
+    /// Since when it is active (pending or firing), and for how long.
+    pub since: String,
+    pub lasted: String,
+    pub fired: String,
+    pub resolved: String,
+    pub acked: String,
+    pub silenced: bool,
+}
+
+impl AlertLine {
+    pub fn new(a: &AlertRow, silences: &[Silence], now: i64) -> AlertLine {
+        let unit = RuleKind::parse_stored(a.subject.as_str());
+        let end = a.resolved_ms.unwrap_or(now);
+        AlertLine {
+            id: a.id,
+            rule: a.rule_name.clone(),
+            severity: a.severity.clone(),
+            link: format!("/{}s/{}", a.subject, a.subject_id),
+            subject: a.subject_name.clone(),
+            host: a.host_name.clone(),
+            state: a.state.clone(),
+            value: format!("{:.2} {unit}", a.value),
+            since: view::time(a.active_ms),
+            lasted: view::duration(end - a.fired_ms.unwrap_or(a.active_ms)),
+            fired: a.fired_ms.map(view::time).unwrap_or_default(),
+            resolved: a.resolved_ms.map(view::time).unwrap_or_default(),
+            acked: match (&a.acked_by, a.acked_ms) {
+                (Some(by), Some(at)) => format!("{by}, {}", view::ago(at, now)),
+                _ => String::new(),
+            },
+            silenced: a.state != "resolved"
+                && alerting::silenced(silences, a.rule_id, &a.subject_name, &a.host_name, now),
+        }
+    }
+}
+
+impl RuleKind {
+    /// The unit of an alert's value by its subject (guest: waste, host: silence).
+    fn parse_stored(subject: &str) -> &'static str {
+        if subject == "host" {
+            RuleKind::HostSilent.unit()
+        } else {
+            RuleKind::GuestWaste.unit()
+        }
+    }
+}
+
+pub struct RuleLine {
+    pub id: i64,
+    pub name: String,
+    pub watches: String,
+    pub scope: String,
+    pub condition: String,
+    pub severity: String,
+    pub enabled: bool,
+    pub updated: String,
+}
+
+impl RuleLine {
+    fn new(r: &RuleRow) -> RuleLine {
+        let kind = RuleKind::parse(&r.kind);
+        RuleLine {
+            id: r.id,
+            name: r.name.clone(),
+            watches: match kind {
+                Some(RuleKind::GuestWaste) => "guest waste while idle".into(),
+                Some(RuleKind::HostSilent) => "agent silence".into(),
+                None => r.kind.clone(),
+            },
+            scope: match r.scope.as_str() {
+                "all" => "all".into(),
+                scope => format!("{scope} {}", r.scope_value),
+            },
+            condition: format!(
+                "≥ {} {} for {}",
+                r.threshold,
+                kind.map_or("", RuleKind::unit),
+                view::duration(r.duration_s * 1000)
+            ),
+            severity: r.severity.clone(),
+            enabled: r.enabled,
+            updated: format!("{}, by {}", view::time(r.updated_ms), r.updated_by),
+        }
+    }
+}
+
+pub struct SilenceLine {
+    id: i64,
+    rule: String,
+    pattern: String,
+    from: String,
+    until: String,
+    reason: String,
+    by: String,
+}
+
+pub struct ReceiverLine {
+    id: i64,
+    name: String,
+    url: String,
+    format: String,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "alerts.html")]
+pub struct AlertsPage {
+    frame: Frame,
+    notice: String,
+    error: String,
+    firing: Vec<AlertLine>,
+    pending: Vec<AlertLine>,
+    history: Vec<AlertLine>,
+    rules: Vec<RuleLine>,
+    /// (id, name) of every rule, for the silence form.
+    rule_choices: Vec<(i64, String)>,
+    silences: Vec<SilenceLine>,
+    receivers: Vec<ReceiverLine>,
+    waiting: i64,
+    delivered: i64,
+    failed: i64,
+    generated: String,
+}
+
+const FLASH_KEY: &str = "alerts_flash";
+
+fn session_error(e: tower_sessions::session::Error) -> AppError {
+    AppError::Internal(format!("session store: {e}"))
+}
+
+/// The silences in force or to come, as the evaluation reads them.
+pub async fn silences(state: &AppState, now: i64) -> AppResult<Vec<Silence>> {
+    Ok(state
+        .db
+        .silences(now)
+        .await?
+        .into_iter()
+        .map(|s| Silence {
+            rule_id: s.rule_id,
+            pattern: s.pattern,
+            starts_ms: s.starts_ms,
+            ends_ms: s.ends_ms,
+        })
+        .collect())
+}
+
+async fn render(
+    state: &AppState,
+    user: &User,
+    session: &Session,
+    status: StatusCode,
+    notice: String,
+    error: String,
+) -> Result<Response, PageError> {
+    let now = now_ms();
+    let in_force = silences(state, now).await?;
+    let open = state.db.open_alerts().await?;
+    let line = |a: &AlertRow| AlertLine::new(a, &in_force, now);
+    let rules = state.db.alert_rules().await?;
+    let rule_name = |id: Option<i64>| {
+        id.map_or("any rule".to_string(), |id| {
+            rules
+                .iter()
+                .find(|r| r.id == id)
+                .map_or(format!("rule {id}"), |r| r.name.clone())
+        })
+    };
+    let counts = state.db.outbox_counts().await?;
+    let page = AlertsPage {
+        frame: Frame::new(state, user, session).await?,
+        notice,
+        error,
+        firing: open
+            .iter()
+            .filter(|a| a.state == "firing")
+            .map(line)
+            .collect(),
+        pending: open
+            .iter()
+            .filter(|a| a.state == "pending")
+            .map(line)
+            .collect(),
+        history: state
+            .db
+            .resolved_alerts(50)
+            .await?
+            .iter()
+            .map(line)
+            .collect(),
+        rule_choices: rules.iter().map(|r| (r.id, r.name.clone())).collect(),
+        silences: state
+            .db
+            .silences(now)
+            .await?
+            .into_iter()
+            .map(|s| SilenceLine {
+                id: s.id,
+                rule: rule_name(s.rule_id),
+                pattern: if s.pattern.is_empty() {
+                    "any guest or host".into()
+                } else {
+                    s.pattern
+                },
+                from: view::time(s.starts_ms),
+                until: view::time(s.ends_ms),
+                reason: s.reason,
+                by: s.created_by,
+            })
+            .collect(),
+        rules: rules.iter().map(RuleLine::new).collect(),
+        receivers: state
+            .db
+            .receivers()
+            .await?
+            .into_iter()
+            .map(|r| ReceiverLine {
+                id: r.id,
+                name: r.name,
+                url: r.url,
+                format: r.format,
+            })
+            .collect(),
+        waiting: counts.waiting,
+        delivered: counts.delivered,
+        failed: counts.failed,
+        generated: view::time(now),
+    };
+    Ok((status, page).into_response())
+}
+
+pub async fn page(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+) -> Result<Response, PageError> {
+    let notice: Option<String> = session.remove(FLASH_KEY).await.map_err(session_error)?;
+    render(
+        &state,
+        &user,
+        &session,
+        StatusCode::OK,
+        notice.unwrap_or_default(),
+        String::new(),
+    )
+    .await
+}
+
+/// After a form did its work: back to the page, which says what was done.
+async fn done(session: &Session, notice: String, anchor: &str) -> Result<Response, PageError> {
+    session
+        .insert(FLASH_KEY, notice)
+        .await
+        .map_err(session_error)?;
+    Ok(Redirect::to(&format!("/alerts#{anchor}")).into_response())
+}
+
+/// A form that did its work, or the page again with why it was refused.
+async fn finish(
+    state: &AppState,
+    user: &User,
+    session: &Session,
+    outcome: AppResult<String>,
+    anchor: &str,
+) -> Result<Response, PageError> {
+    match outcome {
+        Ok(notice) => done(session, notice, anchor).await,
+        Err(e @ (AppError::Invalid { .. } | AppError::Conflict(_))) => {
+            let status = e.status();
+            render(state, user, session, status, String::new(), e.to_string()).await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn id_of(id: Result<Path<i64>, PathRejection>, what: &str) -> AppResult<i64> {
+    id.map(|Path(id)| id)
+        .map_err(|_| AppError::NotFound(format!("There is no such {what}.")))
+}
+
+pub async fn acknowledge(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    id: Result<Path<i64>, PathRejection>,
+    Form(form): Form<CsrfForm>,
+) -> Result<Response, PageError> {
+    admin_form(&user, &session, form.csrf.as_deref()).await?;
+    let id = id_of(id, "alert")?;
+    if !state.db.acknowledge_alert(id, &user.name, now_ms()).await? {
+        return Err(AppError::NotFound("There is no such open alert.".into()).into());
+    }
+    tracing::info!(admin = %user.name, alert = id, "alert acknowledged");
+    done(&session, "Alert acknowledged.".into(), "firing").await
+}
+
+/// A number typed into a form, within `min..=max`.
+fn number(field: &str, text: &str, min: f64, max: f64) -> AppResult<f64> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && (min..=max).contains(v))
+        .ok_or_else(|| AppError::invalid(field, format!("must be a number from {min} to {max}")))
+}
+
+#[derive(Deserialize)]
+pub struct SilenceForm {
+    csrf: Option<String>,
+    #[serde(default)]
+    rule_id: String,
+    #[serde(default)]
+    pattern: String,
+    hours: String,
+    reason: String,
+}
+
+pub async fn create_silence(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    Form(form): Form<SilenceForm>,
+) -> Result<Response, PageError> {
+    admin_form(&user, &session, form.csrf.as_deref()).await?;
+    let made = async {
+        let rule_id = match form.rule_id.trim() {
+            "" => None,
+            id => {
+                let rules = state.db.alert_rules().await?;
+                let id = id
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|id| rules.iter().any(|r| r.id == *id))
+                    .ok_or_else(|| AppError::invalid("rule_id", "is not a rule"))?;
+                Some(id)
+            }
+        };
+        let pattern = match form.pattern.trim() {
+            "" => String::new(),
+            p => label("pattern", p, 256)?,
+        };
+        let hours = number("hours", &form.hours, 0.1, 24.0 * 90.0)?;
+        let reason = label("reason", &form.reason, 256)?;
+        let now = now_ms();
+        let ends = now + (hours * 3_600_000.0) as i64;
+        state
+            .db
+            .insert_silence(rule_id, &pattern, now, ends, &reason, &user.name, now)
+            .await?;
+        tracing::info!(admin = %user.name, pattern = %pattern, hours, "silence created");
+        Ok(format!("Silenced until {}.", view::time(ends)))
+    }
+    .await;
+    finish(&state, &user, &session, made, "silences").await
+}
+
+pub async fn expire_silence(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    id: Result<Path<i64>, PathRejection>,
+    Form(form): Form<CsrfForm>,
+) -> Result<Response, PageError> {
+    admin_form(&user, &session, form.csrf.as_deref()).await?;
+    let id = id_of(id, "silence")?;
+    if !state.db.expire_silence(id, now_ms()).await? {
+        return Err(AppError::NotFound("There is no such silence still running.".into()).into());
+    }
+    tracing::info!(admin = %user.name, silence = id, "silence expired");
+    done(&session, "Silence ended.".into(), "silences").await
+}
+
+#[derive(Deserialize)]
+pub struct RuleForm {
+    csrf: Option<String>,
+    name: String,
+    kind: String,
+    scope: String,
+    #[serde(default)]
+    scope_value: String,
+    threshold: String,
+    minutes: String,
+    severity: String,
+    /// A checkbox: present when ticked.
+    enabled: Option<String>,
+}
+
+impl RuleForm {
+    fn rule(&self) -> AppResult<NewRule> {
+        let name = label("name", &self.name, 64)?;
+        let kind = RuleKind::parse(&self.kind)
+            .ok_or_else(|| AppError::invalid("kind", "must be guest_waste or host_silent"))?;
+        let scope_value = self.scope_value.trim().to_string();
+        if scope_value.chars().count() > 256 || scope_value.chars().any(char::is_control) {
+            return Err(AppError::invalid(
+                "scope_value",
+                "must be at most 256 characters, without control characters",
+            ));
+        }
+        let scope = Scope::parse(kind, &self.scope, &scope_value).ok_or_else(|| {
+            AppError::invalid(
+                "scope",
+                "must be all, or host, hypervisor or name with a value (an agent-silence rule takes all or host)",
+            )
+        })?;
+        let max = match kind {
+            RuleKind::GuestWaste => 10_000.0,
+            RuleKind::HostSilent => 7.0 * 86_400.0,
+        };
+        let threshold = number("threshold", &self.threshold, 0.0, max)?;
+        let minutes = number("minutes", &self.minutes, 0.0, 7.0 * 1440.0)?;
+        let severity = match self.severity.as_str() {
+            s @ ("info" | "warning" | "critical") => s.to_string(),
+            _ => {
+                return Err(AppError::invalid(
+                    "severity",
+                    "must be info, warning or critical",
+                ));
+            }
+        };
+        Ok(NewRule {
+            name,
+            kind: kind.as_str().into(),
+            scope: self.scope.clone(),
+            scope_value: if scope == Scope::All {
+                String::new()
+            } else {
+                scope_value
+            },
+            threshold,
+            duration_s: (minutes * 60.0).round() as i64,
+            severity,
+            enabled: self.enabled.is_some(),
+        })
+    }
+}
+
+pub async fn create_rule(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    Form(form): Form<RuleForm>,
+) -> Result<Response, PageError> {
+    admin_form(&user, &session, form.csrf.as_deref()).await?;
+    let made = async {
+        let rule = form.rule()?;
+        state
+            .db
+            .save_alert_rule(None, &rule, &user.name, now_ms())
+            .await?;
+        tracing::info!(admin = %user.name, rule = %rule.name, "alert rule added");
+        Ok(format!("Rule {} added.", rule.name))
+    }
+    .await;
+    finish(&state, &user, &session, made, "rules").await
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "rule.html")]
+pub struct RulePage {
+    frame: Frame,
+    rule: RuleRow,
+    minutes: String,
+    error: String,
+}
+
+async fn rule_by_id(state: &AppState, id: i64) -> AppResult<RuleRow> {
+    state
+        .db
+        .alert_rules()
+        .await?
+        .into_iter()
+        .find(|r| r.id == id)
+        .ok_or_else(|| AppError::NotFound("There is no such rule.".into()))
+}
+
+pub async fn rule_page(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    id: Result<Path<i64>, PathRejection>,
+) -> Result<Response, PageError> {
+    user.require_admin()?;
+    let rule = rule_by_id(&state, id_of(id, "rule")?).await?;
+    Ok(RulePage {
+        frame: Frame::new(&state, &user, &session).await?,
+        minutes: format!("{}", rule.duration_s as f64 / 60.0),
+        rule,
+        error: String::new(),
+    }
+    .into_response())
+}
+
+pub async fn save_rule(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    id: Result<Path<i64>, PathRejection>,
+    Form(form): Form<RuleForm>,
+) -> Result<Response, PageError> {
+    admin_form(&user, &session, form.csrf.as_deref()).await?;
+    let id = id_of(id, "rule")?;
+    let rule = rule_by_id(&state, id).await?;
+    match form.rule() {
+        Ok(new) => {
+            state
+                .db
+                .save_alert_rule(Some(id), &new, &user.name, now_ms())
+                .await?;
+            tracing::info!(admin = %user.name, rule = %new.name, "alert rule changed");
+            done(&session, format!("Rule {} saved.", new.name), "rules").await
+        }
+        Err(e @ AppError::Invalid { .. }) => {
+            let page = RulePage {
+                frame: Frame::new(&state, &user, &session).await?,
+                minutes: form.minutes.clone(),
+                rule,
+                error: e.to_string(),
+            };
+            Ok((e.status(), page).into_response())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn delete_rule(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    id: Result<Path<i64>, PathRejection>,
+    Form(form): Form<CsrfForm>,
+) -> Result<Response, PageError> {
+    admin_form(&user, &session, form.csrf.as_deref()).await?;
+    let rule = rule_by_id(&state, id_of(id, "rule")?).await?;
+    state.db.delete_alert_rule(rule.id).await?;
+    tracing::info!(admin = %user.name, rule = %rule.name, "alert rule deleted");
+    done(
+        &session,
+        format!("Rule {} deleted, with its alerts.", rule.name),
+        "rules",
+    )
+    .await
+}
+
+#[derive(Deserialize)]
+pub struct ReceiverForm {
+    csrf: Option<String>,
+    name: String,
+    url: String,
+    format: String,
+}
+
+/// A webhook address: http or https, to a host, at most 2,048 characters.
+fn webhook_url(text: &str) -> AppResult<String> {
+    let text = text.trim();
+    let uri: Option<axum::http::Uri> = text.parse().ok();
+    let fits = text.len() <= 2048
+        && uri.is_some_and(|u| {
+            matches!(u.scheme_str(), Some("http" | "https"))
+                && u.host().is_some_and(|h| !h.is_empty())
+        });
+    if !fits {
+        return Err(AppError::invalid(
+            "url",
+            "must be an http:// or https:// address of at most 2048 characters",
+        ));
+    }
+    Ok(text.to_string())
+}
+
+pub async fn create_receiver(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    Form(form): Form<ReceiverForm>,
+) -> Result<Response, PageError> {
+    admin_form(&user, &session, form.csrf.as_deref()).await?;
+    let made = async {
+        let name = label("name", &form.name, 64)?;
+        let url = webhook_url(&form.url)?;
+        let format = match form.format.as_str() {
+            f @ ("alertmanager" | "json") => f,
+            _ => return Err(AppError::invalid("format", "must be alertmanager or json")),
+        };
+        state
+            .db
+            .insert_receiver(&name, &url, format, now_ms())
+            .await?;
+        tracing::info!(admin = %user.name, receiver = %name, "receiver added");
+        Ok(format!(
+            "Receiver {name} added: it gets every alert that fires or resolves from now on."
+        ))
+    }
+    .await;
+    finish(&state, &user, &session, made, "receivers").await
+}
+
+pub async fn delete_receiver(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    id: Result<Path<i64>, PathRejection>,
+    Form(form): Form<CsrfForm>,
+) -> Result<Response, PageError> {
+    admin_form(&user, &session, form.csrf.as_deref()).await?;
+    let id = id_of(id, "receiver")?;
+    state.db.delete_receiver(id).await?;
+    tracing::info!(admin = %user.name, receiver = id, "receiver deleted");
+    done(&session, "Receiver deleted.".into(), "receivers").await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhook_addresses_are_http_or_https_to_a_host() {
+        let cases = [
+            ("https://hooks.example.com/x?y=1", true),
+            ("http://127.0.0.1:9093/api/v2/alerts", true),
+            ("ftp://example.com/", false),
+            ("javascript:alert(1)", false),
+            ("/relative", false),
+            ("", false),
+        ];
+        for (url, ok) in cases {
+            assert_eq!(webhook_url(url).is_ok(), ok, "{url}");
+        }
+    }
+}
