@@ -269,7 +269,7 @@ async fn an_admin_logs_in_filters_guests_reads_a_chart_and_logs_out() {
     );
     full_page_screenshot(&client, "guest").await;
 
-    for page in ["hosts", "plan", "settings", "account"] {
+    for page in ["hosts", "alerts", "plan", "settings", "account"] {
         client.goto(&format!("{url}/{page}")).await.unwrap();
         assert_nothing_injected(&client, page).await;
         full_page_screenshot(&client, page).await;

@@ -190,7 +190,27 @@ fn start_fleet(guests: &[Guest], initrd: Option<&Path>, probe_channel: bool) -> 
     let db = work.path().join("tickscope.db");
     let agent_token = add_token(&db, "agent");
     let viewer_token = add_token(&db, "viewer");
-    let url = start_server(&db, &[], &mut processes);
+    // Alerts: the default guest rule fires after 10 s instead of 15 minutes, evaluated every
+    // second, so that a test run sees it.
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let db = tickscope_server::db::Db::open(&db).await.unwrap();
+        let rule = db.alert_rules().await.unwrap().remove(0);
+        let short = tickscope_server::db::NewRule {
+            name: rule.name,
+            kind: rule.kind,
+            scope: rule.scope,
+            scope_value: rule.scope_value,
+            threshold: rule.threshold,
+            duration_s: 10,
+            severity: rule.severity,
+            enabled: true,
+        };
+        db.save_alert_rule(Some(rule.id), &short, "test", 0)
+            .await
+            .unwrap();
+        db.close().await;
+    });
+    let url = start_server(&db, &["--alert-interval", "1"], &mut processes);
     let agent_child = Command::new(&agent)
         .args([
             "run",
@@ -324,6 +344,34 @@ fn idle_ticking_guests_rank_above_a_tickless_one() {
         two["wasted_cpu_pct"].as_f64().unwrap() > one["wasted_cpu_pct"].as_f64().unwrap(),
         "the 2-vCPU guest should waste more: {two:#?} vs {one:#?}"
     );
+
+    // The default rule (its duration cut to 10 s) fires for both nohz=off guests and never for
+    // the tickless one.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let alerts = loop {
+        let alerts = get_json(&fleet.url, "/api/v1/alerts", &fleet.viewer_token);
+        let firing: Vec<&str> = alerts["open"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["state"] == "firing" && a["subject"] == "guest")
+            .map(|a| a["subject_name"].as_str().unwrap())
+            .collect();
+        if firing.contains(&"nohz-off-1cpu") && firing.contains(&"nohz-off-2cpu") {
+            break alerts;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the ticking guests never fired: {alerts:#}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    eprintln!("alerts: {alerts:#}");
+    for list in ["open", "resolved"] {
+        for a in alerts[list].as_array().unwrap() {
+            assert_ne!(a["subject_name"], "tickless-1cpu", "{a:#}");
+        }
+    }
 }
 
 #[test]

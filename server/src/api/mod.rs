@@ -1,5 +1,6 @@
 //! The JSON API, versioned in its paths.
 
+mod alerts;
 mod exports;
 mod facts;
 mod guests;
@@ -42,5 +43,6 @@ pub fn router() -> Router<AppState> {
         .merge(facts::router())
         .merge(exports::router())
         .merge(metrics::router())
+        .merge(alerts::router())
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
 }

@@ -1,0 +1,87 @@
+//! `GET /api/v1/alerts`: open alerts and the latest resolved ones, for viewers and scripts.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+
+use crate::app::{AppState, now_ms};
+use crate::auth::{Caller, Role};
+use crate::db::AlertRow;
+use crate::error::AppResult;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/v1/alerts", get(list))
+}
+
+#[derive(Serialize)]
+struct AlertJson {
+    id: i64,
+    rule_id: i64,
+    rule: String,
+    severity: String,
+    /// `guest` or `host`.
+    subject: String,
+    subject_id: i64,
+    subject_name: String,
+    host: String,
+    /// `pending`, `firing` or `resolved`.
+    state: String,
+    active_since_ms: i64,
+    fired_ms: Option<i64>,
+    resolved_ms: Option<i64>,
+    /// The rule's measure at the last evaluation: waste in % of a core, or seconds silent.
+    value: f64,
+    acknowledged_by: Option<String>,
+}
+
+impl From<AlertRow> for AlertJson {
+    fn from(a: AlertRow) -> Self {
+        AlertJson {
+            id: a.id,
+            rule_id: a.rule_id,
+            rule: a.rule_name,
+            severity: a.severity,
+            subject: a.subject,
+            subject_id: a.subject_id,
+            subject_name: a.subject_name,
+            host: a.host_name,
+            state: a.state,
+            active_since_ms: a.active_ms,
+            fired_ms: a.fired_ms,
+            resolved_ms: a.resolved_ms,
+            value: a.value,
+            acknowledged_by: a.acked_by,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct AlertList {
+    /// Pending and firing, oldest first.
+    open: Vec<AlertJson>,
+    /// The last 100 resolved, newest first.
+    resolved: Vec<AlertJson>,
+    generated_ms: i64,
+}
+
+async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<AlertList>> {
+    caller.require(Role::Viewer)?;
+    Ok(Json(AlertList {
+        open: state
+            .db
+            .open_alerts()
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect(),
+        resolved: state
+            .db
+            .resolved_alerts(100)
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect(),
+        generated_ms: now_ms(),
+    }))
+}
