@@ -234,10 +234,10 @@ pub async fn evaluate(state: &AppState, now_ms: i64) -> AppResult<Evaluated> {
             tracing::warn!(rule_id, "an alert rule cannot be read; it is skipped");
             continue;
         };
-        let measures: Vec<Measure> = if !rule.row.enabled {
+        let mut subjects: Vec<(Measure, bool)> = if !rule.row.enabled {
             Vec::new()
         } else {
-            match rule.kind {
+            let measures: Vec<Measure> = match rule.kind {
                 RuleKind::GuestWaste => guests
                     .iter()
                     .filter(|g| rule.scope.takes_guest(g))
@@ -248,34 +248,44 @@ pub async fn evaluate(state: &AppState, now_ms: i64) -> AppResult<Evaluated> {
                     .filter(|h| rule.scope.takes_host(h))
                     .map(|h| host_measure(h, now_ms))
                     .collect(),
-            }
+            };
+            measures
+                .into_iter()
+                .map(|m| {
+                    let holds = m.value >= rule.row.threshold;
+                    (m, holds)
+                })
+                .collect()
         };
+        // Open alerts whose subject is no longer measured (a guest no longer reported, a rule
+        // disabled or narrowed): the condition no longer holds for them.
+        for ((rule_of, subject, id), alert) in &open {
+            let measured = subjects
+                .iter()
+                .any(|(m, _)| m.subject == *subject && m.id == *id);
+            if *rule_of == rule_id && !measured {
+                subjects.push((gone(alert), false));
+            }
+        }
         let duration_ms = rule.row.duration_s.saturating_mul(1000);
-        let mut seen = Vec::new();
-        for m in &measures {
-            let key = (rule_id, m.subject, m.id);
-            seen.push(key);
-            let alert = open.get(&key);
-            let holds = m.value >= rule.row.threshold;
+        for (m, holds) in &subjects {
+            let alert = open.get(&(rule_id, m.subject, m.id));
             let previous = alert.map(open_state);
-            let step = alerting::step(previous, holds, now_ms, duration_ms);
+            let step = alerting::step(previous, *holds, now_ms, duration_ms);
             let notify = match alerting::transition(previous, step) {
                 Some(t) if !alerting::silenced(&silences, rule_id, &m.name, &m.host, now_ms) => {
-                    let active_ms = match step {
-                        Step::Keep(
-                            Open::Pending { active_ms } | Open::Firing { active_ms, .. },
-                        ) => active_ms,
-                        _ => alert.map_or(now_ms, |a| a.active_ms),
-                    };
-                    let n = Notice {
+                    let notice = Notice {
                         rule: &rule,
                         measure: m,
                         transition: t,
-                        active_ms,
+                        active_ms: active_since(step, alert, now_ms),
                         now_ms,
                         external_url,
                     };
-                    receivers.iter().map(|r| (r.id, n.payload(r))).collect()
+                    receivers
+                        .iter()
+                        .map(|r| (r.id, notice.payload(r)))
+                        .collect()
                 }
                 _ => Vec::new(),
             };
@@ -295,11 +305,7 @@ pub async fn evaluate(state: &AppState, now_ms: i64) -> AppResult<Evaluated> {
                             subject_name: m.name.clone(),
                             host_name: m.host.clone(),
                             state,
-                            active_ms: match o {
-                                Open::Pending { active_ms } | Open::Firing { active_ms, .. } => {
-                                    active_ms
-                                }
-                            },
+                            active_ms: active_since(step, None, now_ms),
                             fired_ms,
                             value: m.value,
                             notify,
@@ -313,68 +319,21 @@ pub async fn evaluate(state: &AppState, now_ms: i64) -> AppResult<Evaluated> {
                         },
                     });
                 }
-                Step::Cancel => writes.push(AlertWrite::Cancel {
-                    alert_id: alert.map_or(0, |a| a.id),
-                }),
-                Step::Resolve => writes.push(AlertWrite::Resolve {
-                    alert_id: alert.map_or(0, |a| a.id),
-                    value: m.value,
-                    notify,
-                }),
-                Step::Inactive => {}
-            }
-        }
-        // Open alerts whose subject is gone (a guest no longer reported, a rule disabled or
-        // narrowed): the condition no longer holds.
-        for (key, alert) in open.iter().filter(|(k, _)| k.0 == rule_id) {
-            if seen.contains(key) {
-                continue;
-            }
-            let previous = open_state(alert);
-            let step = alerting::step(Some(previous), false, now_ms, duration_ms);
-            match step {
-                Step::Cancel => writes.push(AlertWrite::Cancel { alert_id: alert.id }),
-                Step::Resolve => {
-                    let gone = Measure {
-                        subject: key.1,
-                        id: alert.subject_id,
-                        name: alert.subject_name.clone(),
-                        host: alert.host_name.clone(),
-                        value: alert.value,
-                        labels: gone_labels(alert),
-                        summary: format!(
-                            "{} is no longer reported, or no longer watched by this rule.",
-                            alert.subject_name
-                        ),
-                    };
-                    let silenced = alerting::silenced(
-                        &silences,
-                        rule_id,
-                        &alert.subject_name,
-                        &alert.host_name,
-                        now_ms,
-                    );
-                    let notify: Vec<(i64, String)> = if silenced {
-                        Vec::new()
-                    } else {
-                        let n = Notice {
-                            rule: &rule,
-                            measure: &gone,
-                            transition: Transition::Resolved,
-                            active_ms: alert.active_ms,
-                            now_ms,
-                            external_url,
-                        };
-                        receivers.iter().map(|r| (r.id, n.payload(r))).collect()
-                    };
-                    evaluated.notifications += notify.len();
-                    writes.push(AlertWrite::Resolve {
-                        alert_id: alert.id,
-                        value: alert.value,
-                        notify,
-                    });
+                Step::Cancel => {
+                    if let Some(a) = alert {
+                        writes.push(AlertWrite::Cancel { alert_id: a.id });
+                    }
                 }
-                Step::Inactive | Step::Keep(_) => {}
+                Step::Resolve => {
+                    if let Some(a) = alert {
+                        writes.push(AlertWrite::Resolve {
+                            alert_id: a.id,
+                            value: m.value,
+                            notify,
+                        });
+                    }
+                }
+                Step::Inactive => {}
             }
         }
     }
@@ -383,6 +342,34 @@ pub async fn evaluate(state: &AppState, now_ms: i64) -> AppResult<Evaluated> {
         state.notifier.notify_one();
     }
     Ok(evaluated)
+}
+
+/// When an alert became active: as the step says, else as stored, else now.
+fn active_since(step: Step, alert: Option<&AlertRow>, now_ms: i64) -> i64 {
+    match step {
+        Step::Keep(Open::Pending { active_ms } | Open::Firing { active_ms, .. }) => active_ms,
+        _ => alert.map_or(now_ms, |a| a.active_ms),
+    }
+}
+
+/// The measure of an open alert's subject that is no longer measured: its last value.
+fn gone(alert: &AlertRow) -> Measure {
+    Measure {
+        subject: if alert.subject == "host" {
+            "host"
+        } else {
+            "guest"
+        },
+        id: alert.subject_id,
+        name: alert.subject_name.clone(),
+        host: alert.host_name.clone(),
+        value: alert.value,
+        labels: gone_labels(alert),
+        summary: format!(
+            "{} is no longer reported, or no longer watched by this rule.",
+            alert.subject_name
+        ),
+    }
 }
 
 fn gone_labels(alert: &AlertRow) -> Vec<(&'static str, String)> {

@@ -426,3 +426,49 @@ async fn a_silent_agent_fires_the_host_rule_and_a_new_report_resolves_it() {
     assert_eq!(resolved[0].subject, "host");
     assert_eq!(resolved[0].subject_name, "hv1");
 }
+
+#[tokio::test]
+async fn disabling_a_rule_resolves_its_alerts_and_says_why() {
+    let s = server(20).await;
+    let (receiver, url) = Receiver::start(0).await;
+    s.db.insert_receiver("team", &url, "json", 0).await.unwrap();
+    set_duration(&s, 0).await;
+    report_at(&s, 0, START_MS, ticking()).await;
+    alerts::evaluate(&s.state, START_MS).await.unwrap();
+    assert_eq!(states(&s).await.len(), 2);
+    let mut rule = s.db.alert_rules().await.unwrap().remove(0);
+    rule.enabled = false;
+    let disabled = NewRule {
+        name: rule.name,
+        kind: rule.kind,
+        scope: rule.scope,
+        scope_value: rule.scope_value,
+        threshold: rule.threshold,
+        duration_s: rule.duration_s,
+        severity: rule.severity,
+        enabled: false,
+    };
+    s.db.save_alert_rule(Some(rule.id), &disabled, "test", 0)
+        .await
+        .unwrap();
+    alerts::evaluate(&s.state, START_MS + STEP_MS)
+        .await
+        .unwrap();
+    assert!(states(&s).await.is_empty());
+    assert_eq!(s.db.resolved_alerts(10).await.unwrap().len(), 2);
+    assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 4);
+    let resolved: Vec<Value> = receiver
+        .payloads()
+        .into_iter()
+        .filter(|p| p["status"] == "resolved")
+        .collect();
+    assert_eq!(resolved.len(), 2);
+    assert!(
+        resolved[0]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("no longer watched by this rule"),
+        "{}",
+        resolved[0]
+    );
+}
