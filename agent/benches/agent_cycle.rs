@@ -232,6 +232,7 @@ fn main() {
     // The real binary in its real loop.
     let sink = start_sink();
     let interval_s = 10;
+    let spool = tempfile::tempdir().unwrap();
     let mut agent = Command::new(env!("CARGO_BIN_EXE_tickscope-agent"))
         .args([
             "run",
@@ -241,7 +242,9 @@ fn main() {
             &sink,
             "--token",
             "bench",
+            "--spool-dir",
         ])
+        .arg(spool.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

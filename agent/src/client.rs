@@ -1,37 +1,163 @@
-//! Sending reports to the server, with a bounded in-memory backlog.
+//! Sending reports to the server, through the on-disk spool.
 //!
-//! A report that could not be delivered (server down, timeout, 5xx, 408, 429) is kept and sent
-//! again, oldest first, before the next one; the server stores each (agent, run, seq) once, so a
-//! resend is harmless. A report the server refuses for what it is (any other 4xx) is dropped with
-//! the server's reason, because sending it again cannot succeed.
+//! Every report is written to the [`Spool`] first, then the spool is sent oldest first. A report
+//! the server acknowledges (2xx) leaves the spool. When the server cannot be reached, is slow or
+//! answers 5xx, 408 or 429, sending stops and is tried again after a delay that doubles with each
+//! failure (with jitter, and never sooner than the server's `Retry-After`); the server stores each
+//! (agent, run, seq) once, so a resend is harmless. A report the server refuses for what it is
+//! (any other 4xx) is moved aside with the server's reason, because sending it again cannot
+//! succeed.
 
-use std::collections::VecDeque;
-use std::time::Duration;
-
-use serde::Serialize;
+use std::time::{Duration, Instant};
 
 use crate::error::Error;
+use crate::spool::Spool;
 use crate::wire::{FactsSubmission, GUEST_FACTS_PATH, GuestFacts, REPORTS_PATH, Report};
-
-/// At a 10 s interval, an hour of reports.
-const MAX_BACKLOG: usize = 360;
 
 pub struct Client {
     agent: ureq::Agent,
     /// The server's base URL, without a trailing slash.
     server: String,
     authorization: String,
-    backlog: VecDeque<Report>,
-    dropped: u64,
 }
 
-/// What became of one attempt to deliver the backlog.
+/// What became of one attempt to deliver the spool.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Delivery {
     pub sent: usize,
+    /// Reports still in the spool.
     pub pending: usize,
     pub rejected: Vec<String>,
     pub error: Option<String>,
+    /// When sending is tried again, after an error.
+    pub retry_in: Option<Duration>,
+}
+
+/// Sends the spool to the server, backing off while it fails.
+pub struct Sender {
+    client: Client,
+    spool: Spool,
+    /// The first retry waits this long; each next one twice as long, up to `max_delay`.
+    base_delay: Duration,
+    max_delay: Duration,
+    failures: u32,
+    next_attempt: Option<Instant>,
+}
+
+impl Sender {
+    pub fn new(client: Client, spool: Spool, base_delay: Duration) -> Sender {
+        Sender {
+            client,
+            spool,
+            base_delay,
+            max_delay: Duration::from_secs(300),
+            failures: 0,
+            next_attempt: None,
+        }
+    }
+
+    pub fn spool(&self) -> &Spool {
+        &self.spool
+    }
+
+    /// Numbers a report from the spool (its run and next sequence number, and the reports the
+    /// spool dropped so far) and writes it there.
+    pub fn queue(&mut self, mut report: Report) -> std::io::Result<u64> {
+        let seq = self.spool.next_seq()?;
+        report.seq = seq;
+        report.agent.run_id = self.spool.state().run_id.clone();
+        report.dropped_reports = self.spool.state().dropped;
+        let json = serde_json::to_vec(&report).expect("a report serialises");
+        self.spool.push(seq, &json)?;
+        Ok(seq)
+    }
+
+    /// Sends what the spool holds, oldest first, unless an earlier failure asks to wait.
+    pub fn deliver(&mut self, now: Instant) -> Delivery {
+        let mut delivery = Delivery::default();
+        if let Some(at) = self.next_attempt.filter(|at| *at > now) {
+            delivery.retry_in = Some(at - now);
+            delivery.pending = self.spool.pending().map_or(0, |p| p.len());
+            return delivery;
+        }
+        let pending = match self.spool.pending() {
+            Ok(pending) => pending,
+            Err(e) => {
+                delivery.error = Some(e.to_string());
+                return delivery;
+            }
+        };
+        let total = pending.len();
+        for report in pending {
+            let body = match std::fs::read(&report.path) {
+                Ok(body) => body,
+                Err(e) => {
+                    delivery.error = Some(format!("cannot read {}: {e}", report.path.display()));
+                    break;
+                }
+            };
+            let outcome = self.client.post(REPORTS_PATH, body);
+            let done = match outcome {
+                Ok(()) => {
+                    delivery.sent += 1;
+                    self.spool.acknowledged(&report)
+                }
+                Err(Error::Rejected { status, message }) => {
+                    let aside = self.spool.rejected(&report);
+                    delivery.rejected.push(format!(
+                        "report {} refused ({status}): {message}; kept in {}",
+                        report.seq,
+                        aside
+                            .as_ref()
+                            .map_or("the spool".into(), |p| p.display().to_string())
+                    ));
+                    aside.map(|_| ())
+                }
+                Err(e) => {
+                    self.failures += 1;
+                    let retry_after = match &e {
+                        Error::Unavailable { retry_after, .. } => *retry_after,
+                        _ => None,
+                    };
+                    let delay =
+                        retry_delay(self.failures, self.base_delay, self.max_delay, jitter())
+                            .max(retry_after.unwrap_or_default());
+                    // From when the failure came back, not from when sending began: a server
+                    // that asked for a second gets a second.
+                    self.next_attempt = Some(now.max(Instant::now()) + delay);
+                    delivery.retry_in = Some(delay);
+                    delivery.error = Some(e.to_string());
+                    break;
+                }
+            };
+            if let Err(e) = done {
+                delivery.error = Some(e.to_string());
+                break;
+            }
+        }
+        if delivery.error.is_none() {
+            self.failures = 0;
+            self.next_attempt = None;
+        }
+        delivery.pending = total - delivery.sent - delivery.rejected.len();
+        delivery
+    }
+}
+
+/// A number in 0..1000 that differs from call to call: spreads the retries of many agents that
+/// failed together. Not for secrets.
+fn jitter() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_micros() % 1000)
+}
+
+/// The wait after failure number `failures` (1-based): `base` doubled per failure, at most
+/// `max`, plus up to a fifth more by `jitter` (0..1000).
+pub fn retry_delay(failures: u32, base: Duration, max: Duration, jitter: u32) -> Duration {
+    let doubled = base.saturating_mul(1 << failures.saturating_sub(1).min(20));
+    let delay = doubled.min(max);
+    delay + delay / 5 * jitter.min(999) / 1000
 }
 
 impl Client {
@@ -46,61 +172,36 @@ impl Client {
             agent,
             server: server.trim_end_matches('/').to_string(),
             authorization: format!("Bearer {token}"),
-            backlog: VecDeque::new(),
-            dropped: 0,
         }
-    }
-
-    /// Reports lost because the backlog was full.
-    pub fn dropped(&self) -> u64 {
-        self.dropped
-    }
-
-    /// Queues a report and sends everything queued, oldest first, until one fails.
-    pub fn send(&mut self, report: Report) -> Delivery {
-        if self.backlog.len() == MAX_BACKLOG {
-            self.backlog.pop_front();
-            self.dropped += 1;
-        }
-        self.backlog.push_back(report);
-        let mut delivery = Delivery::default();
-        while let Some(report) = self.backlog.front() {
-            match self.post(REPORTS_PATH, report) {
-                Ok(()) => delivery.sent += 1,
-                Err(Error::Rejected { status, message }) => {
-                    delivery.rejected.push(format!(
-                        "report {} refused ({status}): {message}",
-                        report.seq
-                    ));
-                }
-                Err(e) => {
-                    delivery.error = Some(e.to_string());
-                    break;
-                }
-            }
-            self.backlog.pop_front();
-        }
-        delivery.pending = self.backlog.len();
-        delivery
     }
 
     /// Sends a guest probe's facts (with a guest token); not queued, the next ones will follow.
     pub fn send_facts(&self, facts: GuestFacts) -> Result<(), Error> {
-        self.post(GUEST_FACTS_PATH, &FactsSubmission { facts })
+        let body = serde_json::to_vec(&FactsSubmission { facts }).expect("facts serialise");
+        self.post(GUEST_FACTS_PATH, body)
     }
 
-    fn post(&self, path: &str, body: &impl Serialize) -> Result<(), Error> {
+    /// POSTs a JSON body; `Ok` on 2xx.
+    fn post(&self, path: &str, body: Vec<u8>) -> Result<(), Error> {
         let url = format!("{}{path}", self.server);
         let response = self
             .agent
             .post(&url)
             .header("Authorization", &self.authorization)
-            .send_json(body)
+            .header("Content-Type", "application/json")
+            .send(&body[..])
             .map_err(|e| Error::Unreachable(format!("{url}: {e}")))?;
         let status = response.status().as_u16();
         if (200..300).contains(&status) {
             return Ok(());
         }
+        // Only the delay-seconds form: servers behind proxies send it that way in practice.
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|s| Duration::from_secs(s.min(3600)));
         let message = response
             .into_body()
             .read_to_string()
@@ -109,7 +210,11 @@ impl Client {
             .take(500)
             .collect();
         if matches!(status, 408 | 429) || status >= 500 {
-            Err(Error::Unavailable { status, message })
+            Err(Error::Unavailable {
+                status,
+                message,
+                retry_after,
+            })
         } else {
             Err(Error::Rejected { status, message })
         }

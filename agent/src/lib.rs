@@ -25,3 +25,5 @@ pub mod procfs;
 pub mod report;
 #[cfg(feature = "cli")]
 pub mod sampler;
+#[cfg(feature = "cli")]
+pub mod spool;

@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
-use tickscope_agent::client::Client;
+use tickscope_agent::client::{Client, Sender};
 use tickscope_agent::host;
 use tickscope_agent::report::Reporter;
 use tickscope_agent::sampler::Sampler;
+use tickscope_agent::spool::{Bounds, Spool};
 
 #[derive(Parser)]
 #[command(
@@ -34,6 +35,8 @@ enum Command {
         token: String,
         #[command(flatten)]
         measure: MeasureArgs,
+        #[command(flatten)]
+        spool: SpoolArgs,
     },
     /// Measure one interval and print the report as JSON on stdout; no server needed.
     Once {
@@ -69,6 +72,49 @@ struct GuestArgs {
     /// Where the guest's filesystem is rooted.
     #[arg(long, default_value = "/", hide = true)]
     root: PathBuf,
+}
+
+/// Where reports wait until the server has them.
+#[derive(clap::Args)]
+struct SpoolArgs {
+    /// The spool directory: every report is written here before it is sent, and kept until the
+    /// server acknowledged it (systemd's StateDirectory=tickscope-agent gives this default).
+    #[arg(
+        long,
+        env = "TICKSCOPE_SPOOL_DIR",
+        default_value = "/var/lib/tickscope-agent/spool"
+    )]
+    spool_dir: PathBuf,
+    /// Most the spool keeps, in KiB; the oldest reports are dropped (and counted) beyond it.
+    #[arg(long, default_value_t = 64 * 1024)]
+    spool_max_kib: u64,
+    /// Oldest report the spool keeps, in hours.
+    #[arg(long, default_value_t = 24.0)]
+    spool_max_hours: f64,
+}
+
+impl SpoolArgs {
+    fn open(&self, run_id: String) -> Result<Spool> {
+        let max_age = seconds(
+            "spool-max-hours",
+            self.spool_max_hours * 3600.0,
+            60.0,
+            30.0 * 86_400.0,
+        )?;
+        if self.spool_max_kib == 0 {
+            bail!("--spool-max-kib must be at least 1");
+        }
+        let bounds = Bounds {
+            max_bytes: self.spool_max_kib.saturating_mul(1024),
+            max_age,
+        };
+        Spool::open(&self.spool_dir, bounds, run_id).with_context(|| {
+            format!(
+                "cannot open the spool in {} (set --spool-dir or TICKSCOPE_SPOOL_DIR to a writable directory)",
+                self.spool_dir.display()
+            )
+        })
+    }
 }
 
 #[derive(clap::Args)]
@@ -111,7 +157,8 @@ fn main() -> Result<()> {
             server,
             token,
             measure,
-        } => run(&server, &token, &measure),
+            spool,
+        } => run(&server, &token, &measure, &spool),
         Command::Guest(args) => guest(&args),
     }
 }
@@ -202,7 +249,7 @@ fn once(args: &MeasureArgs) -> Result<()> {
     Ok(())
 }
 
-fn run(server: &str, token: &str, args: &MeasureArgs) -> Result<()> {
+fn run(server: &str, token: &str, args: &MeasureArgs, spool: &SpoolArgs) -> Result<()> {
     let interval = args.interval()?;
     if token.trim().is_empty() {
         bail!(
@@ -210,10 +257,14 @@ fn run(server: &str, token: &str, args: &MeasureArgs) -> Result<()> {
         );
     }
     let mut sampler = args.sampler();
-    let mut reporter = Reporter::new(host::agent_info());
-    let mut client = Client::new(server, token);
+    let agent = host::agent_info();
+    let spool = spool.open(agent.run_id.clone())?;
+    let waiting = spool.pending()?.len();
+    // The first retry after a failure waits one interval, then two, four... up to 5 minutes.
+    let mut sender = Sender::new(Client::new(server, token), spool, interval);
+    let mut reporter = Reporter::new(agent);
     eprintln!(
-        "tickscope-agent {}: reporting to {server} every {:?}",
+        "tickscope-agent {}: reporting to {server} every {:?}; {waiting} report(s) waiting in the spool",
         env!("CARGO_PKG_VERSION"),
         interval
     );
@@ -224,15 +275,19 @@ fn run(server: &str, token: &str, args: &MeasureArgs) -> Result<()> {
         if let Some(measured) = sampler.cycle().context("cannot read the process table")? {
             let guests = measured.guests.len();
             let report = reporter.report(host::host_info(args.host_name.as_deref()), measured);
-            let delivery = client.send(report);
+            sender
+                .queue(report)
+                .context("cannot write the report to the spool")?;
+            let delivery = sender.deliver(Instant::now());
             for reason in &delivery.rejected {
                 eprintln!("tickscope-agent: {reason}");
             }
             if let Some(error) = &delivery.error {
                 eprintln!(
-                    "tickscope-agent: {error}; {} report(s) kept to resend ({} dropped so far), {guests} guest(s) this interval",
+                    "tickscope-agent: {error}; {} report(s) wait in the spool ({} dropped so far), next try in {:?}, {guests} guest(s) this interval",
                     delivery.pending,
-                    client.dropped()
+                    sender.spool().state().dropped,
+                    delivery.retry_in.unwrap_or_default()
                 );
             }
         }

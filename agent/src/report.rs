@@ -27,6 +27,7 @@ impl Reporter {
                 length_ns: u64::try_from(measured.length.as_nanos()).unwrap_or(u64::MAX),
             },
             guests: measured.guests,
+            dropped_reports: 0,
         }
     }
 }

@@ -120,6 +120,7 @@ async fn fill_history(state: &AppState, days: i64) -> i64 {
                 length_ns: EVERY_MS as u64 * 1_000_000,
             },
             guests: vec![sample],
+            dropped_reports: 0,
         };
         store(state, token, report, end_ms).await;
     }
@@ -161,6 +162,7 @@ async fn fill(state: &AppState, guests: usize, intervals: i64) -> Duration {
                     length_ns: INTERVAL_MS as u64 * 1_000_000,
                 },
                 guests: (0..count).map(|i| guest_sample(host, i, seq)).collect(),
+                dropped_reports: 0,
             };
             store(state, token, report, end_ms).await;
         }

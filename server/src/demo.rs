@@ -252,6 +252,7 @@ impl Fleet {
                 length_ns: INTERVAL_MS as u64 * 1_000_000,
             },
             guests,
+            dropped_reports: 0,
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct ValidReport {
     pub end_ms: i64,
     pub length_ms: f64,
     pub guests: Vec<ValidGuest>,
+    /// Reports the agent's spool dropped unsent, since it was created.
+    pub dropped_reports: i64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -144,6 +146,7 @@ pub fn validate(report: Report, now_ms: i64) -> AppResult<ValidReport> {
         end_ms: interval.end_ms,
         length_ms,
         guests,
+        dropped_reports: i64::try_from(report.dropped_reports).unwrap_or(i64::MAX),
     })
 }
 

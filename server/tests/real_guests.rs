@@ -221,6 +221,7 @@ fn start_fleet(guests: &[Guest], initrd: Option<&Path>, probe_channel: bool) -> 
         ])
         .env("TICKSCOPE_SERVER", &url)
         .env("TICKSCOPE_TOKEN", &agent_token)
+        .env("TICKSCOPE_SPOOL_DIR", work.path().join("spool"))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()

@@ -62,14 +62,18 @@ pub struct Report {
     pub host: HostInfo,
     pub interval: Interval,
     pub guests: Vec<GuestSample>,
+    /// Reports the agent's spool deleted unsent to stay within its bounds, since the spool was
+    /// created (it only grows).
+    #[serde(default)]
+    pub dropped_reports: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentInfo {
     /// Stable identity of the agent's host (its /etc/machine-id where there is one).
     pub id: String,
-    /// Random identity of this agent process, new at every start, so a restarted agent's
-    /// sequence numbers do not collide with the previous run's.
+    /// Random identity of the agent's spool, made when the spool is created and kept across
+    /// restarts with its sequence numbers; with `seq` it names each report once.
     pub run_id: String,
     /// The agent's version (its crate version).
     pub version: String,

@@ -48,12 +48,14 @@ impl Db {
 
         let host = &report.host;
         let host_id: i64 = sqlx::query_scalar(
-            "INSERT INTO hosts (name, cpus, kernel, agent_version, kvm_halt_poll_ns, first_seen_ms, last_report_ms)
-             VALUES (?, ?, ?, ?, ?, ?, ?)
+            "INSERT INTO hosts (name, cpus, kernel, agent_version, kvm_halt_poll_ns, first_seen_ms,
+                last_report_ms, agent_dropped_reports)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
              ON CONFLICT (name) DO UPDATE SET
                 cpus = excluded.cpus, kernel = excluded.kernel,
                 agent_version = excluded.agent_version, kvm_halt_poll_ns = excluded.kvm_halt_poll_ns,
-                last_report_ms = MAX(last_report_ms, excluded.last_report_ms)
+                last_report_ms = MAX(last_report_ms, excluded.last_report_ms),
+                agent_dropped_reports = MAX(agent_dropped_reports, excluded.agent_dropped_reports)
              RETURNING id",
         )
         .bind(&host.name)
@@ -63,6 +65,7 @@ impl Db {
         .bind(host.kvm_halt_poll_ns)
         .bind(now_ms)
         .bind(now_ms)
+        .bind(report.dropped_reports)
         .fetch_one(&mut *tx)
         .await?;
 
@@ -140,6 +143,16 @@ impl Db {
         .await?;
         tx.commit().await?;
         Ok(StoreOutcome::Stored { report_id, host_id })
+    }
+
+    /// The sequence numbers of one agent run's reports, in the order they were stored.
+    pub async fn report_sequence(&self, run_id: &str) -> AppResult<Vec<i64>> {
+        Ok(
+            sqlx::query_scalar("SELECT seq FROM reports WHERE run_id = ? ORDER BY id")
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await?,
+        )
     }
 
     /// Rows in the reports and samples tables, for checking that refused input stored nothing.

@@ -31,6 +31,8 @@ pub struct HostLine {
     pub(super) first_seen: String,
     pub(super) last_report: String,
     pub(super) silent: bool,
+    /// Reports the agent's spool dropped unsent during outages; 0 when none.
+    pub(super) dropped_reports: i64,
     pub(super) guests: usize,
     pub(super) ticking: usize,
     pub(super) wasted_cpu_pct: f64,
@@ -57,6 +59,7 @@ impl HostLine {
                 view::time(host.last_report_ms)
             ),
             silent: now - host.last_report_ms > SILENT_AFTER_MS,
+            dropped_reports: host.agent_dropped_reports,
             guests: totals.map_or(0, |t| t.guests),
             ticking: totals.map_or(0, |t| t.ticking),
             wasted_cpu_pct: totals.map_or(0.0, |t| t.wasted_cpu_pct),

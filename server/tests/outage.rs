@@ -1,0 +1,234 @@
+//! Fault tests with the real binaries: the agent through a server outage, a spool that
+//! overflows, and an agent killed again and again in the middle of its work. Every report the
+//! agent produced must reach the database exactly once, in order, or be counted as dropped.
+//!
+//! Ignored by `cargo test` (they need the agent binary built beside the server's and take about
+//! a minute); `scripts/test.sh` runs them.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::processes::{Processes, add_token, start_server};
+use tickscope_server::db::Db;
+
+fn agent_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tickscope-server")).with_file_name("tickscope-agent")
+}
+
+fn start_agent(url: &str, token: &str, spool: &Path, interval: &str, extra: &[&str]) -> Child {
+    Command::new(agent_binary())
+        .args([
+            "run",
+            "--interval",
+            interval,
+            "--host-name",
+            "outage-host",
+            "--spool-dir",
+        ])
+        .arg(spool)
+        .args(extra)
+        .env("TICKSCOPE_SERVER", url)
+        .env("TICKSCOPE_TOKEN", token)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the agent binary is built (cargo build --workspace)")
+}
+
+#[derive(serde::Deserialize)]
+struct SpoolState {
+    run_id: String,
+    next_seq: i64,
+    dropped: i64,
+}
+
+fn spool_state(spool: &Path) -> SpoolState {
+    serde_json::from_slice(&std::fs::read(spool.join("state.json")).unwrap()).unwrap()
+}
+
+fn pending(spool: &Path) -> usize {
+    std::fs::read_dir(spool.join("pending")).map_or(0, |d| {
+        d.filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json")
+        })
+        .count()
+    })
+}
+
+/// Waits until the spool is empty.
+fn drained(spool: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pending(spool) > 0 {
+        assert!(Instant::now() < deadline, "the spool never emptied");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn stored(db: &Path, run_id: &str) -> (Vec<i64>, i64) {
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let db = Db::open(db).await.unwrap();
+        let seqs = db.report_sequence(run_id).await.unwrap();
+        let dropped = db
+            .hosts()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|h| h.name == "outage-host")
+            .map_or(0, |h| h.agent_dropped_reports);
+        db.close().await;
+        (seqs, dropped)
+    })
+}
+
+fn kill(mut child: Child) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+#[ignore = "runs the real binaries for about 20 s; run by scripts/test.sh"]
+fn reports_made_while_the_server_is_down_arrive_once_each_in_order() {
+    let work = tempfile::tempdir().unwrap();
+    let db = work.path().join("t.db");
+    let spool = work.path().join("spool");
+    let token = add_token(&db, "agent");
+    // A port nobody listens on yet.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let agent = start_agent(&url, &token, &spool, "0.3", &[]);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(pending(&spool) >= 3, "reports wait in the spool");
+    let mut processes = Processes::default();
+    let server = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
+        .arg(&db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    processes.add("tickscope-server", server);
+    // The agent retries after 0.3 s, doubling up to... it reaches the server within seconds.
+    std::thread::sleep(Duration::from_secs(2));
+    drained(&spool);
+    kill(agent);
+    let state = spool_state(&spool);
+    let (seqs, dropped) = stored(&db, &state.run_id);
+    assert_eq!(state.dropped, 0);
+    assert_eq!(dropped, 0);
+    // Reports made after the last delivery wait in the spool; all the others arrived.
+    let produced = state.next_seq - pending(&spool) as i64;
+    assert_eq!(seqs, (0..produced).collect::<Vec<i64>>());
+}
+
+#[test]
+#[ignore = "runs the real binaries for about 15 s; run by scripts/test.sh"]
+fn a_spool_full_during_an_outage_drops_the_oldest_and_says_so() {
+    let work = tempfile::tempdir().unwrap();
+    let db = work.path().join("t.db");
+    let spool = work.path().join("spool");
+    let token = add_token(&db, "agent");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    // Room for about three empty reports.
+    let agent = start_agent(&url, &token, &spool, "0.3", &["--spool-max-kib", "1"]);
+    std::thread::sleep(Duration::from_secs(4));
+    let bytes: u64 = std::fs::read_dir(spool.join("pending"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    let during = spool_state(&spool);
+    assert!(during.dropped > 0, "nothing dropped in a 1 KiB spool");
+    // Within the bound, but for the newest report, which is always kept.
+    let newest = std::fs::read_dir(spool.join("pending"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .max()
+        .unwrap();
+    assert!(bytes <= 1024 + newest, "{bytes} bytes in the spool");
+    let mut processes = Processes::default();
+    let server = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
+        .arg(&db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    processes.add("tickscope-server", server);
+    std::thread::sleep(Duration::from_secs(2));
+    drained(&spool);
+    kill(agent);
+    let state = spool_state(&spool);
+    let (seqs, dropped_on_server) = stored(&db, &state.run_id);
+    assert!(dropped_on_server > 0, "the server was told of the drops");
+    assert!(dropped_on_server <= state.dropped);
+    // Each stored once, in order; the gaps are exactly the dropped ones.
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let produced = state.next_seq - pending(&spool) as i64;
+    assert_eq!(seqs.len() as i64 + state.dropped, produced, "{seqs:?}");
+}
+
+#[test]
+#[ignore = "runs the real binaries for about 20 s; run by scripts/test.sh"]
+fn an_agent_killed_again_and_again_loses_and_repeats_nothing() {
+    let work = tempfile::tempdir().unwrap();
+    let db = work.path().join("t.db");
+    let spool = work.path().join("spool");
+    let token = add_token(&db, "agent");
+    let mut processes = Processes::default();
+    let url = start_server(&db, &[], &mut processes);
+    // kill -9 at moments that fall anywhere in its cycle: writing, sending, deleting.
+    for ms in [700, 950, 1230, 810, 1500, 1040] {
+        let agent = start_agent(&url, &token, &spool, "0.2", &[]);
+        std::thread::sleep(Duration::from_millis(ms));
+        kill(agent);
+    }
+    let agent = start_agent(&url, &token, &spool, "0.3", &[]);
+    std::thread::sleep(Duration::from_secs(1));
+    drained(&spool);
+    kill(agent);
+    let state = spool_state(&spool);
+    let (seqs, _) = stored(&db, &state.run_id);
+    let produced = state.next_seq - pending(&spool) as i64;
+    // Every number the spool handed out was stored once; none twice, none lost. (A number may
+    // be handed out and the agent killed before its report was written: then it is simply
+    // never used, and the numbers skip it.)
+    let mut sorted = seqs.clone();
+    sorted.dedup();
+    assert_eq!(sorted.len(), seqs.len(), "stored twice: {seqs:?}");
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "out of order: {seqs:?}"
+    );
+    assert!(*seqs.last().unwrap() < produced);
+    assert!(
+        seqs.len() >= 20,
+        "too few reports to say anything: {seqs:?}"
+    );
+    // Numbers skipped by a kill between taking a number and writing the report: at most one
+    // per kill.
+    assert!(
+        produced - seqs.len() as i64 <= 6,
+        "{produced} handed out, {seqs:?} stored"
+    );
+    eprintln!(
+        "{} reports over 7 runs, {} numbers handed out",
+        seqs.len(),
+        produced
+    );
+}
