@@ -1,12 +1,13 @@
-//! Sending reports to the server, through the on-disk spool.
+//! Sending reports to the server, through the on-disk spool when it is needed.
 //!
-//! Every report is written to the [`Spool`] first, then the spool is sent oldest first. A report
-//! the server acknowledges (2xx) leaves the spool. When the server cannot be reached, is slow or
-//! answers 5xx, 408 or 429, sending stops and is tried again after a delay that doubles with each
-//! failure (with jitter, and never sooner than the server's `Retry-After`); the server stores each
-//! (agent, run, seq) once, so a resend is harmless. A report the server refuses for what it is
-//! (any other 4xx) is moved aside with the server's reason, because sending it again cannot
-//! succeed.
+//! While nothing waits, a new report goes straight to the server and touches no disk (the agent
+//! must cost its host next to nothing). A report the server does not take (unreachable, slow, 5xx,
+//! 408, 429) is written to the [`Spool`], and so is every report made while others wait; the
+//! spool is sent oldest first, and a report leaves it once the server acknowledged it (2xx).
+//! After a failure, sending waits a delay that doubles with each failure (with jitter, and never
+//! shorter than the server's `Retry-After`); the server stores each (agent, run, seq) once, so a
+//! resend is harmless. A report the server refuses for what it is (any other 4xx) is moved aside
+//! with the server's reason, because sending it again cannot succeed.
 
 use std::time::{Duration, Instant};
 
@@ -60,16 +61,57 @@ impl Sender {
         &self.spool
     }
 
-    /// Numbers a report from the spool (its run and next sequence number, and the reports the
-    /// spool dropped so far) and writes it there.
-    pub fn queue(&mut self, mut report: Report) -> std::io::Result<u64> {
+    /// Numbers a new report from the spool (its run and next sequence number, and the reports
+    /// the spool dropped so far) and sends it: straight to the server when nothing waits, else
+    /// behind what waits.
+    pub fn submit(&mut self, mut report: Report, now: Instant) -> std::io::Result<Delivery> {
         let seq = self.spool.next_seq()?;
         report.seq = seq;
         report.agent.run_id = self.spool.state().run_id.clone();
         report.dropped_reports = self.spool.state().dropped;
         let json = serde_json::to_vec(&report).expect("a report serialises");
-        self.spool.push(seq, &json)?;
-        Ok(seq)
+        let backing_off = self.next_attempt.is_some_and(|at| at > now);
+        if backing_off || !self.spool.is_empty()? {
+            self.spool.push(seq, &json)?;
+            return Ok(self.deliver(now));
+        }
+        let mut delivery = Delivery::default();
+        match self.client.post(REPORTS_PATH, json.clone()) {
+            Ok(()) => {
+                delivery.sent = 1;
+                self.failures = 0;
+                self.next_attempt = None;
+            }
+            Err(Error::Rejected { status, message }) => {
+                let aside = self.spool.reject_unspooled(seq, &json)?;
+                delivery.rejected.push(format!(
+                    "report {seq} refused ({status}): {message}; kept in {}",
+                    aside.display()
+                ));
+            }
+            Err(e) => {
+                self.spool.push(seq, &json)?;
+                self.failed(e, now, &mut delivery);
+                delivery.pending = 1;
+            }
+        }
+        Ok(delivery)
+    }
+
+    /// Notes a failed attempt and when to try again.
+    fn failed(&mut self, e: Error, now: Instant, delivery: &mut Delivery) {
+        self.failures += 1;
+        let retry_after = match &e {
+            Error::Unavailable { retry_after, .. } => *retry_after,
+            _ => None,
+        };
+        let delay = retry_delay(self.failures, self.base_delay, self.max_delay, jitter())
+            .max(retry_after.unwrap_or_default());
+        // From when the failure came back, not from when sending began: a server that asked
+        // for a second gets a second.
+        self.next_attempt = Some(now.max(Instant::now()) + delay);
+        delivery.retry_in = Some(delay);
+        delivery.error = Some(e.to_string());
     }
 
     /// Sends what the spool holds, oldest first, unless an earlier failure asks to wait.
@@ -179,6 +221,11 @@ impl Client {
     pub fn send_facts(&self, facts: GuestFacts) -> Result<(), Error> {
         let body = serde_json::to_vec(&FactsSubmission { facts }).expect("facts serialise");
         self.post(GUEST_FACTS_PATH, body)
+    }
+
+    /// POSTs a report's JSON; `Ok` on 2xx.
+    pub fn post_report(&self, json: Vec<u8>) -> Result<(), Error> {
+        self.post(REPORTS_PATH, json)
     }
 
     /// POSTs a JSON body; `Ok` on 2xx.

@@ -275,10 +275,9 @@ fn run(server: &str, token: &str, args: &MeasureArgs, spool: &SpoolArgs) -> Resu
         if let Some(measured) = sampler.cycle().context("cannot read the process table")? {
             let guests = measured.guests.len();
             let report = reporter.report(host::host_info(args.host_name.as_deref()), measured);
-            sender
-                .queue(report)
-                .context("cannot write the report to the spool")?;
-            let delivery = sender.deliver(Instant::now());
+            let delivery = sender
+                .submit(report, Instant::now())
+                .context("cannot write to the spool")?;
             for reason in &delivery.rejected {
                 eprintln!("tickscope-agent: {reason}");
             }

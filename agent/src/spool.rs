@@ -1,11 +1,13 @@
-//! The agent's on-disk spool: every report is written here before it is sent, and deleted once
-//! the server acknowledged it, so an outage, a slow server or a restart of the agent loses
-//! nothing the spool's bounds allow it to keep.
+//! The agent's on-disk spool: a report the server did not take (unreachable, slow, 5xx, 408,
+//! 429) waits here, and so does every report made while others wait, until the server has them;
+//! an outage or a restart of the agent loses nothing the spool's bounds allow it to keep.
 //!
 //! Layout of the spool directory:
-//! - `state.json`: the run id and the next sequence number (so a restarted agent continues its
-//!   numbering, and the server's (agent, run, seq) key never repeats), and how many reports were
-//!   dropped to keep within the bounds;
+//! - `state.json`: the run id and the sequence number the next run starts from (so a restarted
+//!   agent never reuses a number, and the server's (agent, run, seq) key never repeats), and how
+//!   many reports were dropped to keep within the bounds. Numbers are reserved a block at a time,
+//!   so the file is written once per [`RESERVED_SEQS`] reports, not once per report: a restart
+//!   skips the rest of the block, which the server does not mind;
 //! - `pending/<seq>.json`: reports not yet acknowledged, sent oldest first;
 //! - `rejected/<seq>.json`: reports the server refused for what they are (a 4xx other than 408
 //!   and 429), kept for a person to look at and never sent again.
@@ -20,10 +22,14 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+/// Sequence numbers reserved per write of the state file.
+pub const RESERVED_SEQS: u64 = 100;
+
 /// What the spool keeps between runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpoolState {
     pub run_id: String,
+    /// No number at or above this was handed out: the next run starts here.
     pub next_seq: u64,
     /// Reports deleted unsent to stay within the bounds, since the spool was created.
     pub dropped: u64,
@@ -51,6 +57,8 @@ pub struct Spool {
     dir: PathBuf,
     bounds: Bounds,
     state: SpoolState,
+    /// The next number to hand out; below `state.next_seq`, which is saved.
+    next_seq: u64,
 }
 
 /// A report waiting in the spool.
@@ -113,15 +121,20 @@ impl Spool {
             },
             Err(e) => return Err(io_context("cannot read", &state_path, e)),
         };
+        let next_seq = state.next_seq;
         let mut spool = Spool {
             dir: dir.to_path_buf(),
             bounds,
             state,
+            next_seq,
         };
-        // A report written after the state was last saved must not have its number reused.
-        if let Some(last) = spool.pending()?.last() {
-            spool.state.next_seq = spool.state.next_seq.max(last.seq + 1);
+        // A report spooled after the state was last saved must not have its number reused.
+        for sub in ["pending", "rejected"] {
+            if let Some(last) = spool.listed(sub)?.last() {
+                spool.next_seq = spool.next_seq.max(last.seq + 1);
+            }
         }
+        spool.state.next_seq = spool.next_seq;
         spool.save_state()?;
         Ok(spool)
     }
@@ -130,11 +143,15 @@ impl Spool {
         &self.state
     }
 
-    /// Takes the next sequence number, saved before it is used.
+    /// Takes the next sequence number; a new block is reserved (and saved) before the first
+    /// number of it is used.
     pub fn next_seq(&mut self) -> std::io::Result<u64> {
-        let seq = self.state.next_seq;
-        self.state.next_seq += 1;
-        self.save_state()?;
+        if self.next_seq >= self.state.next_seq {
+            self.state.next_seq = self.next_seq + RESERVED_SEQS;
+            self.save_state()?;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
         Ok(seq)
     }
 
@@ -155,7 +172,23 @@ impl Spool {
 
     /// The reports waiting, oldest first.
     pub fn pending(&self) -> std::io::Result<Vec<Pending>> {
-        let dir = self.dir.join("pending");
+        self.listed("pending")
+    }
+
+    /// Whether no report waits (one directory read, nothing else).
+    pub fn is_empty(&self) -> std::io::Result<bool> {
+        Ok(self.listed("pending")?.is_empty())
+    }
+
+    /// Keeps a report the server refused for what it is, for a person to look at.
+    pub fn reject_unspooled(&self, seq: u64, json: &[u8]) -> std::io::Result<PathBuf> {
+        let path = self.dir.join("rejected").join(format!("{seq:020}.json"));
+        write_atomically(&path, json)?;
+        Ok(path)
+    }
+
+    fn listed(&self, sub: &str) -> std::io::Result<Vec<Pending>> {
+        let dir = self.dir.join(sub);
         let mut pending: Vec<Pending> = fs::read_dir(&dir)
             .map_err(|e| io_context("cannot list", &dir, e))?
             .filter_map(|entry| {
@@ -249,7 +282,8 @@ mod tests {
         drop(spool);
         let mut again = Spool::open(dir.path(), Bounds::default(), "run-b".into()).unwrap();
         assert_eq!(again.state().run_id, "run-a");
-        assert_eq!(again.next_seq().unwrap(), 3);
+        // The rest of the reserved block is skipped: no number is ever handed out twice.
+        assert_eq!(again.next_seq().unwrap(), RESERVED_SEQS);
         let seqs: Vec<u64> = again.pending().unwrap().iter().map(|p| p.seq).collect();
         assert_eq!(seqs, [1, 2]);
     }
@@ -264,7 +298,28 @@ mod tests {
         spool.push(7, b"{}").unwrap();
         drop(spool);
         let mut again = Spool::open(dir.path(), Bounds::default(), "other".into()).unwrap();
-        assert_eq!(again.next_seq().unwrap(), 8);
+        assert_eq!(again.next_seq().unwrap(), RESERVED_SEQS);
+        // Numbers beyond the reserved block found in the spool are not reused either.
+        again.push(RESERVED_SEQS + 500, b"{}").unwrap();
+        drop(again);
+        let mut third = Spool::open(dir.path(), Bounds::default(), "x".into()).unwrap();
+        assert_eq!(third.next_seq().unwrap(), RESERVED_SEQS + 501);
+    }
+
+    #[test]
+    fn the_state_is_written_once_per_block_of_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spool = Spool::open(dir.path(), Bounds::default(), "run".into()).unwrap();
+        let state = dir.path().join("state.json");
+        spool.next_seq().unwrap();
+        let written = fs::metadata(&state).unwrap().modified().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        for _ in 1..RESERVED_SEQS {
+            spool.next_seq().unwrap();
+        }
+        assert_eq!(fs::metadata(&state).unwrap().modified().unwrap(), written);
+        spool.next_seq().unwrap();
+        assert_ne!(fs::metadata(&state).unwrap().modified().unwrap(), written);
     }
 
     #[test]
