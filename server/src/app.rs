@@ -12,6 +12,7 @@ use tower_sessions::{Expiry, SessionManagerLayer};
 use tower_sessions_sqlx_store::SqliteStore;
 
 use crate::analysis::cost::CostModel;
+use crate::auth::throttle::LoginThrottle;
 use crate::current::Current;
 use crate::db::{Db, StoreOutcome};
 use crate::error::{AppError, AppResult};
@@ -32,6 +33,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Wakes the notification sender when an evaluation wrote something to the outbox.
     pub notifier: Arc<tokio::sync::Notify>,
+    /// Failed logins per name, to hold back guessing.
+    pub login_throttle: Arc<LoginThrottle>,
 }
 
 /// The name under which the settings page stores the cost model.
@@ -62,6 +65,7 @@ impl AppState {
             current: Arc::new(current),
             metrics: Arc::new(Metrics::default()),
             notifier: Arc::new(tokio::sync::Notify::new()),
+            login_throttle: Arc::new(LoginThrottle::default()),
             cost: Arc::new(RwLock::new(cost)),
             options: Arc::new(options),
         })

@@ -492,3 +492,32 @@ async fn the_overview_links_every_figure_to_the_list_behind_it() {
         ticking.body
     );
 }
+
+#[tokio::test]
+async fn repeated_wrong_passwords_hold_a_name_back_known_or_not() {
+    let s = server().await;
+    s.login("alice", "viewer").await;
+    for _ in 0..5 {
+        let wrong = s.submit_login("alice", "not the password").await;
+        assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    }
+    // Even the right password waits now, and the page says for how long.
+    let held = s.submit_login("Alice", PASSWORD).await;
+    assert_eq!(held.status, StatusCode::TOO_MANY_REQUESTS, "{}", held.body);
+    assert!(held.body.contains("try again in 2 s"), "{}", held.body);
+    // Another account is not affected.
+    s.login("bob", "viewer").await;
+    // A name nobody has is held back the same way: nothing tells the two apart.
+    for _ in 0..5 {
+        s.submit_login("mallory", "guess").await;
+    }
+    assert_eq!(
+        s.submit_login("mallory", "guess").await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    assert_eq!(
+        s.submit_login("alice", PASSWORD).await.status,
+        StatusCode::SEE_OTHER
+    );
+}

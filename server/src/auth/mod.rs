@@ -3,6 +3,7 @@
 
 mod passwords;
 mod session;
+pub mod throttle;
 mod tokens;
 
 pub use passwords::{

@@ -77,12 +77,27 @@ pub async fn submit(
     Form(form): Form<LoginForm>,
 ) -> Result<Response, PageError> {
     auth::check_login_csrf(&headers, form.csrf.as_deref())?;
-    let user = state.db.user_by_name(form.name.trim()).await?;
+    let name = form.name.trim().to_string();
+    if let Err(wait_s) = state.login_throttle.check(&name, now_ms()) {
+        tracing::info!(name = %name, wait_s, "login held back after repeated failures");
+        let mut page = login_page(
+            &state,
+            StatusCode::TOO_MANY_REQUESTS,
+            form.next.as_deref(),
+            form.name,
+            &format!("Too many failed logins for this name: try again in {wait_s} s."),
+        )?;
+        page.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from(wait_s));
+        return Ok(page);
+    }
+    let user = state.db.user_by_name(&name).await?;
     // An unknown name costs a hash check too: the time must not tell which names exist.
     let phc = user.as_ref().map(|u| u.password_hash.clone());
     let matches = auth::check_password(form.password, phc).await?;
     let Some(user) = user.filter(|_| matches) else {
-        tracing::info!(name = %form.name.trim(), "login refused");
+        state.login_throttle.failed(&name, now_ms());
+        tracing::info!(name = %name, "login refused");
         return login_page(
             &state,
             StatusCode::UNAUTHORIZED,
@@ -91,6 +106,7 @@ pub async fn submit(
             "Unknown user or wrong password.",
         );
     };
+    state.login_throttle.succeeded(&name);
     auth::log_in(&session, user.id, &user.password_hash).await?;
     state.db.record_login(user.id, now_ms()).await?;
     tracing::info!(user = %user.name, "logged in");
