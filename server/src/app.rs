@@ -1,10 +1,14 @@
 //! The application: shared state and the router, which reads as the table of contents.
 
+use std::num::NonZeroU32;
 use std::sync::{Arc, RwLock};
+use std::time::Duration as StdDuration;
 
 use axum::Router;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, StatusCode, header};
+use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
+use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 use tower_sessions::cookie::SameSite;
 use tower_sessions::cookie::time::Duration;
@@ -35,6 +39,8 @@ pub struct AppState {
     pub notifier: Arc<tokio::sync::Notify>,
     /// Failed logins per name, to hold back guessing.
     pub login_throttle: Arc<LoginThrottle>,
+    /// Reports per agent token, to keep one token from flooding the server.
+    pub ingest_limiter: Arc<governor::DefaultKeyedRateLimiter<i64>>,
 }
 
 /// The name under which the settings page stores the cost model.
@@ -66,6 +72,10 @@ impl AppState {
             metrics: Arc::new(Metrics::default()),
             notifier: Arc::new(tokio::sync::Notify::new()),
             login_throttle: Arc::new(LoginThrottle::default()),
+            ingest_limiter: Arc::new(governor::RateLimiter::keyed(
+                governor::Quota::per_second(options.ingest_per_second)
+                    .allow_burst(options.ingest_burst),
+            )),
             cost: Arc::new(RwLock::new(cost)),
             options: Arc::new(options),
         })
@@ -129,6 +139,12 @@ pub struct Options {
     pub external_url: String,
     /// The first retry of a failed notification waits this long; each next one twice as long.
     pub retry_base_ms: i64,
+    /// Reports one agent token may send per second, sustained, and in a burst (an agent
+    /// replaying its spool after an outage sends as fast as the server answers).
+    pub ingest_per_second: NonZeroU32,
+    pub ingest_burst: NonZeroU32,
+    /// How long one request may take before it is answered 408.
+    pub request_timeout: StdDuration,
     /// The database holds the simulated demo fleet: every page says so.
     pub demo: bool,
     /// How wasted CPU is priced until an admin sets it on the settings page.
@@ -143,12 +159,18 @@ impl Default for Options {
         Options {
             external_url: "http://127.0.0.1:8080".into(),
             retry_base_ms: 5_000,
+            ingest_per_second: NonZeroU32::new(20).expect("non-zero"),
+            ingest_burst: NonZeroU32::new(200).expect("non-zero"),
+            request_timeout: StdDuration::from_secs(30),
             demo: false,
             cost: CostModel::default(),
             secure_cookies: false,
         }
     }
 }
+
+/// Requests served at once.
+pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 
 /// A dashboard session lapses after this long without a request (a wall screen that refreshes
 /// stays logged in).
@@ -176,6 +198,29 @@ pub fn router(state: AppState) -> Router {
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static("default-src 'self'; frame-ancestors 'none'"),
         ))
+        // Pages and the API hold what only a logged-in user or a token may see (a new token,
+        // once; the fleet's inventory): no copy is kept by a browser or a proxy, nor for the
+        // Back button after logout. The stylesheet says otherwise for itself.
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_FRAME_OPTIONS,
+            HeaderValue::from_static("DENY"),
+        ))
+        // A request that takes longer than this (a client that sends its body slowly, a
+        // database that is stuck) gets 408; an unfinished report transaction rolls back.
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            state.options.request_timeout,
+        ))
+        // Requests beyond this many wait for a turn instead of piling onto SQLite and the CPU.
+        .layer(GlobalConcurrencyLimitLayer::new(MAX_CONCURRENT_REQUESTS))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -23,6 +23,9 @@ pub enum AppError {
     /// The request clashes with what exists (a user name already taken).
     #[error("{0}")]
     Conflict(String),
+    /// The caller sends faster than it may; it may try again after `retry_after_s`.
+    #[error("{message}")]
+    TooManyRequests { message: String, retry_after_s: u64 },
     /// A value in a request is not acceptable; `field` names it (`guests[2].vcpus`).
     #[error("{field}: {reason}")]
     Invalid { field: String, reason: String },
@@ -50,6 +53,7 @@ impl AppError {
             AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Conflict(_) => StatusCode::CONFLICT,
+            AppError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -65,6 +69,7 @@ impl AppError {
             AppError::BadRequest(_) => "bad_request",
             AppError::TooLarge(_) => "too_large",
             AppError::Conflict(_) => "conflict",
+            AppError::TooManyRequests { .. } => "too_many_requests",
             AppError::Invalid { .. } => "invalid",
             AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => "internal",
         }
@@ -88,11 +93,20 @@ impl IntoResponse for AppError {
             body["field"] = json!(field);
         }
         let mut response = (self.status(), Json(json!({ "error": body }))).into_response();
-        if let AppError::Unauthorized(_) = self {
-            response.headers_mut().insert(
-                axum::http::header::WWW_AUTHENTICATE,
-                axum::http::HeaderValue::from_static("Bearer"),
-            );
+        match self {
+            AppError::Unauthorized(_) => {
+                response.headers_mut().insert(
+                    axum::http::header::WWW_AUTHENTICATE,
+                    axum::http::HeaderValue::from_static("Bearer"),
+                );
+            }
+            AppError::TooManyRequests { retry_after_s, .. } => {
+                response.headers_mut().insert(
+                    axum::http::header::RETRY_AFTER,
+                    axum::http::HeaderValue::from(retry_after_s),
+                );
+            }
+            _ => {}
         }
         response
     }

@@ -28,6 +28,18 @@ async fn receive(
     body: Result<Json<Report>, JsonRejection>,
 ) -> AppResult<Json<Value>> {
     caller.require(Role::Agent)?;
+    let token_id = caller.token_id()?;
+    if let Err(not_until) = state.ingest_limiter.check_key(&token_id) {
+        use governor::clock::{Clock, DefaultClock};
+        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        state.metrics.report("refused", 0, 0.0);
+        return Err(AppError::TooManyRequests {
+            message:
+                "this agent token sends reports faster than the server takes them; retry later"
+                    .into(),
+            retry_after_s: wait.as_secs().max(1),
+        });
+    }
     let started = std::time::Instant::now();
     let stored = async {
         let report = super::json_body(body, MAX_REPORT_BYTES)?;

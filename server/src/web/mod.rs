@@ -16,10 +16,9 @@ mod view;
 pub use pages::not_found;
 
 use axum::Router;
-use axum::http::{HeaderValue, header};
+use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::app::AppState;
 
@@ -64,12 +63,6 @@ pub fn router() -> Router<AppState> {
         .route("/login", get(login::page).post(login::submit))
         .route("/logout", post(login::logout))
         .route("/static/style.css", get(stylesheet))
-        // Pages hold what only a logged-in user may see (a new token, once): no copy of them is
-        // kept for the Back button after logout. The stylesheet says otherwise for itself.
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("no-store"),
-        ))
 }
 
 async fn stylesheet() -> impl IntoResponse {

@@ -234,6 +234,67 @@ impl Server {
         }
     }
 
+    /// The headers of a page's response, as a logged-in browser gets it.
+    pub async fn page_with_headers(&self, path: &str, login: &Login) -> axum::http::HeaderMap {
+        let request = Request::builder()
+            .uri(path)
+            .header(header::COOKIE, &login.cookie)
+            .body(Body::empty())
+            .unwrap();
+        self.router
+            .clone()
+            .oneshot(request)
+            .await
+            .unwrap()
+            .headers()
+            .clone()
+    }
+
+    /// The headers of a response to a request with an optional bearer token.
+    pub async fn headers_of(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+    ) -> axum::http::HeaderMap {
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request.body(Body::empty()).unwrap();
+        self.router
+            .clone()
+            .oneshot(request)
+            .await
+            .unwrap()
+            .headers()
+            .clone()
+    }
+
+    /// The headers of the response to a JSON POST.
+    pub async fn headers_of_post(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        body: String,
+    ) -> axum::http::HeaderMap {
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri(path)
+            .header(header::CONTENT_TYPE, "application/json");
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request.body(Body::from(body)).unwrap();
+        self.router
+            .clone()
+            .oneshot(request)
+            .await
+            .unwrap()
+            .headers()
+            .clone()
+    }
+
     pub async fn post_report(&self, token: Option<&str>, report: &Value) -> Reply {
         self.call(
             Method::POST,
