@@ -130,6 +130,24 @@ impl Server {
             .await
     }
 
+    /// A request with a body of raw bytes, sent as JSON.
+    pub async fn call_raw(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Vec<u8>,
+    ) -> Reply {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::CONTENT_TYPE, "application/json");
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        self.send(request.body(Body::from(body)).unwrap()).await
+    }
+
     /// A browser's request: with the session cookie, and a form body for a POST.
     pub async fn browse(
         &self,
