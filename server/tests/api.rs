@@ -550,3 +550,32 @@ async fn the_analysis_window_is_looked_up_by_index_not_scanned() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_token_is_found_by_its_hash_prefix_through_an_index_and_only_by_its_whole_hash() {
+    let s = server().await;
+    let plan = s.db.token_lookup_plan().await.unwrap();
+    assert!(
+        plan.iter()
+            .any(|step| step.contains("USING INDEX tokens_lookup_prefix")),
+        "{plan:?}"
+    );
+    // A token whose hash shares the first 16 hex digits but not the rest is refused: the
+    // prefix only finds candidates.
+    let real = tickscope_server::auth::token_hash(&s.viewer_token);
+    let twin = format!("{}{}", &real[..16], "0".repeat(48));
+    s.db.insert_token("twin", "viewer", &twin, None, 0)
+        .await
+        .unwrap();
+    let candidates = s.db.tokens_by_hash_prefix(&real[..16]).await.unwrap();
+    assert_eq!(candidates.len(), 2);
+    let ok = s
+        .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
+        .await;
+    assert_eq!(ok.status, StatusCode::OK);
+    let wrong = format!("{}x", s.viewer_token);
+    let refused = s
+        .call(Method::GET, "/api/v1/guests", Some(&wrong), None)
+        .await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+}

@@ -17,6 +17,9 @@ pub use session::{
 pub use tokens::{new_token, token_hash};
 
 use axum::extract::FromRequestParts;
+use subtle::ConstantTimeEq;
+
+use crate::db::LOOKUP_PREFIX_CHARS;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use tower_sessions::Session;
@@ -113,10 +116,13 @@ impl FromRequestParts<AppState> for Caller {
             .ok_or_else(|| {
                 AppError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
             })?;
+        let hash = token_hash(token);
         let row = state
             .db
-            .token_by_hash(&token_hash(token))
+            .tokens_by_hash_prefix(&hash[..LOOKUP_PREFIX_CHARS])
             .await?
+            .into_iter()
+            .find(|row| bool::from(row.sha256_hex.as_bytes().ct_eq(hash.as_bytes())))
             .filter(|row| row.revoked_ms.is_none())
             .ok_or_else(|| AppError::Unauthorized("unknown or revoked token".into()))?;
         let role = Role::parse(&row.role).ok_or_else(|| {

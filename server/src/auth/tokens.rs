@@ -1,8 +1,9 @@
 //! API tokens: how they are made and stored.
 //!
 //! A token is 32 random bytes shown once as `tks_<64 hex>`; the database holds only its SHA-256,
-//! which is enough for a secret with this much entropy (no password hashing needed), and is looked
-//! up by that hash, so the comparison reveals nothing about the token through timing.
+//! which is enough for a secret with this much entropy (no password hashing needed). A token is
+//! looked up by the first 16 hex digits of its hash, and the whole hash is then compared in
+//! constant time, so timing reveals nothing about the token.
 
 use sha2::{Digest, Sha256};
 

@@ -19,7 +19,7 @@ pub use facts::{FactsEventRow, FactsRow, FactsSpanRow};
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use hosts::HostRow;
 pub use reports::StoreOutcome;
-pub use tokens::{TokenListRow, TokenRow};
+pub use tokens::{LOOKUP_PREFIX_CHARS, TokenListRow, TokenRow};
 pub use users::UserRow;
 
 use std::path::Path;

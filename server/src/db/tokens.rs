@@ -22,7 +22,11 @@ pub struct TokenRow {
     pub name: String,
     pub role: String,
     pub revoked_ms: Option<i64>,
+    pub sha256_hex: String,
 }
+
+/// Hex digits of a token's hash it is looked up by.
+pub const LOOKUP_PREFIX_CHARS: usize = 16;
 
 impl Db {
     /// Stores a new token's hash. `host_name` binds an agent token to one host from the start;
@@ -48,13 +52,28 @@ impl Db {
         Ok(id)
     }
 
-    pub async fn token_by_hash(&self, sha256_hex: &str) -> AppResult<Option<TokenRow>> {
-        Ok(
-            sqlx::query_as("SELECT id, name, role, revoked_ms FROM tokens WHERE sha256_hex = ?")
-                .bind(sha256_hex)
-                .fetch_optional(&self.pool)
-                .await?,
+    /// The tokens whose hash starts with `prefix` (its first [`LOOKUP_PREFIX_CHARS`] hex
+    /// digits): the caller compares the whole hash itself, in constant time.
+    pub async fn tokens_by_hash_prefix(&self, prefix: &str) -> AppResult<Vec<TokenRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, name, role, revoked_ms, sha256_hex FROM tokens
+             WHERE substr(sha256_hex, 1, 16) = ?",
         )
+        .bind(prefix)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// SQLite's plan for [`Db::tokens_by_hash_prefix`], for the test that it uses its index.
+    pub async fn token_lookup_plan(&self) -> AppResult<Vec<String>> {
+        let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(
+            "EXPLAIN QUERY PLAN SELECT id, name, role, revoked_ms, sha256_hex FROM tokens
+             WHERE substr(sha256_hex, 1, 16) = ?",
+        )
+        .bind("0000000000000000")
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|(_, _, _, detail)| detail).collect())
     }
 
     /// Every token, newest first.
