@@ -11,6 +11,8 @@
 
 use std::time::{Duration, Instant};
 
+use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig, parse_pem};
+
 use crate::error::Error;
 use crate::spool::Spool;
 use crate::wire::{FactsSubmission, GUEST_FACTS_PATH, GuestFacts, REPORTS_PATH, Report};
@@ -203,11 +205,37 @@ pub fn retry_delay(failures: u32, base: Duration, max: Duration, jitter: u32) ->
 }
 
 impl Client {
+    /// A client that trusts the public web's certificate authorities (Mozilla's roots, built
+    /// in) for an `https://` server.
     pub fn new(server: &str, token: &str) -> Self {
+        Self::build(server, token, RootCerts::WebPki)
+    }
+
+    /// A client that trusts only the certificate authorities in `ca_pem` (a PEM file of one or
+    /// more certificates): for a server whose certificate a private CA signed.
+    pub fn with_ca(server: &str, token: &str, ca_pem: &[u8]) -> Result<Self, String> {
+        let certs: Vec<Certificate<'static>> = parse_pem(ca_pem)
+            .filter_map(|item| match item {
+                Ok(PemItem::Certificate(cert)) => Some(cert.to_owned()),
+                _ => None,
+            })
+            .collect();
+        if certs.is_empty() {
+            return Err("no PEM certificate in it".into());
+        }
+        Ok(Self::build(
+            server,
+            token,
+            RootCerts::Specific(std::sync::Arc::new(certs)),
+        ))
+    }
+
+    fn build(server: &str, token: &str, roots: RootCerts) -> Self {
         let agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(10)))
             .http_status_as_error(false)
             .user_agent(concat!("tickscope-agent/", env!("CARGO_PKG_VERSION")))
+            .tls_config(TlsConfig::builder().root_certs(roots).build())
             .build()
             .into();
         Client {

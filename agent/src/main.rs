@@ -37,6 +37,8 @@ enum Command {
         measure: MeasureArgs,
         #[command(flatten)]
         spool: SpoolArgs,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// Measure one interval and print the report as JSON on stdout; no server needed.
     Once {
@@ -63,6 +65,8 @@ struct GuestArgs {
     /// A guest token (`tickscope-server token add NAME --role guest`).
     #[arg(long, env = "TICKSCOPE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Seconds between deliveries.
     #[arg(long, default_value_t = 60.0)]
     interval: f64,
@@ -72,6 +76,27 @@ struct GuestArgs {
     /// Where the guest's filesystem is rooted.
     #[arg(long, default_value = "/", hide = true)]
     root: PathBuf,
+}
+
+/// Whom to trust for an https:// server.
+#[derive(clap::Args)]
+struct TlsArgs {
+    /// A PEM file of the certificate authorities to trust instead of the public ones, for a
+    /// server whose certificate a private CA signed. The server's certificate is always checked.
+    #[arg(long, env = "TICKSCOPE_CA_FILE")]
+    ca_file: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    fn client(&self, server: &str, token: &str) -> Result<Client> {
+        let Some(path) = &self.ca_file else {
+            return Ok(Client::new(server, token));
+        };
+        let pem = std::fs::read(path)
+            .with_context(|| format!("cannot read the CA file {}", path.display()))?;
+        Client::with_ca(server, token, &pem)
+            .map_err(|e| anyhow::anyhow!("the CA file {}: {e}", path.display()))
+    }
 }
 
 /// Where reports wait until the server has them.
@@ -158,7 +183,8 @@ fn main() -> Result<()> {
             token,
             measure,
             spool,
-        } => run(&server, &token, &measure, &spool),
+            tls,
+        } => run(&server, &token, &measure, &spool, &tls),
         Command::Guest(args) => guest(&args),
     }
 }
@@ -207,7 +233,7 @@ fn guest(args: &GuestArgs) -> Result<()> {
     }
     let interval = seconds("interval", args.interval, 1.0, 86_400.0)?;
     let client = match (&args.server, &args.token) {
-        (Some(server), Some(token)) => Some(Client::new(server, token)),
+        (Some(server), Some(token)) => Some(args.tls.client(server, token)?),
         (Some(_), None) => bail!("--server needs --token (a guest token)"),
         _ => None,
     };
@@ -249,7 +275,13 @@ fn once(args: &MeasureArgs) -> Result<()> {
     Ok(())
 }
 
-fn run(server: &str, token: &str, args: &MeasureArgs, spool: &SpoolArgs) -> Result<()> {
+fn run(
+    server: &str,
+    token: &str,
+    args: &MeasureArgs,
+    spool: &SpoolArgs,
+    tls: &TlsArgs,
+) -> Result<()> {
     let interval = args.interval()?;
     if token.trim().is_empty() {
         bail!(
@@ -261,7 +293,7 @@ fn run(server: &str, token: &str, args: &MeasureArgs, spool: &SpoolArgs) -> Resu
     let spool = spool.open(agent.run_id.clone())?;
     let waiting = spool.pending()?.len();
     // The first retry after a failure waits one interval, then two, four... up to 5 minutes.
-    let mut sender = Sender::new(Client::new(server, token), spool, interval);
+    let mut sender = Sender::new(tls.client(server, token)?, spool, interval);
     let mut reporter = Reporter::new(agent);
     eprintln!(
         "tickscope-agent {}: reporting to {server} every {:?}; {waiting} report(s) waiting in the spool",
