@@ -144,3 +144,63 @@ async fn a_body_sent_too_slowly_is_answered_408_and_nothing_is_stored() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert_eq!(s.stored().await, (0, 0));
 }
+
+#[test]
+fn tokens_and_cookies_never_reach_the_log_even_at_trace_level() {
+    use std::process::{Command, Stdio};
+    let work = tempfile::tempdir().unwrap();
+    let db = work.path().join("t.db");
+    let token = common::processes::add_token(&db, "viewer");
+    let log = work.path().join("server.log");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
+        .arg(&db)
+        .env("TICKSCOPE_LOG", "trace")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while ureq::get(&format!("{url}/healthz")).call().is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let cookie = "tickscope_session=secret-session-value-0123456789";
+    for (auth, path) in [
+        (format!("Bearer {token}"), "/api/v1/guests"),
+        (
+            "Bearer tks_wrong-token-never-to-be-logged".to_string(),
+            "/api/v1/guests",
+        ),
+        (format!("Bearer {token}"), "/"),
+    ] {
+        let _ = ureq::get(&format!("{url}{path}"))
+            .header("Authorization", &auth)
+            .header("Cookie", cookie)
+            .call();
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("/api/v1/guests"),
+        "requests are logged at all: {text}"
+    );
+    for secret in [
+        token.as_str(),
+        &token[4..],
+        "tks_wrong-token-never-to-be-logged",
+        "secret-session-value-0123456789",
+    ] {
+        assert!(!text.contains(secret), "{secret} in the log");
+    }
+}
