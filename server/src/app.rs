@@ -152,6 +152,8 @@ pub struct Options {
     /// The session cookie is marked Secure: the server is reached over HTTPS (through a TLS
     /// reverse proxy), so browsers never send it in clear.
     pub secure_cookies: bool,
+    /// The server itself serves HTTPS: responses carry HSTS.
+    pub tls: bool,
 }
 
 impl Default for Options {
@@ -165,6 +167,7 @@ impl Default for Options {
             demo: false,
             cost: CostModel::default(),
             secure_cookies: false,
+            tls: false,
         }
     }
 }
@@ -185,6 +188,13 @@ pub fn router(state: AppState) -> Router {
         .with_expiry(Expiry::OnInactivity(Duration::hours(SESSION_IDLE_HOURS)))
         // Saved on every request, so that its expiry moves with activity (a write per page).
         .with_always_save(true);
+    // Only a server that is itself reached over TLS may tell browsers to insist on it.
+    let hsts = state.options.tls.then(|| {
+        SetResponseHeaderLayer::if_not_present(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static("max-age=31536000"),
+        )
+    });
     Router::new()
         .merge(api::router())
         .merge(web::router())
@@ -221,6 +231,7 @@ pub fn router(state: AppState) -> Router {
         ))
         // Requests beyond this many wait for a turn instead of piling onto SQLite and the CPU.
         .layer(GlobalConcurrencyLimitLayer::new(MAX_CONCURRENT_REQUESTS))
+        .layer(tower::util::option_layer(hsts))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -51,6 +51,13 @@ enum Command {
         /// (default: http:// and --listen).
         #[arg(long, env = "TICKSCOPE_EXTERNAL_URL")]
         external_url: Option<String>,
+        /// Serve HTTPS with this certificate chain (PEM); needs --tls-key. Without it, plain
+        /// HTTP, for a TLS reverse proxy in front (docs/reverse-proxy.md).
+        #[arg(long, env = "TICKSCOPE_TLS_CERT", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key of --tls-cert (PEM).
+        #[arg(long, env = "TICKSCOPE_TLS_KEY", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
         /// How often alert rules are evaluated, in seconds.
         #[arg(long, env = "TICKSCOPE_ALERT_INTERVAL", default_value_t = 15)]
         alert_interval: u64,
@@ -178,6 +185,8 @@ async fn main() -> Result<()> {
             secure_cookies,
             external_url,
             alert_interval,
+            tls_cert,
+            tls_key,
         } => {
             let usable = |v: f64| v.is_finite() && v >= 0.0;
             if !(usable(watts_per_core) && usable(price_per_kwh)) {
@@ -191,15 +200,19 @@ async fn main() -> Result<()> {
             if alert_interval == 0 {
                 anyhow::bail!("--alert-interval must be at least 1 second");
             }
+            let tls = tls_cert.zip(tls_key);
+            let scheme = if tls.is_some() { "https" } else { "http" };
             let options = Options {
-                external_url: external_url.unwrap_or_else(|| format!("http://{listen}")),
+                external_url: external_url.unwrap_or_else(|| format!("{scheme}://{listen}")),
                 demo,
                 cost,
-                secure_cookies,
+                // Over TLS the cookie is always Secure; behind a proxy, when told so.
+                secure_cookies: secure_cookies || tls.is_some(),
+                tls: tls.is_some(),
                 ..Options::default()
             };
             let alert_every = std::time::Duration::from_secs(alert_interval);
-            serve(&listen, &db.path(demo), options, alert_every).await
+            serve(&listen, &db.path(demo), options, alert_every, tls).await
         }
         Command::User { command } => user_command(command).await,
         Command::Token {
@@ -323,6 +336,7 @@ async fn serve(
     db_path: &Path,
     options: Options,
     alert_every: std::time::Duration,
+    tls: Option<(PathBuf, PathBuf)>,
 ) -> Result<()> {
     let db = open_db(db_path).await?;
     tracing::info!(
@@ -352,16 +366,57 @@ async fn serve(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    tracing::info!(
-        "tickscope-server listening on http://{}",
-        listener.local_addr()?
-    );
-    axum::serve(listener, app::router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("server failed")?;
+    match tls {
+        None => {
+            tracing::info!(
+                "tickscope-server listening on http://{}",
+                listener.local_addr()?
+            );
+            axum::serve(listener, app::router(state))
+                .with_graceful_shutdown(shutdown_signal())
+                .await
+                .context("server failed")?;
+        }
+        Some((cert, key)) => serve_tls(listener, app::router(state), &cert, &key).await?,
+    }
     db.close().await;
     Ok(())
+}
+
+/// Serves HTTPS (rustls with ring) on `listener` until Ctrl-C or SIGTERM, letting in-flight
+/// requests finish.
+async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    cert: &Path,
+    key: &Path,
+) -> Result<()> {
+    // The one TLS provider in the binary (the agent's HTTP client uses the same).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot load the TLS certificate {} and key {}",
+                cert.display(),
+                key.display()
+            )
+        })?;
+    let addr = listener.local_addr()?;
+    let listener = listener.into_std()?;
+    tracing::info!("tickscope-server listening on https://{addr}");
+    let handle = axum_server::Handle::new();
+    let stopping = handle.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        stopping.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
+    });
+    axum_server::from_tcp_rustls(listener, config)
+        .context("cannot serve TLS")?
+        .handle(handle)
+        .serve(router.into_make_service())
+        .await
+        .context("server failed")
 }
 
 /// Resolves on Ctrl-C or SIGTERM (systemd stop), letting in-flight requests finish.

@@ -62,7 +62,10 @@ pub fn start_server(db: &Path, args: &[&str], processes: &mut Processes) -> Stri
             .next()
             .expect("the server exited before listening")
             .unwrap();
-        if let Some(at) = line.find("listening on http://") {
+        if let Some(at) = line
+            .find("listening on http://")
+            .or_else(|| line.find("listening on https://"))
+        {
             break line[at + "listening on ".len()..]
                 .split(|c: char| !(c.is_ascii_alphanumeric() || ":/.".contains(c)))
                 .next()
