@@ -232,3 +232,86 @@ fn an_agent_killed_again_and_again_loses_and_repeats_nothing() {
     assert_eq!(runs.len(), 7, "one block per run: {seqs:?}");
     eprintln!("{} reports over 7 runs: {seqs:?}", seqs.len());
 }
+
+fn start_server_on(db: &Path, port: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
+        .arg(db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+#[ignore = "runs the real binaries for about 20 s; run by scripts/test.sh"]
+fn a_server_killed_under_load_loses_no_acknowledged_report_and_stores_none_twice() {
+    let work = tempfile::tempdir().unwrap();
+    let db = work.path().join("t.db");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    // Three agents, each with its own token, host and spool, every 0.2 s: 15 reports a second.
+    let mut agents = Vec::new();
+    let mut spools = Vec::new();
+    for i in 0..3 {
+        let token = add_token(&db, "agent");
+        let spool = work.path().join(format!("spool-{i}"));
+        let agent = Command::new(agent_binary())
+            .args([
+                "run",
+                "--interval",
+                "0.2",
+                "--host-name",
+                &format!("load-host-{i}"),
+                "--spool-dir",
+            ])
+            .arg(&spool)
+            .env("TICKSCOPE_SERVER", &url)
+            .env("TICKSCOPE_TOKEN", &token)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        agents.push(agent);
+        spools.push(spool);
+    }
+    // kill -9 the server at moments that fall anywhere in an ingest, and start it again.
+    for ms in [1300, 870, 1550, 1010] {
+        let server = start_server_on(&db, port);
+        std::thread::sleep(Duration::from_millis(ms));
+        kill(server);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let mut processes = Processes::default();
+    processes.add("tickscope-server", start_server_on(&db, port));
+    // The agents back off up to a few seconds after the outages; let them catch up.
+    std::thread::sleep(Duration::from_secs(3));
+    for spool in &spools {
+        drained(spool);
+    }
+    for agent in agents {
+        kill(agent);
+    }
+    let mut total = 0;
+    for spool in &spools {
+        let state = spool_state(spool);
+        let (seqs, _) = stored(&db, &state.run_id);
+        // One run per agent: its numbers 0, 1, 2... each stored once, in order, none missing
+        // up to the last (a gap would be a report the server acknowledged and then lost, or
+        // one the agent gave up on).
+        let last = *seqs.last().unwrap();
+        assert_eq!(
+            seqs,
+            (0..=last).collect::<Vec<i64>>(),
+            "{}",
+            spool.display()
+        );
+        total += seqs.len();
+    }
+    assert!(total >= 60, "too few reports to say anything: {total}");
+    eprintln!("{total} reports from 3 agents through 4 kill -9 of the server");
+}
