@@ -113,6 +113,10 @@ async fn a_viewer_reads_the_alerts_page_and_changes_nothing() {
     assert_eq!(page.status, StatusCode::OK);
     assert!(page.body.contains("Firing (2)"), "{}", page.body);
     assert!(
+        page.body.contains("<td>built in</td>"),
+        "the default rules, unchanged"
+    );
+    assert!(
         !page.body.contains("action=\"/alerts/rules\""),
         "no forms for a viewer"
     );

@@ -115,7 +115,12 @@ impl RuleLine {
             ),
             severity: r.severity.clone(),
             enabled: r.enabled,
-            updated: format!("{}, by {}", view::time(r.updated_ms), r.updated_by),
+            // The rules a new database comes with were never changed by anyone.
+            updated: if r.updated_ms == 0 {
+                "built in".into()
+            } else {
+                format!("{}, by {}", view::time(r.updated_ms), r.updated_by)
+            },
         }
     }
 }
