@@ -112,4 +112,11 @@ impl IntoResponse for AppError {
     }
 }
 
+/// The session store is the database: its failures are the server's, not the visitor's.
+impl From<tower_sessions::session::Error> for AppError {
+    fn from(e: tower_sessions::session::Error) -> Self {
+        AppError::Internal(format!("session store: {e}"))
+    }
+}
+
 pub type AppResult<T> = Result<T, AppError>;

@@ -68,26 +68,15 @@ impl User {
     }
 }
 
-fn session_error(e: tower_sessions::session::Error) -> AppError {
-    AppError::Internal(format!("session store: {e}"))
-}
-
 /// The user logged in to this session, if any (and if they still exist).
 pub async fn current_user(session: &Session, state: &AppState) -> AppResult<Option<User>> {
-    let Some(id) = session
-        .get::<i64>(USER_ID_KEY)
-        .await
-        .map_err(session_error)?
-    else {
+    let Some(id) = session.get::<i64>(USER_ID_KEY).await? else {
         return Ok(None);
     };
     let Some(row) = state.db.user_by_id(id).await? else {
         return Ok(None);
     };
-    let opened_with = session
-        .get::<String>(CREDENTIAL_KEY)
-        .await
-        .map_err(session_error)?;
+    let opened_with = session.get::<String>(CREDENTIAL_KEY).await?;
     if opened_with.as_deref() != Some(credential(&row.password_hash).as_str()) {
         return Ok(None);
     }
@@ -109,48 +98,34 @@ fn credential(password_hash: &str) -> String {
 /// Logs a user in with the password hash they proved: a new session id (so one planted before
 /// login is worthless) with a new CSRF token.
 pub async fn log_in(session: &Session, user_id: i64, password_hash: &str) -> AppResult<()> {
-    session.cycle_id().await.map_err(session_error)?;
-    session
-        .insert(USER_ID_KEY, user_id)
-        .await
-        .map_err(session_error)?;
+    session.cycle_id().await?;
+    session.insert(USER_ID_KEY, user_id).await?;
     session
         .insert(CREDENTIAL_KEY, credential(password_hash))
-        .await
-        .map_err(session_error)?;
+        .await?;
     session
         .insert(CSRF_KEY, random_hex()?)
         .await
-        .map_err(session_error)
+        .map_err(AppError::from)
 }
 
 pub async fn log_out(session: &Session) -> AppResult<()> {
-    session.flush().await.map_err(session_error)
+    session.flush().await.map_err(AppError::from)
 }
 
 /// The session's CSRF token, made on first use; every form carries it back.
 pub async fn csrf_token(session: &Session) -> AppResult<String> {
-    if let Some(token) = session
-        .get::<String>(CSRF_KEY)
-        .await
-        .map_err(session_error)?
-    {
+    if let Some(token) = session.get::<String>(CSRF_KEY).await? {
         return Ok(token);
     }
     let token = random_hex()?;
-    session
-        .insert(CSRF_KEY, &token)
-        .await
-        .map_err(session_error)?;
+    session.insert(CSRF_KEY, &token).await?;
     Ok(token)
 }
 
 /// Refuses a form whose CSRF token is missing or not this session's.
 pub async fn check_csrf(session: &Session, submitted: Option<&str>) -> AppResult<()> {
-    let expected = session
-        .get::<String>(CSRF_KEY)
-        .await
-        .map_err(session_error)?;
+    let expected = session.get::<String>(CSRF_KEY).await?;
     match (expected, submitted) {
         (Some(expected), Some(submitted))
             if bool::from(expected.as_bytes().ct_eq(submitted.as_bytes())) =>

@@ -5,10 +5,11 @@ use askama_web::WebTemplate;
 use axum::Form;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tower_sessions::Session;
 
+use super::flash;
 use super::frame::Frame;
 use super::pages::PageError;
 use crate::app::AppState;
@@ -25,10 +26,6 @@ pub struct AccountPage {
 }
 
 const NOTICE_KEY: &str = "account_notice";
-
-fn session_error(e: tower_sessions::session::Error) -> AppError {
-    AppError::Internal(format!("session store: {e}"))
-}
 
 async fn render(
     state: &AppState,
@@ -51,8 +48,7 @@ pub async fn page(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
 ) -> Result<Response, PageError> {
-    let notice: Option<String> = session.remove(NOTICE_KEY).await.map_err(session_error)?;
-    let notice = notice.unwrap_or_default();
+    let notice: String = flash::take(&session, NOTICE_KEY).await?.unwrap_or_default();
     render(
         &state,
         &user,
@@ -102,11 +98,7 @@ pub async fn change_password(
         Ok(()) => {
             tracing::info!(user = %user.name, "password changed");
             let notice = "Password changed. Your other sessions are logged out.";
-            session
-                .insert(NOTICE_KEY, notice)
-                .await
-                .map_err(session_error)?;
-            Ok(Redirect::to("/account").into_response())
+            flash::redirect(&session, NOTICE_KEY, notice, "/account").await
         }
         Err(e @ AppError::Invalid { .. }) => {
             let status = e.status();

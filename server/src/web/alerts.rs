@@ -7,10 +7,11 @@ use axum::Form;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tower_sessions::Session;
 
+use super::flash;
 use super::frame::Frame;
 use super::login::CsrfForm;
 use super::pages::PageError;
@@ -164,10 +165,6 @@ pub struct AlertsPage {
 
 const FLASH_KEY: &str = "alerts_flash";
 
-fn session_error(e: tower_sessions::session::Error) -> AppError {
-    AppError::Internal(format!("session store: {e}"))
-}
-
 /// The silences in force or to come, as the evaluation reads them.
 pub async fn silences(state: &AppState, now: i64) -> AppResult<Vec<Silence>> {
     Ok(state
@@ -272,13 +269,13 @@ pub async fn page(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
 ) -> Result<Response, PageError> {
-    let notice: Option<String> = session.remove(FLASH_KEY).await.map_err(session_error)?;
+    let notice: String = flash::take(&session, FLASH_KEY).await?.unwrap_or_default();
     render(
         &state,
         &user,
         &session,
         StatusCode::OK,
-        notice.unwrap_or_default(),
+        notice,
         String::new(),
     )
     .await
@@ -286,11 +283,7 @@ pub async fn page(
 
 /// After a form did its work: back to the page, which says what was done.
 async fn done(session: &Session, notice: String, anchor: &str) -> Result<Response, PageError> {
-    session
-        .insert(FLASH_KEY, notice)
-        .await
-        .map_err(session_error)?;
-    Ok(Redirect::to(&format!("/alerts#{anchor}")).into_response())
+    flash::redirect(session, FLASH_KEY, notice, &format!("/alerts#{anchor}")).await
 }
 
 /// A form that did its work, or the page again with why it was refused.

@@ -5,6 +5,7 @@
 mod account;
 mod alerts;
 mod chart;
+mod flash;
 mod frame;
 mod guest_list;
 mod hosts;

@@ -10,10 +10,11 @@ use axum::Form;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 
+use super::flash;
 use super::frame::Frame;
 use super::login::CsrfForm;
 use super::pages::PageError;
@@ -54,17 +55,9 @@ struct Flash {
 
 const FLASH_KEY: &str = "settings_flash";
 
-fn session_error(e: tower_sessions::session::Error) -> AppError {
-    AppError::Internal(format!("session store: {e}"))
-}
-
-/// Back to the settings page, which shows `flash` once.
-async fn done(session: &Session, flash: Flash, anchor: &str) -> Result<Response, PageError> {
-    session
-        .insert(FLASH_KEY, flash)
-        .await
-        .map_err(session_error)?;
-    Ok(Redirect::to(&format!("/settings#{anchor}")).into_response())
+/// Back to the settings page, which shows `done` once.
+async fn done(session: &Session, done: Flash, anchor: &str) -> Result<Response, PageError> {
+    flash::redirect(session, FLASH_KEY, done, &format!("/settings#{anchor}")).await
 }
 
 fn notice(text: String) -> Flash {
@@ -153,15 +146,11 @@ pub async fn page(
     PageUser(user, session): PageUser,
 ) -> Result<Response, PageError> {
     user.require_admin()?;
-    let flash: Flash = session
-        .remove(FLASH_KEY)
-        .await
-        .map_err(session_error)?
-        .unwrap_or_default();
+    let done: Flash = flash::take(&session, FLASH_KEY).await?.unwrap_or_default();
     render(&state, &user, &session, StatusCode::OK, |p| {
-        p.notice = flash.notice;
-        p.new_token = flash.new_token;
-        p.new_token_name = flash.new_token_name;
+        p.notice = done.notice;
+        p.new_token = done.new_token;
+        p.new_token_name = done.new_token_name;
     })
     .await
 }
