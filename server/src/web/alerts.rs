@@ -12,10 +12,10 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::flash;
+use super::form::{admin_form, label, number};
 use super::frame::Frame;
 use super::login::CsrfForm;
 use super::pages::PageError;
-use super::settings::{admin_form, label};
 use super::view;
 use crate::alerts::{RuleKind, Scope};
 use crate::analysis::alerting::{self, Silence};
@@ -322,15 +322,6 @@ pub async fn acknowledge(
     }
     tracing::info!(admin = %user.name, alert = id, "alert acknowledged");
     done(&session, "Alert acknowledged.".into(), "firing").await
-}
-
-/// A number typed into a form, within `min..=max`.
-fn number(field: &str, text: &str, min: f64, max: f64) -> AppResult<f64> {
-    text.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && (min..=max).contains(v))
-        .ok_or_else(|| AppError::invalid(field, format!("must be a number from {min} to {max}")))
 }
 
 #[derive(Deserialize)]

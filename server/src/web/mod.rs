@@ -6,6 +6,7 @@ mod account;
 mod alerts;
 mod chart;
 mod flash;
+mod form;
 mod frame;
 mod guest_list;
 mod hosts;

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 
 use super::flash;
+use super::form::{admin_form, label, number};
 use super::frame::Frame;
 use super::login::CsrfForm;
 use super::pages::PageError;
@@ -153,28 +154,6 @@ pub async fn page(
         p.new_token_name = done.new_token_name;
     })
     .await
-}
-
-/// A name or label typed into a form: trimmed, 1 to `max` characters, no control characters.
-pub(super) fn label(field: &str, value: &str, max: usize) -> AppResult<String> {
-    let value = value.trim();
-    if value.is_empty() || value.chars().count() > max || value.chars().any(char::is_control) {
-        return Err(AppError::invalid(
-            field,
-            format!("must be 1 to {max} characters, without control characters"),
-        ));
-    }
-    Ok(value.to_string())
-}
-
-/// Checks the caller is an admin and the form is this session's.
-pub(super) async fn admin_form(
-    user: &User,
-    session: &Session,
-    csrf: Option<&str>,
-) -> AppResult<()> {
-    auth::check_csrf(session, csrf).await?;
-    user.require_admin()
 }
 
 /// A refused form: the settings page again, saying why.
@@ -318,17 +297,15 @@ pub async fn save_cost(
     Form(form): Form<CostForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
-    let number = |field: &str, text: &str, max: f64| -> AppResult<f64> {
-        text.trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite() && (0.0..=max).contains(v))
-            .ok_or_else(|| AppError::invalid(field, format!("must be a number from 0 to {max}")))
-    };
     let model = (|| {
         Ok::<_, AppError>(CostModel {
-            watts_per_busy_core: number("watts_per_busy_core", &form.watts_per_busy_core, 1000.0)?,
-            price_per_kwh: number("price_per_kwh", &form.price_per_kwh, 100.0)?,
+            watts_per_busy_core: number(
+                "watts_per_busy_core",
+                &form.watts_per_busy_core,
+                0.0,
+                1000.0,
+            )?,
+            price_per_kwh: number("price_per_kwh", &form.price_per_kwh, 0.0, 100.0)?,
             currency: label("currency", &form.currency, 8)?,
         })
     })();
