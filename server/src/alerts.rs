@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::analysis::alerting::{self, Open, Silence, Step, Transition};
 use crate::app::AppState;
-use crate::db::{AlertRow, AlertWrite, HostRow, ReceiverRow, RuleRow};
+use crate::db::{AlertRow, AlertWrite, Db, HostRow, ReceiverRow, RuleRow};
 use crate::error::{AppError, AppResult};
 use crate::fleet::AnalysedGuest;
 
@@ -40,6 +40,23 @@ impl RuleKind {
         match self {
             RuleKind::GuestWaste => "guest_waste",
             RuleKind::HostSilent => "host_silent",
+        }
+    }
+
+    /// The kind of rule that watches a stored alert's subject (`guest` or `host`).
+    pub fn of_subject(subject: &str) -> RuleKind {
+        if subject == "host" {
+            RuleKind::HostSilent
+        } else {
+            RuleKind::GuestWaste
+        }
+    }
+
+    /// What the rule's alerts are about, as stored.
+    pub fn subject(self) -> &'static str {
+        match self {
+            RuleKind::GuestWaste => "guest",
+            RuleKind::HostSilent => "host",
         }
     }
 
@@ -183,6 +200,21 @@ fn host_measure(h: &HostRow, now_ms: i64) -> Measure {
     }
 }
 
+/// The silences that have not ended by `now_ms`, as the evaluation and the pages match them.
+pub async fn silences_in_force(db: &Db, now_ms: i64) -> AppResult<Vec<Silence>> {
+    Ok(db
+        .silences(now_ms)
+        .await?
+        .into_iter()
+        .map(|s| Silence {
+            rule_id: s.rule_id,
+            pattern: s.pattern,
+            starts_ms: s.starts_ms,
+            ends_ms: s.ends_ms,
+        })
+        .collect())
+}
+
 /// What one evaluation did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Evaluated {
@@ -198,24 +230,10 @@ pub async fn evaluate(state: &AppState, now_ms: i64) -> AppResult<Evaluated> {
     let rules: Vec<RuleRow> = db.alert_rules().await?;
     let mut open: HashMap<(i64, &'static str, i64), AlertRow> = HashMap::new();
     for alert in db.open_alerts().await? {
-        let subject = if alert.subject == "host" {
-            "host"
-        } else {
-            "guest"
-        };
+        let subject = RuleKind::of_subject(&alert.subject).subject();
         open.insert((alert.rule_id, subject, alert.subject_id), alert);
     }
-    let silences: Vec<Silence> = db
-        .silences(now_ms)
-        .await?
-        .into_iter()
-        .map(|s| Silence {
-            rule_id: s.rule_id,
-            pattern: s.pattern,
-            starts_ms: s.starts_ms,
-            ends_ms: s.ends_ms,
-        })
-        .collect();
+    let silences = silences_in_force(db, now_ms).await?;
     let receivers: Vec<ReceiverRow> = db
         .receivers()
         .await?
@@ -355,11 +373,7 @@ fn active_since(step: Step, alert: Option<&AlertRow>, now_ms: i64) -> i64 {
 /// The measure of an open alert's subject that is no longer measured: its last value.
 fn gone(alert: &AlertRow) -> Measure {
     Measure {
-        subject: if alert.subject == "host" {
-            "host"
-        } else {
-            "guest"
-        },
+        subject: RuleKind::of_subject(&alert.subject).subject(),
         id: alert.subject_id,
         name: alert.subject_name.clone(),
         host: alert.host_name.clone(),

@@ -17,7 +17,7 @@ use super::frame::Frame;
 use super::login::CsrfForm;
 use super::pages::PageError;
 use super::view;
-use crate::alerts::{RuleKind, Scope};
+use crate::alerts::{RuleKind, Scope, silences_in_force};
 use crate::analysis::alerting::{self, Silence};
 use crate::app::{AppState, now_ms};
 use crate::auth::{PageUser, User};
@@ -46,7 +46,7 @@ pub struct AlertLine {
 
 impl AlertLine {
     pub fn new(a: &AlertRow, silences: &[Silence], now: i64) -> AlertLine {
-        let unit = RuleKind::parse_stored(a.subject.as_str());
+        let unit = RuleKind::of_subject(&a.subject).unit();
         let end = a.resolved_ms.unwrap_or(now);
         AlertLine {
             id: a.id,
@@ -67,17 +67,6 @@ impl AlertLine {
             },
             silenced: a.state != "resolved"
                 && alerting::silenced(silences, a.rule_id, &a.subject_name, &a.host_name, now),
-        }
-    }
-}
-
-impl RuleKind {
-    /// The unit of an alert's value by its subject (guest: waste, host: silence).
-    fn parse_stored(subject: &str) -> &'static str {
-        if subject == "host" {
-            RuleKind::HostSilent.unit()
-        } else {
-            RuleKind::GuestWaste.unit()
         }
     }
 }
@@ -165,22 +154,6 @@ pub struct AlertsPage {
 
 const FLASH_KEY: &str = "alerts_flash";
 
-/// The silences in force or to come, as the evaluation reads them.
-pub async fn silences(state: &AppState, now: i64) -> AppResult<Vec<Silence>> {
-    Ok(state
-        .db
-        .silences(now)
-        .await?
-        .into_iter()
-        .map(|s| Silence {
-            rule_id: s.rule_id,
-            pattern: s.pattern,
-            starts_ms: s.starts_ms,
-            ends_ms: s.ends_ms,
-        })
-        .collect())
-}
-
 async fn render(
     state: &AppState,
     user: &User,
@@ -190,7 +163,7 @@ async fn render(
     error: String,
 ) -> Result<Response, PageError> {
     let now = now_ms();
-    let in_force = silences(state, now).await?;
+    let in_force = silences_in_force(&state.db, now).await?;
     let open = state.db.open_alerts().await?;
     let line = |a: &AlertRow| AlertLine::new(a, &in_force, now);
     let rules = state.db.alert_rules().await?;

@@ -7,12 +7,13 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-use super::alerts::{self, AlertLine};
+use super::alerts::AlertLine;
 use super::chart::{self, Chart, Range};
 use super::frame::Frame;
 use super::guest_list::{self, Column, ListQuery};
 use super::hosts::{self, HostLine};
 use super::view::{self, GuestRow, Segment};
+use crate::alerts::silences_in_force;
 use crate::analysis::cost;
 use crate::analysis::history::Figures;
 use crate::analysis::suggest::Suggestion;
@@ -137,7 +138,7 @@ pub async fn overview(
             state.cost_model().currency
         )
     };
-    let silences = alerts::silences(&state, now).await?;
+    let silences = silences_in_force(&state.db, now).await?;
     let firing = state
         .db
         .open_alerts()
@@ -439,7 +440,7 @@ pub async fn guest(
                 ),
             ]
         });
-    let silences = alerts::silences(&state, now).await?;
+    let silences = silences_in_force(&state.db, now).await?;
     let alerts = state
         .db
         .alerts_of("guest", id)
