@@ -153,32 +153,21 @@ impl Db {
         by: &str,
         now_ms: i64,
     ) -> AppResult<i64> {
-        let saved: Option<i64> = match id {
-            None => Some(
-                sqlx::query_scalar(
-                    "INSERT INTO alert_rules (name, kind, scope, scope_value, threshold, duration_s,
-                        severity, enabled, updated_ms, updated_by)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                )
-                .bind(&rule.name)
-                .bind(&rule.kind)
-                .bind(&rule.scope)
-                .bind(&rule.scope_value)
-                .bind(rule.threshold)
-                .bind(rule.duration_s)
-                .bind(&rule.severity)
-                .bind(rule.enabled)
-                .bind(now_ms)
-                .bind(by)
-                .fetch_one(&self.pool)
-                .await?,
-            ),
-            Some(id) => sqlx::query_scalar(
+        // Both statements take the rule's values in the same order; an update adds the id.
+        let sql = match id {
+            None => {
+                "INSERT INTO alert_rules (name, kind, scope, scope_value, threshold, duration_s,
+                    severity, enabled, updated_ms, updated_by)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+            }
+            Some(_) => {
                 "UPDATE alert_rules SET name = ?, kind = ?, scope = ?, scope_value = ?,
                     threshold = ?, duration_s = ?, severity = ?, enabled = ?, updated_ms = ?,
                     updated_by = ?
-                 WHERE id = ? RETURNING id",
-            )
+                 WHERE id = ? RETURNING id"
+            }
+        };
+        let mut query = sqlx::query_scalar(sql)
             .bind(&rule.name)
             .bind(&rule.kind)
             .bind(&rule.scope)
@@ -188,11 +177,11 @@ impl Db {
             .bind(&rule.severity)
             .bind(rule.enabled)
             .bind(now_ms)
-            .bind(by)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?,
-        };
+            .bind(by);
+        if let Some(id) = id {
+            query = query.bind(id);
+        }
+        let saved: Option<i64> = query.fetch_optional(&self.pool).await?;
         saved.ok_or_else(|| AppError::NotFound("there is no such rule".into()))
     }
 
