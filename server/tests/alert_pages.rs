@@ -78,21 +78,7 @@ async fn snapshot(s: &Server) -> String {
 async fn furnished() -> Server {
     let s = server().await;
     s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
-    let rule = s.db.alert_rules().await.unwrap().remove(0);
-    let mut new = tickscope_server::db::NewRule {
-        name: rule.name,
-        kind: rule.kind,
-        scope: rule.scope,
-        scope_value: rule.scope_value,
-        threshold: rule.threshold,
-        duration_s: 0,
-        severity: rule.severity,
-        enabled: true,
-    };
-    new.duration_s = 0;
-    s.db.save_alert_rule(Some(rule.id), &new, "t", 0)
-        .await
-        .unwrap();
+    common::set_guest_rule(&s.db, 0, true).await;
     let now = app::now_ms();
     s.db.insert_silence(None, "nothing-*", now, now + 60_000, "r", "t", now)
         .await
@@ -403,20 +389,7 @@ async fn hostile_names_render_as_text_on_the_alert_pages() {
     report["guests"][1]["name"] = serde_json::json!("<img src=x onerror=alert(1)>");
     report["host"]["name"] = serde_json::json!("hv\"><script>alert(2)</script>");
     s.post_report(Some(&s.agent_token), &report).await;
-    let rule = s.db.alert_rules().await.unwrap().remove(0);
-    let new = tickscope_server::db::NewRule {
-        name: rule.name,
-        kind: rule.kind,
-        scope: rule.scope,
-        scope_value: rule.scope_value,
-        threshold: rule.threshold,
-        duration_s: 0,
-        severity: rule.severity,
-        enabled: true,
-    };
-    s.db.save_alert_rule(Some(rule.id), &new, "t", 0)
-        .await
-        .unwrap();
+    common::set_guest_rule(&s.db, 0, true).await;
     alerts::evaluate(&s.state, app::now_ms()).await.unwrap();
     let login = s.login("alice", "viewer").await;
     let id =

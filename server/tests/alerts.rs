@@ -16,7 +16,6 @@ use serde_json::{Value, json};
 use common::{Server, guest, server_with};
 use tickscope_server::alerts;
 use tickscope_server::app::{AppState, Options};
-use tickscope_server::db::NewRule;
 use tickscope_server::ingest;
 
 /// A webhook receiver: keeps every payload, and answers 500 to the first `fail_first` requests.
@@ -91,21 +90,7 @@ fn calm() -> Vec<Value> {
 
 /// The default guest rule, made to fire after `duration_s`.
 async fn set_duration(s: &Server, duration_s: i64) {
-    let rule = s.db.alert_rules().await.unwrap().remove(0);
-    assert_eq!(rule.kind, "guest_waste");
-    let new = NewRule {
-        name: rule.name,
-        kind: rule.kind,
-        scope: rule.scope,
-        scope_value: rule.scope_value,
-        threshold: rule.threshold,
-        duration_s,
-        severity: rule.severity,
-        enabled: true,
-    };
-    s.db.save_alert_rule(Some(rule.id), &new, "test", 0)
-        .await
-        .unwrap();
+    common::set_guest_rule(&s.db, duration_s, true).await;
 }
 
 async fn server(retry_base_ms: i64) -> Server {
@@ -436,21 +421,7 @@ async fn disabling_a_rule_resolves_its_alerts_and_says_why() {
     report_at(&s, 0, START_MS, ticking()).await;
     alerts::evaluate(&s.state, START_MS).await.unwrap();
     assert_eq!(states(&s).await.len(), 2);
-    let mut rule = s.db.alert_rules().await.unwrap().remove(0);
-    rule.enabled = false;
-    let disabled = NewRule {
-        name: rule.name,
-        kind: rule.kind,
-        scope: rule.scope,
-        scope_value: rule.scope_value,
-        threshold: rule.threshold,
-        duration_s: rule.duration_s,
-        severity: rule.severity,
-        enabled: false,
-    };
-    s.db.save_alert_rule(Some(rule.id), &disabled, "test", 0)
-        .await
-        .unwrap();
+    common::set_guest_rule(&s.db, 0, false).await;
     alerts::evaluate(&s.state, START_MS + STEP_MS)
         .await
         .unwrap();

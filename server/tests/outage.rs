@@ -40,6 +40,25 @@ fn start_agent(url: &str, token: &str, spool: &Path, interval: &str, extra: &[&s
         .expect("the agent binary is built (cargo build --workspace)")
 }
 
+/// A loopback port nobody listens on (yet).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_server_on(db: &Path, port: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
+        .arg(db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 #[derive(serde::Deserialize)]
 struct SpoolState {
     run_id: String,
@@ -100,26 +119,14 @@ fn reports_made_while_the_server_is_down_arrive_once_each_in_order() {
     let db = work.path().join("t.db");
     let spool = work.path().join("spool");
     let token = add_token(&db, "agent");
-    // A port nobody listens on yet.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     let agent = start_agent(&url, &token, &spool, "0.3", &[]);
     std::thread::sleep(Duration::from_secs(3));
     let waited = pending(&spool);
     assert!(waited >= 3, "reports wait in the spool");
     let mut processes = Processes::default();
-    let server = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
-        .arg(&db)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    processes.add("tickscope-server", server);
+    processes.add("tickscope-server", start_server_on(&db, port));
     // The agent retries after 0.3 s, doubling up to... it reaches the server within seconds.
     std::thread::sleep(Duration::from_secs(2));
     drained(&spool);
@@ -142,11 +149,7 @@ fn a_spool_full_during_an_outage_drops_the_oldest_and_says_so() {
     let db = work.path().join("t.db");
     let spool = work.path().join("spool");
     let token = add_token(&db, "agent");
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     // Room for about three empty reports.
     let agent = start_agent(&url, &token, &spool, "0.3", &["--spool-max-kib", "1"]);
@@ -165,14 +168,7 @@ fn a_spool_full_during_an_outage_drops_the_oldest_and_says_so() {
         .unwrap();
     assert!(bytes <= 1024 + newest, "{bytes} bytes in the spool");
     let mut processes = Processes::default();
-    let server = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
-        .arg(&db)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    processes.add("tickscope-server", server);
+    processes.add("tickscope-server", start_server_on(&db, port));
     std::thread::sleep(Duration::from_secs(2));
     drained(&spool);
     kill(agent);
@@ -233,26 +229,12 @@ fn an_agent_killed_again_and_again_loses_and_repeats_nothing() {
     eprintln!("{} reports over 7 runs: {seqs:?}", seqs.len());
 }
 
-fn start_server_on(db: &Path, port: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
-        .arg(db)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
 #[test]
 #[ignore = "runs the real binaries for about 20 s; run by scripts/test.sh"]
 fn a_server_killed_under_load_loses_no_acknowledged_report_and_stores_none_twice() {
     let work = tempfile::tempdir().unwrap();
     let db = work.path().join("t.db");
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     // Three agents, each with its own token, host and spool, every 0.2 s: 15 reports a second.
     let mut agents = Vec::new();

@@ -194,20 +194,7 @@ fn start_fleet(guests: &[Guest], initrd: Option<&Path>, probe_channel: bool) -> 
     // second, so that a test run sees it.
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let db = tickscope_server::db::Db::open(&db).await.unwrap();
-        let rule = db.alert_rules().await.unwrap().remove(0);
-        let short = tickscope_server::db::NewRule {
-            name: rule.name,
-            kind: rule.kind,
-            scope: rule.scope,
-            scope_value: rule.scope_value,
-            threshold: rule.threshold,
-            duration_s: 10,
-            severity: rule.severity,
-            enabled: true,
-        };
-        db.save_alert_rule(Some(rule.id), &short, "test", 0)
-            .await
-            .unwrap();
+        common::set_guest_rule(&db, 10, true).await;
         db.close().await;
     });
     let url = start_server(&db, &["--alert-interval", "1"], &mut processes);

@@ -33,6 +33,22 @@ pub struct NewRule {
     pub enabled: bool,
 }
 
+impl From<RuleRow> for NewRule {
+    /// A stored rule as it would be saved again, to change some of it.
+    fn from(r: RuleRow) -> Self {
+        NewRule {
+            name: r.name,
+            kind: r.kind,
+            scope: r.scope,
+            scope_value: r.scope_value,
+            threshold: r.threshold,
+            duration_s: r.duration_s,
+            severity: r.severity,
+            enabled: r.enabled,
+        }
+    }
+}
+
 #[derive(Debug, Clone, FromRow)]
 pub struct AlertRow {
     pub id: i64,

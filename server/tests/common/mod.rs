@@ -364,3 +364,15 @@ pub fn fleet_report(seq: u64) -> Value {
         ],
     )
 }
+
+/// The guest rule a new database comes with (the first rule), made to fire after `duration_s`,
+/// enabled or not.
+pub async fn set_guest_rule(db: &Db, duration_s: i64, enabled: bool) {
+    let rule = db.alert_rules().await.unwrap().remove(0);
+    assert_eq!(rule.kind, "guest_waste");
+    let id = rule.id;
+    let mut new = tickscope_server::db::NewRule::from(rule);
+    new.duration_s = duration_s;
+    new.enabled = enabled;
+    db.save_alert_rule(Some(id), &new, "test", 0).await.unwrap();
+}
