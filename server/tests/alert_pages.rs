@@ -3,15 +3,10 @@
 
 mod common;
 
-use axum::http::{Method, StatusCode};
+use axum::http::StatusCode;
 
-use common::{Login, Server, fleet_report, form, server};
+use common::{Login, Server, fleet_report, server};
 use tickscope_server::{alerts, app};
-
-async fn post(s: &Server, login: &Login, path: &str, fields: &[(&str, &str)]) -> common::Reply {
-    s.browse(Method::POST, path, Some(&login.cookie), Some(form(fields)))
-        .await
-}
 
 /// A form that did its work: back to `/alerts`, which then says what was done.
 async fn done(s: &Server, login: &Login, reply: common::Reply) -> String {
@@ -114,7 +109,7 @@ async fn a_viewer_reads_the_alerts_page_and_changes_nothing() {
     for (path, fields) in FORMS {
         let mut fields = fields.to_vec();
         fields.push(("csrf", &viewer.csrf));
-        let reply = post(&s, &viewer, path, &fields).await;
+        let reply = s.post_form(&viewer, path, &fields).await;
         assert_eq!(reply.status, StatusCode::FORBIDDEN, "{path}");
     }
     assert_eq!(snapshot(&s).await, before);
@@ -132,7 +127,7 @@ async fn every_alerts_form_needs_this_sessions_csrf_token() {
             if let Some(csrf) = csrf {
                 fields.push(("csrf", csrf));
             }
-            let reply = post(&s, &admin, path, &fields).await;
+            let reply = s.post_form(&admin, path, &fields).await;
             assert_eq!(reply.status, StatusCode::FORBIDDEN, "{path} with {csrf:?}");
         }
     }
@@ -145,23 +140,23 @@ async fn an_admin_manages_rules_silences_receivers_and_acknowledges() {
     let admin = s.login("ada", "admin").await;
     let csrf = admin.csrf.as_str();
 
-    let added = post(
-        &s,
-        &admin,
-        "/alerts/rules",
-        &[
-            ("name", "Busy <lab> guests"),
-            ("kind", "guest_waste"),
-            ("scope", "name"),
-            ("scope_value", "lab-*"),
-            ("threshold", "5"),
-            ("minutes", "30"),
-            ("severity", "critical"),
-            ("enabled", "on"),
-            ("csrf", csrf),
-        ],
-    )
-    .await;
+    let added = s
+        .post_form(
+            &admin,
+            "/alerts/rules",
+            &[
+                ("name", "Busy <lab> guests"),
+                ("kind", "guest_waste"),
+                ("scope", "name"),
+                ("scope_value", "lab-*"),
+                ("threshold", "5"),
+                ("minutes", "30"),
+                ("severity", "critical"),
+                ("enabled", "on"),
+                ("csrf", csrf),
+            ],
+        )
+        .await;
     let page = done(&s, &admin, added).await;
     assert!(
         page.contains("Rule Busy &#60;lab&#62; guests added.")
@@ -218,7 +213,7 @@ async fn an_admin_manages_rules_silences_receivers_and_acknowledges() {
             ("severity", "info"),
             ("csrf", csrf),
         ]);
-        let reply = post(&s, &admin, "/alerts/rules", &fields).await;
+        let reply = s.post_form(&admin, "/alerts/rules", &fields).await;
         assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{why}");
         assert!(reply.body.contains(why), "{}", reply.body);
     }
@@ -228,22 +223,22 @@ async fn an_admin_manages_rules_silences_receivers_and_acknowledges() {
     let edit = s.page(&format!("/alerts/rules/{}", rule.id), &admin).await;
     assert_eq!(edit.status, StatusCode::OK);
     assert!(edit.body.contains("value=\"lab-*\""));
-    let saved = post(
-        &s,
-        &admin,
-        &format!("/alerts/rules/{}", rule.id),
-        &[
-            ("name", "Busy lab guests"),
-            ("kind", "guest_waste"),
-            ("scope", "hypervisor"),
-            ("scope_value", "qemu"),
-            ("threshold", "7.5"),
-            ("minutes", "10"),
-            ("severity", "warning"),
-            ("csrf", csrf),
-        ],
-    )
-    .await;
+    let saved = s
+        .post_form(
+            &admin,
+            &format!("/alerts/rules/{}", rule.id),
+            &[
+                ("name", "Busy lab guests"),
+                ("kind", "guest_waste"),
+                ("scope", "hypervisor"),
+                ("scope_value", "qemu"),
+                ("threshold", "7.5"),
+                ("minutes", "10"),
+                ("severity", "warning"),
+                ("csrf", csrf),
+            ],
+        )
+        .await;
     assert!(
         done(&s, &admin, saved)
             .await
@@ -260,30 +255,30 @@ async fn an_admin_manages_rules_silences_receivers_and_acknowledges() {
         (changed.threshold, changed.duration_s, changed.enabled),
         (7.5, 600, false)
     );
-    let deleted = post(
-        &s,
-        &admin,
-        &format!("/alerts/rules/{}/delete", rule.id),
-        &[("csrf", csrf)],
-    )
-    .await;
+    let deleted = s
+        .post_form(
+            &admin,
+            &format!("/alerts/rules/{}/delete", rule.id),
+            &[("csrf", csrf)],
+        )
+        .await;
     assert!(done(&s, &admin, deleted).await.contains("deleted"));
     assert_eq!(s.db.alert_rules().await.unwrap().len(), rules.len() - 1);
 
     // A silence, then ended early.
-    let silenced = post(
-        &s,
-        &admin,
-        "/alerts/silences",
-        &[
-            ("rule_id", ""),
-            ("pattern", "ticker-*"),
-            ("hours", "4"),
-            ("reason", "upgrade on Friday"),
-            ("csrf", csrf),
-        ],
-    )
-    .await;
+    let silenced = s
+        .post_form(
+            &admin,
+            "/alerts/silences",
+            &[
+                ("rule_id", ""),
+                ("pattern", "ticker-*"),
+                ("hours", "4"),
+                ("reason", "upgrade on Friday"),
+                ("csrf", csrf),
+            ],
+        )
+        .await;
     let page = done(&s, &admin, silenced).await;
     assert!(page.contains("Silenced until"));
     assert_eq!(
@@ -300,66 +295,66 @@ async fn an_admin_manages_rules_silences_receivers_and_acknowledges() {
             .find(|x| x.pattern == "ticker-*")
             .unwrap()
             .id;
-    let ended = post(
-        &s,
-        &admin,
-        &format!("/alerts/silences/{id}/expire"),
-        &[("csrf", csrf)],
-    )
-    .await;
+    let ended = s
+        .post_form(
+            &admin,
+            &format!("/alerts/silences/{id}/expire"),
+            &[("csrf", csrf)],
+        )
+        .await;
     assert!(done(&s, &admin, ended).await.contains("Silence ended."));
-    let bad = post(
-        &s,
-        &admin,
-        "/alerts/silences",
-        &[("hours", "0"), ("reason", "x"), ("csrf", csrf)],
-    )
-    .await;
+    let bad = s
+        .post_form(
+            &admin,
+            "/alerts/silences",
+            &[("hours", "0"), ("reason", "x"), ("csrf", csrf)],
+        )
+        .await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
 
     // Receivers: an address must be http(s).
-    let refused = post(
-        &s,
-        &admin,
-        "/alerts/receivers",
-        &[
-            ("name", "x"),
-            ("url", "javascript:alert(1)"),
-            ("format", "json"),
-            ("csrf", csrf),
-        ],
-    )
-    .await;
+    let refused = s
+        .post_form(
+            &admin,
+            "/alerts/receivers",
+            &[
+                ("name", "x"),
+                ("url", "javascript:alert(1)"),
+                ("format", "json"),
+                ("csrf", csrf),
+            ],
+        )
+        .await;
     assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let added = post(
-        &s,
-        &admin,
-        "/alerts/receivers",
-        &[
-            ("name", "pager"),
-            ("url", "https://pager.example/hook"),
-            ("format", "alertmanager"),
-            ("csrf", csrf),
-        ],
-    )
-    .await;
+    let added = s
+        .post_form(
+            &admin,
+            "/alerts/receivers",
+            &[
+                ("name", "pager"),
+                ("url", "https://pager.example/hook"),
+                ("format", "alertmanager"),
+                ("csrf", csrf),
+            ],
+        )
+        .await;
     assert!(
         done(&s, &admin, added)
             .await
             .contains("https://pager.example/hook")
     );
-    let twice = post(
-        &s,
-        &admin,
-        "/alerts/receivers",
-        &[
-            ("name", "pager"),
-            ("url", "https://pager.example/hook"),
-            ("format", "alertmanager"),
-            ("csrf", csrf),
-        ],
-    )
-    .await;
+    let twice = s
+        .post_form(
+            &admin,
+            "/alerts/receivers",
+            &[
+                ("name", "pager"),
+                ("url", "https://pager.example/hook"),
+                ("format", "alertmanager"),
+                ("csrf", csrf),
+            ],
+        )
+        .await;
     assert_eq!(twice.status, StatusCode::CONFLICT);
 
     // Acknowledge a firing alert.
@@ -370,13 +365,13 @@ async fn an_admin_manages_rules_silences_receivers_and_acknowledges() {
             .into_iter()
             .find(|a| a.state == "firing")
             .unwrap();
-    let acked = post(
-        &s,
-        &admin,
-        &format!("/alerts/{}/ack", alert.id),
-        &[("csrf", csrf)],
-    )
-    .await;
+    let acked = s
+        .post_form(
+            &admin,
+            &format!("/alerts/{}/ack", alert.id),
+            &[("csrf", csrf)],
+        )
+        .await;
     let page = done(&s, &admin, acked).await;
     assert!(page.contains("Alert acknowledged."));
     assert!(page.contains("ada, 0 s ago"), "{page}");

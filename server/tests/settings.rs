@@ -7,16 +7,6 @@ use axum::http::{Method, StatusCode};
 use common::{Login, PASSWORD, fleet_report, form, server};
 use tickscope_server::app::{AppState, Options};
 
-async fn post(
-    s: &common::Server,
-    login: &Login,
-    path: &str,
-    fields: &[(&str, &str)],
-) -> common::Reply {
-    s.browse(Method::POST, path, Some(&login.cookie), Some(form(fields)))
-        .await
-}
-
 /// A form that did its work: redirected back to the settings page, which is then shown.
 async fn done(s: &common::Server, login: &Login, reply: common::Reply) -> common::Reply {
     assert_eq!(reply.status, StatusCode::SEE_OTHER, "{}", reply.body);
@@ -91,7 +81,7 @@ async fn a_viewer_can_change_nothing() {
     for (path, fields) in FORMS {
         let mut fields = fields.to_vec();
         fields.push(("csrf", &viewer.csrf));
-        let reply = post(&s, &viewer, path, &fields).await;
+        let reply = s.post_form(&viewer, path, &fields).await;
         assert_eq!(reply.status, StatusCode::FORBIDDEN, "{path}");
     }
     assert_eq!(
@@ -113,7 +103,7 @@ async fn every_settings_form_needs_this_sessions_csrf_token() {
             if let Some(csrf) = csrf {
                 fields.push(("csrf", csrf));
             }
-            let reply = post(&s, &admin, path, &fields).await;
+            let reply = s.post_form(&admin, path, &fields).await;
             assert_eq!(reply.status, StatusCode::FORBIDDEN, "{path} with {csrf:?}");
         }
     }
@@ -125,17 +115,17 @@ async fn a_new_token_is_shown_once_works_and_can_be_revoked() {
     let s = server().await;
     s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
     let admin = s.login("ada", "admin").await;
-    let reply = post(
-        &s,
-        &admin,
-        "/settings/tokens",
-        &[
-            ("name", "grafana <reader>"),
-            ("role", "viewer"),
-            ("csrf", &admin.csrf),
-        ],
-    )
-    .await;
+    let reply = s
+        .post_form(
+            &admin,
+            "/settings/tokens",
+            &[
+                ("name", "grafana <reader>"),
+                ("role", "viewer"),
+                ("csrf", &admin.csrf),
+            ],
+        )
+        .await;
     let shown = done(&s, &admin, reply).await;
     let at = shown.body.find("tks_").expect("the new token is shown");
     let token: String = shown.body[at..].chars().take(68).collect();
@@ -163,13 +153,13 @@ async fn a_new_token_is_shown_once_works_and_can_be_revoked() {
             .find(|t| t.name == "grafana <reader>")
             .unwrap()
             .id;
-    let revoke = post(
-        &s,
-        &admin,
-        &format!("/settings/tokens/{id}/revoke"),
-        &[("csrf", &admin.csrf)],
-    )
-    .await;
+    let revoke = s
+        .post_form(
+            &admin,
+            &format!("/settings/tokens/{id}/revoke"),
+            &[("csrf", &admin.csrf)],
+        )
+        .await;
     assert!(
         done(&s, &admin, revoke)
             .await
@@ -181,18 +171,18 @@ async fn a_new_token_is_shown_once_works_and_can_be_revoked() {
         .await;
     assert_eq!(api.status, StatusCode::UNAUTHORIZED);
     // A token only an agent may bind to a host.
-    let bad = post(
-        &s,
-        &admin,
-        "/settings/tokens",
-        &[
-            ("name", "x"),
-            ("role", "viewer"),
-            ("host", "hv1"),
-            ("csrf", &admin.csrf),
-        ],
-    )
-    .await;
+    let bad = s
+        .post_form(
+            &admin,
+            "/settings/tokens",
+            &[
+                ("name", "x"),
+                ("role", "viewer"),
+                ("host", "hv1"),
+                ("csrf", &admin.csrf),
+            ],
+        )
+        .await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(bad.body.contains("only an agent token reports for a host"));
 }
@@ -201,50 +191,50 @@ async fn a_new_token_is_shown_once_works_and_can_be_revoked() {
 async fn an_admin_adds_a_user_who_can_then_log_in() {
     let s = server().await;
     let admin = s.login("ada", "admin").await;
-    let short = post(
-        &s,
-        &admin,
-        "/settings/users",
-        &[
-            ("name", "carl"),
-            ("role", "viewer"),
-            ("password", "short"),
-            ("csrf", &admin.csrf),
-        ],
-    )
-    .await;
+    let short = s
+        .post_form(
+            &admin,
+            "/settings/users",
+            &[
+                ("name", "carl"),
+                ("role", "viewer"),
+                ("password", "short"),
+                ("csrf", &admin.csrf),
+            ],
+        )
+        .await;
     assert_eq!(short.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(short.body.contains("at least 10 characters"));
-    let added = post(
-        &s,
-        &admin,
-        "/settings/users",
-        &[
-            ("name", "carl"),
-            ("role", "viewer"),
-            ("password", PASSWORD),
-            ("csrf", &admin.csrf),
-        ],
-    )
-    .await;
+    let added = s
+        .post_form(
+            &admin,
+            "/settings/users",
+            &[
+                ("name", "carl"),
+                ("role", "viewer"),
+                ("password", PASSWORD),
+                ("csrf", &admin.csrf),
+            ],
+        )
+        .await;
     assert!(
         done(&s, &admin, added)
             .await
             .body
             .contains("User carl added.")
     );
-    let twice = post(
-        &s,
-        &admin,
-        "/settings/users",
-        &[
-            ("name", "carl"),
-            ("role", "viewer"),
-            ("password", PASSWORD),
-            ("csrf", &admin.csrf),
-        ],
-    )
-    .await;
+    let twice = s
+        .post_form(
+            &admin,
+            "/settings/users",
+            &[
+                ("name", "carl"),
+                ("role", "viewer"),
+                ("password", PASSWORD),
+                ("csrf", &admin.csrf),
+            ],
+        )
+        .await;
     assert_eq!(twice.status, StatusCode::CONFLICT);
     // The user `login` creates would clash; carl exists, so login only logs him in.
     let carl = s.login("carl", "viewer").await;
@@ -256,33 +246,33 @@ async fn the_cost_model_saved_is_used_everywhere_and_kept() {
     let s = server().await;
     s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
     let admin = s.login("ada", "admin").await;
-    let bad = post(
-        &s,
-        &admin,
-        "/settings/cost",
-        &[
-            ("watts_per_busy_core", "-3"),
-            ("price_per_kwh", "0.4"),
-            ("currency", "CHF"),
-            ("csrf", &admin.csrf),
-        ],
-    )
-    .await;
+    let bad = s
+        .post_form(
+            &admin,
+            "/settings/cost",
+            &[
+                ("watts_per_busy_core", "-3"),
+                ("price_per_kwh", "0.4"),
+                ("currency", "CHF"),
+                ("csrf", &admin.csrf),
+            ],
+        )
+        .await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(s.db.setting("cost_model").await.unwrap(), None);
 
-    let saved = post(
-        &s,
-        &admin,
-        "/settings/cost",
-        &[
-            ("watts_per_busy_core", "10"),
-            ("price_per_kwh", "0.5"),
-            ("currency", "CHF"),
-            ("csrf", &admin.csrf),
-        ],
-    )
-    .await;
+    let saved = s
+        .post_form(
+            &admin,
+            "/settings/cost",
+            &[
+                ("watts_per_busy_core", "10"),
+                ("price_per_kwh", "0.5"),
+                ("currency", "CHF"),
+                ("csrf", &admin.csrf),
+            ],
+        )
+        .await;
     assert!(
         done(&s, &admin, saved)
             .await
@@ -322,13 +312,13 @@ async fn an_admin_changes_roles_sets_passwords_and_removes_users_but_never_the_l
     let ada_id = id_of(&s, "ada").await;
     let path = |id: i64, what: &str| format!("/settings/users/{id}/{what}");
 
-    let promoted = post(
-        &s,
-        &admin,
-        &path(carl_id, "role"),
-        &[("role", "admin"), ("csrf", &admin.csrf)],
-    )
-    .await;
+    let promoted = s
+        .post_form(
+            &admin,
+            &path(carl_id, "role"),
+            &[("role", "admin"), ("csrf", &admin.csrf)],
+        )
+        .await;
     assert!(
         done(&s, &admin, promoted)
             .await
@@ -339,13 +329,13 @@ async fn an_admin_changes_roles_sets_passwords_and_removes_users_but_never_the_l
     assert_eq!(s.page("/settings", &carl).await.status, StatusCode::OK);
 
     // A new password set by an admin logs carl out and the old one stops working.
-    let reset = post(
-        &s,
-        &admin,
-        &path(carl_id, "password"),
-        &[("password", "carl's new password"), ("csrf", &admin.csrf)],
-    )
-    .await;
+    let reset = s
+        .post_form(
+            &admin,
+            &path(carl_id, "password"),
+            &[("password", "carl's new password"), ("csrf", &admin.csrf)],
+        )
+        .await;
     assert!(
         done(&s, &admin, reset)
             .await
@@ -372,19 +362,15 @@ async fn an_admin_changes_roles_sets_passwords_and_removes_users_but_never_the_l
     ] {
         let mut fields = fields;
         fields.push(("csrf", &admin.csrf));
-        let reply = post(&s, &admin, &path(ada_id, what), &fields).await;
+        let reply = s.post_form(&admin, &path(ada_id, what), &fields).await;
         assert_eq!(reply.status, StatusCode::CONFLICT, "{what}");
         assert!(reply.body.contains("account page"), "{}", reply.body);
     }
     assert_eq!(state_of(&s).await, before);
 
-    let removed = post(
-        &s,
-        &admin,
-        &path(carl_id, "remove"),
-        &[("csrf", &admin.csrf)],
-    )
-    .await;
+    let removed = s
+        .post_form(&admin, &path(carl_id, "remove"), &[("csrf", &admin.csrf)])
+        .await;
     assert!(
         done(&s, &admin, removed)
             .await
@@ -392,21 +378,17 @@ async fn an_admin_changes_roles_sets_passwords_and_removes_users_but_never_the_l
             .contains("User carl removed")
     );
     assert!(s.db.user_by_name("carl").await.unwrap().is_none());
-    let missing = post(
-        &s,
-        &admin,
-        &path(carl_id, "remove"),
-        &[("csrf", &admin.csrf)],
-    )
-    .await;
+    let missing = s
+        .post_form(&admin, &path(carl_id, "remove"), &[("csrf", &admin.csrf)])
+        .await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
-    let bad_role = post(
-        &s,
-        &admin,
-        &path(ada_id + 100, "role"),
-        &[("role", "root"), ("csrf", &admin.csrf)],
-    )
-    .await;
+    let bad_role = s
+        .post_form(
+            &admin,
+            &path(ada_id + 100, "role"),
+            &[("role", "root"), ("csrf", &admin.csrf)],
+        )
+        .await;
     assert_eq!(bad_role.status, StatusCode::NOT_FOUND);
 }
 

@@ -171,6 +171,12 @@ impl Server {
         .await
     }
 
+    /// POST a form as a logged-in user.
+    pub async fn post_form(&self, login: &Login, path: &str, fields: &[(&str, &str)]) -> Reply {
+        self.browse(Method::POST, path, Some(&login.cookie), Some(form(fields)))
+            .await
+    }
+
     /// GET a page as a logged-in user.
     pub async fn page(&self, path: &str, login: &Login) -> Reply {
         self.browse(Method::GET, path, Some(&login.cookie), None)
