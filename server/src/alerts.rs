@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::analysis::alerting::{self, Open, Silence, Step, Transition};
 use crate::app::AppState;
-use crate::db::{AlertRow, AlertWrite, Db, HostRow, ReceiverRow, RuleRow};
+use crate::db::{AlertRow, AlertWrite, Db, HostRow, ReceiverRow, RuleRow, SilenceRow};
 use crate::error::{AppError, AppResult};
 use crate::fleet::AnalysedGuest;
 
@@ -202,17 +202,19 @@ fn host_measure(h: &HostRow, now_ms: i64) -> Measure {
 
 /// The silences that have not ended by `now_ms`, as the evaluation and the pages match them.
 pub async fn silences_in_force(db: &Db, now_ms: i64) -> AppResult<Vec<Silence>> {
-    Ok(db
-        .silences(now_ms)
-        .await?
-        .into_iter()
+    Ok(as_silences(&db.silences(now_ms).await?))
+}
+
+/// Stored silences as the evaluation matches them.
+pub fn as_silences(rows: &[SilenceRow]) -> Vec<Silence> {
+    rows.iter()
         .map(|s| Silence {
             rule_id: s.rule_id,
-            pattern: s.pattern,
+            pattern: s.pattern.clone(),
             starts_ms: s.starts_ms,
             ends_ms: s.ends_ms,
         })
-        .collect())
+        .collect()
 }
 
 /// What one evaluation did.

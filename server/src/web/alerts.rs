@@ -17,7 +17,7 @@ use super::frame::Frame;
 use super::login::CsrfForm;
 use super::pages::PageError;
 use super::view;
-use crate::alerts::{RuleKind, Scope, silences_in_force};
+use crate::alerts::{RuleKind, Scope, as_silences};
 use crate::analysis::alerting::{self, Silence};
 use crate::app::{AppState, now_ms};
 use crate::auth::{PageUser, User};
@@ -163,7 +163,8 @@ async fn render(
     error: String,
 ) -> Result<Response, PageError> {
     let now = now_ms();
-    let in_force = silences_in_force(&state.db, now).await?;
+    let silence_rows = state.db.silences(now).await?;
+    let in_force = as_silences(&silence_rows);
     let open = state.db.open_alerts().await?;
     let line = |a: &AlertRow| AlertLine::new(a, &in_force, now);
     let rules = state.db.alert_rules().await?;
@@ -198,10 +199,7 @@ async fn render(
             .map(line)
             .collect(),
         rule_choices: rules.iter().map(|r| (r.id, r.name.clone())).collect(),
-        silences: state
-            .db
-            .silences(now)
-            .await?
+        silences: silence_rows
             .into_iter()
             .map(|s| SilenceLine {
                 id: s.id,
