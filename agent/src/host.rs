@@ -25,6 +25,7 @@ pub fn host_info(name_override: Option<&str>) -> HostInfo {
         kernel: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default(),
         kvm_halt_poll_ns: read_trimmed("/sys/module/kvm/parameters/halt_poll_ns")
             .and_then(|v| v.parse().ok()),
+        boot_id: read_trimmed("/proc/sys/kernel/random/boot_id"),
     }
 }
 

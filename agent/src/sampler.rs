@@ -17,7 +17,7 @@ use crate::guest_agent::{self, qga};
 use crate::procfs::{OpenFile, ProcFs, SwitchesFile};
 use crate::wire::{
     DeliveredFacts, FactsSource, GuestFacts, GuestSample, Hypervisor, MAX_BOOT_ARGS_CHARS,
-    MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, WakeupsSource, clean_text,
+    MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, ProcessTotals, WakeupsSource, clean_text,
 };
 
 /// Every this many cycles, processes remembered as "not a VM" are looked at again (a pid may have
@@ -292,6 +292,11 @@ impl Sampler {
                     boot_args: vm.identity.boot_args.clone(),
                     uses_kvm: vm.uses_kvm,
                     facts: vm.unreported_facts.take(),
+                    totals: Some(ProcessTotals {
+                        start_ticks: vm.start_ticks,
+                        host_cpu_seconds: counters.cpu_ticks as f64 / self.clk_tck,
+                        vcpu_wakeups: counters.switches.values().sum(),
+                    }),
                 });
             }
             vm.previous = Some(counters);

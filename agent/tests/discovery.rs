@@ -51,6 +51,10 @@ fn recorded_qemu_tcg_guest_is_measured_from_its_vcpu_threads() {
     );
     assert_eq!(g.vcpu_wakeups, 1369 + 1382);
     assert_eq!(g.boot_args.as_deref(), Some("console=ttyS0 quiet nohz=off"));
+    // The running totals are the counters at t1 themselves, with the process's start time.
+    let totals = g.totals.as_ref().expect("totals are sent");
+    assert!((totals.host_cpu_seconds - 9.64).abs() < 1e-9, "{totals:?}");
+    assert!(totals.vcpu_wakeups >= g.vcpu_wakeups, "{totals:?}");
 }
 
 /// A process in a fake `/proc`. Its files are rewritten in place on every write, as the kernel
@@ -367,6 +371,11 @@ fn a_reused_pid_starts_a_new_measurement_instead_of_a_bogus_delta() {
     let g = sampler.cycle().unwrap().unwrap().guests.pop().unwrap();
     assert_eq!(g.vcpu_wakeups, 50);
     assert!((g.host_cpu_seconds - 0.2).abs() < 1e-9);
+    // The totals name the new process, so the server starts its count again too.
+    let totals = g.totals.unwrap();
+    assert_eq!(totals.start_ticks, 900);
+    assert_eq!(totals.vcpu_wakeups, 70);
+    assert!((totals.host_cpu_seconds - 0.3).abs() < 1e-9);
 }
 
 #[test]

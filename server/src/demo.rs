@@ -229,6 +229,8 @@ impl Fleet {
                                 | Hypervisor::CloudHypervisor
                         )),
                         facts: simulated_facts(name, end_ms),
+                        // The demo's reports never go missing: nothing to measure across.
+                        totals: None,
                     }
                 },
             )
@@ -245,6 +247,7 @@ impl Fleet {
                 cpus,
                 kernel: "6.1.0-57-amd64 (simulated)".into(),
                 kvm_halt_poll_ns: Some(200_000),
+                boot_id: None,
             },
             interval: Interval {
                 start_ms: end_ms - INTERVAL_MS,

@@ -90,6 +90,10 @@ pub struct HostInfo {
     /// guest idle time into host CPU, which must not be blamed on the guest's tick.
     #[serde(default)]
     pub kvm_halt_poll_ns: Option<u64>,
+    /// `/proc/sys/kernel/random/boot_id`: new at every boot of the host, so that a VM process
+    /// after a reboot is never taken for one before it, even with the same pid and start time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
 }
 
 /// The measured interval. Wall-clock ends are for display and storage; the exact length comes from
@@ -140,6 +144,26 @@ pub struct GuestSample {
     /// reads (the guest probe over serial, qemu-guest-agent, VirtualBox guest properties).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facts: Option<DeliveredFacts>,
+    /// The VM process's running totals at the end of the interval. The interval's figures above
+    /// are differences the agent took between two of its own cycles; with the totals the server
+    /// can also measure across reports that never arrived (a spool that overflowed, an agent that
+    /// was down), and tell a new VM process, whose totals start again, from an old one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub totals: Option<ProcessTotals>,
+}
+
+/// Counters that only grow for as long as one VM process lives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessTotals {
+    /// When the process started, in clock ticks after the host booted (`/proc/<pid>/stat` field
+    /// 22). With the pid and the host's boot id it names the process: a restarted VM has another.
+    pub start_ticks: u64,
+    /// Host CPU time the process has used since it started (utime + stime), in core-seconds.
+    pub host_cpu_seconds: f64,
+    /// Context switches so far of the threads `vcpu_wakeups` counts (the same threads, from
+    /// their start). It can fall when one of those threads ends: the server then takes it as a
+    /// new count, like a new process.
+    pub vcpu_wakeups: u64,
 }
 
 /// Hypervisor family, as recognised from the VM process.

@@ -1,6 +1,9 @@
+use std::collections::HashMap;
+
 use super::Db;
 use crate::error::{AppError, AppResult};
-use crate::ingest::ValidReport;
+use crate::ingest::totals::{self, Measured, Plausible, StoredTotals};
+use crate::ingest::{CPU_TICK_SLACK_S, MAX_WAKEUPS_PER_VCPU_S, ValidReport};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreOutcome {
@@ -85,15 +88,65 @@ impl Db {
         .fetch_one(&mut *tx)
         .await?;
 
+        // The host's guests' running totals as of their previous reports, read once.
+        let previous: HashMap<(String, String), StoredTotals> =
+            sqlx::query_as::<_, (String, String, String, f64, i64, i64)>(
+                "SELECT hypervisor, identity, process_key, cpu_s_total, wakeups_total, totals_at_ms
+             FROM guests WHERE host_id = ? AND process_key IS NOT NULL",
+            )
+            .bind(host_id)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .map(
+                |(hypervisor, identity, process_key, host_cpu_s, vcpu_wakeups, at_ms)| {
+                    let totals = StoredTotals {
+                        process_key,
+                        host_cpu_s,
+                        vcpu_wakeups,
+                        at_ms,
+                    };
+                    ((hypervisor, identity), totals)
+                },
+            )
+            .collect();
+
         for guest in &report.guests {
+            let totals = guest.totals.as_ref();
+            let span = totals::sample_span(
+                previous.get(&(guest.hypervisor.to_string(), guest.identity.clone())),
+                totals,
+                Measured {
+                    start_ms: report.start_ms,
+                    end_ms: report.end_ms,
+                    length_ms: report.length_ms,
+                    host_cpu_s: guest.host_cpu_s,
+                    vcpu_wakeups: guest.vcpu_wakeups,
+                },
+                Plausible {
+                    host_cpus: host.cpus,
+                    vcpus: guest.vcpus,
+                    cpu_slack_s_per_cpu: CPU_TICK_SLACK_S,
+                    max_wakeups_per_vcpu_s: MAX_WAKEUPS_PER_VCPU_S,
+                },
+            );
+            if span.bridged {
+                tracing::info!(
+                    host = %host.name, guest = %guest.name, span_ms = span.length_ms,
+                    "measured back over missing reports from the VM's running totals"
+                );
+            }
             let guest_id: i64 = sqlx::query_scalar(
-                "INSERT INTO guests (host_id, hypervisor, identity, name, uuid, management, vcpus, pid, boot_args, uses_kvm, first_seen_ms, last_seen_ms)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                "INSERT INTO guests (host_id, hypervisor, identity, name, uuid, management, vcpus, pid, boot_args, uses_kvm, first_seen_ms, last_seen_ms,
+                    process_key, cpu_s_total, wakeups_total, totals_at_ms)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                  ON CONFLICT (host_id, hypervisor, identity) DO UPDATE SET
                     name = excluded.name, uuid = excluded.uuid, management = excluded.management,
                     vcpus = excluded.vcpus, pid = excluded.pid, boot_args = excluded.boot_args,
                     uses_kvm = excluded.uses_kvm,
-                    last_seen_ms = MAX(last_seen_ms, excluded.last_seen_ms)
+                    last_seen_ms = MAX(last_seen_ms, excluded.last_seen_ms),
+                    process_key = excluded.process_key, cpu_s_total = excluded.cpu_s_total,
+                    wakeups_total = excluded.wakeups_total, totals_at_ms = excluded.totals_at_ms
                  RETURNING id",
             )
             .bind(host_id)
@@ -108,6 +161,10 @@ impl Db {
             .bind(guest.uses_kvm)
             .bind(now_ms)
             .bind(now_ms)
+            .bind(totals.map(|t| &t.process_key))
+            .bind(totals.map(|t| t.host_cpu_s))
+            .bind(totals.map(|t| t.vcpu_wakeups))
+            .bind(totals.map(|_| report.end_ms))
             .fetch_one(&mut *tx)
             .await?;
 
@@ -119,10 +176,10 @@ impl Db {
             .bind(report_id)
             .bind(report.end_ms)
             .bind(now_ms)
-            .bind(report.length_ms)
+            .bind(span.length_ms)
             .bind(guest.vcpus)
-            .bind(guest.host_cpu_s)
-            .bind(guest.vcpu_wakeups)
+            .bind(span.host_cpu_s)
+            .bind(span.vcpu_wakeups)
             .bind(guest.wakeups_source)
             .execute(&mut *tx)
             .await?;

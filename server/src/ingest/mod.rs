@@ -3,6 +3,8 @@
 //! A wire [`Report`] is turned into a [`ValidReport`] once; behind this point nothing needs
 //! checking again. A report with any bad value is refused whole, naming the field.
 
+pub mod totals;
+
 use std::collections::HashSet;
 
 use tickscope_agent::wire::{
@@ -12,6 +14,7 @@ use tickscope_agent::wire::{
 
 use crate::error::{AppError, AppResult};
 use crate::facts::{self, ValidFacts};
+use totals::ReportedTotals;
 
 /// Limits on what one report may hold: far above any real host, low enough to keep one bad
 /// report from costing the server much.
@@ -25,7 +28,9 @@ pub const MAX_INTERVAL_MS: f64 = 86_400_000.0;
 pub const MAX_CLOCK_SKEW_MS: i64 = 600_000;
 /// CPU time is counted in clock ticks (10 ms), so a VM can appear to use slightly more than the
 /// interval allows: this much slack per host CPU, in seconds.
-const CPU_TICK_SLACK_S: f64 = 0.05;
+pub const CPU_TICK_SLACK_S: f64 = 0.05;
+/// Most CPU time a VM process's running total may claim: 30,000 core-years.
+const MAX_TOTAL_CPU_S: f64 = 1e12;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidReport {
@@ -48,6 +53,9 @@ pub struct ValidHost {
     pub cpus: u32,
     pub kernel: String,
     pub kvm_halt_poll_ns: Option<i64>,
+    /// The host's boot id, lower-case; without it a process's totals cannot be told apart from
+    /// those of a process before a reboot, and are not used.
+    pub boot_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +75,8 @@ pub struct ValidGuest {
     pub uses_kvm: Option<bool>,
     /// What the guest said about itself, delivered through the host agent.
     pub facts: Option<ValidFacts>,
+    /// The VM process's running totals, named by host boot, pid and start time.
+    pub totals: Option<ReportedTotals>,
 }
 
 /// Checks a report against the server's clock (`now_ms`).
@@ -86,6 +96,14 @@ pub fn validate(report: Report, now_ms: i64) -> AppResult<ValidReport> {
             .map(|ns| {
                 i64::try_from(ns)
                     .map_err(|_| AppError::invalid("host.kvm_halt_poll_ns", "too large"))
+            })
+            .transpose()?,
+        boot_id: report
+            .host
+            .boot_id
+            .map(|id| {
+                normalise_uuid(&id)
+                    .ok_or_else(|| AppError::invalid("host.boot_id", "is not a UUID"))
             })
             .transpose()?,
     };
@@ -206,6 +224,31 @@ fn validate_guest(
             .inspect_err(|e| tracing::warn!(host = %host.name, guest = %name, error = %e, "guest facts left out"))
             .ok()
     });
+    let totals = match g.totals {
+        Some(t) => {
+            if !(t.host_cpu_seconds.is_finite()
+                && (0.0..=MAX_TOTAL_CPU_S).contains(&t.host_cpu_seconds))
+            {
+                return Err(AppError::invalid(
+                    field("totals.host_cpu_seconds"),
+                    format!("must be between 0 and {MAX_TOTAL_CPU_S} s"),
+                ));
+            }
+            let vcpu_wakeups = i64::try_from(t.vcpu_wakeups)
+                .map_err(|_| AppError::invalid(field("totals.vcpu_wakeups"), "too large"))?;
+            host.boot_id.as_ref().map(|boot_id| ReportedTotals {
+                process_key: format!(
+                    "{boot_id}:{}:{}:{}",
+                    g.pid,
+                    t.start_ticks,
+                    g.wakeups_source.as_str()
+                ),
+                host_cpu_s: t.host_cpu_seconds,
+                vcpu_wakeups,
+            })
+        }
+        None => None,
+    };
     let identity = uuid.clone().unwrap_or_else(|| format!("name:{name}"));
     Ok(ValidGuest {
         hypervisor: g.hypervisor.as_str(),
@@ -221,6 +264,7 @@ fn validate_guest(
         boot_args,
         uses_kvm: g.uses_kvm,
         facts,
+        totals,
     })
 }
 
@@ -267,12 +311,14 @@ mod tests {
         json!({
             "agent": {"id": "m1", "run_id": "r1", "version": "0.1.0"},
             "seq": 3,
-            "host": {"name": "hv1", "cpus": 4, "kernel": "6.1.0-57-amd64"},
+            "host": {"name": "hv1", "cpus": 4, "kernel": "6.1.0-57-amd64",
+                     "boot_id": "0F1E2D3C-4B5A-4978-8695-A4B3C2D1E0F9"},
             "interval": {"start_ms": NOW - 10_000, "end_ms": NOW, "length_ns": 10_000_000_000u64},
             "guests": [{
                 "hypervisor": "qemu", "name": "web", "uuid": "7D3B2C1A-0000-4000-8000-00000000ABCD",
                 "pid": 42, "vcpus": 2, "host_cpu_seconds": 0.8, "vcpu_wakeups": 12000,
-                "wakeups_source": "vcpu_threads", "boot_args": "nohz=off"
+                "wakeups_source": "vcpu_threads", "boot_args": "nohz=off",
+                "totals": {"start_ticks": 1234, "host_cpu_seconds": 80.5, "vcpu_wakeups": 900000}
             }]
         })
     }
@@ -289,11 +335,24 @@ mod tests {
         assert_eq!(g.identity, "7d3b2c1a-0000-4000-8000-00000000abcd");
         assert_eq!(g.hypervisor, "qemu");
         assert_eq!(g.wakeups_source, "vcpu_threads");
+        let totals = g.totals.as_ref().unwrap();
+        assert_eq!(
+            totals.process_key,
+            "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9:42:1234:vcpu_threads"
+        );
+        assert_eq!(totals.vcpu_wakeups, 900_000);
+    }
+
+    #[test]
+    fn totals_without_the_host_boot_id_are_not_used() {
+        let mut r = report();
+        r["host"].as_object_mut().unwrap().remove("boot_id");
+        assert_eq!(check(r).unwrap().guests[0].totals, None);
     }
 
     #[test]
     fn bad_values_are_refused_naming_the_field() {
-        let cases: [(&str, serde_json::Value, &str); 12] = [
+        let cases: [(&str, serde_json::Value, &str); 15] = [
             (
                 "/guests/0/host_cpu_seconds",
                 json!(-0.1),
@@ -322,6 +381,17 @@ mod tests {
             ),
             ("/interval/length_ns", json!(1000), "interval.length_ns"),
             ("/interval/start_ms", json!(NOW + 1), "interval.end_ms"),
+            ("/host/boot_id", json!("reboot"), "host.boot_id"),
+            (
+                "/guests/0/totals/host_cpu_seconds",
+                json!(-1.0),
+                "guests[0].totals.host_cpu_seconds",
+            ),
+            (
+                "/guests/0/totals/vcpu_wakeups",
+                json!(u64::MAX),
+                "guests[0].totals.vcpu_wakeups",
+            ),
         ];
         for (pointer, value, field) in cases {
             let mut r = report();
