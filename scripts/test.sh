@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test, including the real-guest end-to-end test, on a fresh Debian machine.
 # Installs what the tests need (Debian packages, so it must run as root or with sudo), prepares
-# the guest kernel and initramfs (cached in .cache/guest), then runs the whole test suite.
+# the guest kernel and initramfs (cached in .cache/guest), then runs the whole test suite and
+# schemathesis against the API's OpenAPI document (installed from PyPI into .cache).
 # `cargo test` alone runs the fast tests and skips (marks ignored) the real-guest one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # chromium and chromium-driver: the browser tests (server/tests/browser.rs).
-packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver)
+# python3-venv and curl: schemathesis against the OpenAPI document (scripts/schemathesis.sh).
+packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,3 +26,4 @@ scripts/guest-assets.sh >/dev/null
 # The real-guest test runs the agent binary, which belongs to another package of the workspace.
 cargo build --workspace --bins
 cargo test --workspace -- --include-ignored
+scripts/schemathesis.sh

@@ -6,7 +6,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -86,13 +86,36 @@ impl AppError {
     }
 }
 
+/// The body of every API error, as the OpenAPI document describes it.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// `unauthorized`, `forbidden`, `not_found`, `bad_request`, `too_large`, `conflict`,
+    /// `too_many_requests`, `invalid` or `internal`.
+    pub code: &'static str,
+    pub message: String,
+    /// The request value that was refused (`guests[2].vcpus`), for `invalid`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
-        let mut body = json!({"code": self.code(), "message": self.public_message()});
-        if let AppError::Invalid { field, .. } = &self {
-            body["field"] = json!(field);
-        }
-        let mut response = (self.status(), Json(json!({ "error": body }))).into_response();
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code(),
+                message: self.public_message(),
+                field: match &self {
+                    AppError::Invalid { field, .. } => Some(field.clone()),
+                    _ => None,
+                },
+            },
+        };
+        let mut response = (self.status(), Json(body)).into_response();
         match self {
             AppError::Unauthorized(_) => {
                 response.headers_mut().insert(

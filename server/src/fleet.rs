@@ -507,7 +507,7 @@ pub fn plan(guests: &[Arc<AnalysedGuest>]) -> Vec<PlanGroup> {
 }
 
 /// Fleet totals for the overview.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Totals {
     pub guests: usize,
     pub hosts: usize,
@@ -605,7 +605,7 @@ mod tests {
 }
 
 /// A host's tickless baseline for one hypervisor family.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct HostBaseline {
     pub hypervisor: String,
     /// Host CPU an idle tickless vCPU costs there, in % of a core.
@@ -615,7 +615,7 @@ pub struct HostBaseline {
 }
 
 /// One host's share of the fleet's waste.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct HostTotals {
     pub host_id: i64,
     pub host: String,

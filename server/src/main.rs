@@ -1,5 +1,6 @@
 //! `tickscope-server`: stores what the agents measure and serves the dashboard and API.
 
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -61,6 +62,13 @@ enum Command {
         /// How often alert rules are evaluated, in seconds.
         #[arg(long, env = "TICKSCOPE_ALERT_INTERVAL", default_value_t = 15)]
         alert_interval: u64,
+        /// Reports per second one agent token may send; beyond it, 429 with Retry-After.
+        #[arg(long, env = "TICKSCOPE_INGEST_RATE", default_value = "20")]
+        ingest_rate: NonZeroU32,
+        /// Reports one agent token may send at once above its rate (an agent replaying the
+        /// spool it kept through an outage).
+        #[arg(long, env = "TICKSCOPE_INGEST_BURST", default_value = "200")]
+        ingest_burst: NonZeroU32,
     },
     /// Manage dashboard users.
     User {
@@ -185,6 +193,8 @@ async fn main() -> Result<()> {
             secure_cookies,
             external_url,
             alert_interval,
+            ingest_rate,
+            ingest_burst,
             tls_cert,
             tls_key,
         } => {
@@ -209,6 +219,8 @@ async fn main() -> Result<()> {
                 // Over TLS the cookie is always Secure; behind a proxy, when told so.
                 secure_cookies: secure_cookies || tls.is_some(),
                 tls: tls.is_some(),
+                ingest_per_second: ingest_rate,
+                ingest_burst,
                 ..Options::default()
             };
             let alert_every = std::time::Duration::from_secs(alert_interval);

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, clean_text, normalise_uuid};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default)]
 pub struct GuestFacts {
     /// Unix time in milliseconds when the facts were collected, on the guest's clock.
@@ -50,6 +51,7 @@ pub struct GuestFacts {
 /// The timer options the kernel was built with. `None` where the build configuration could not
 /// be read, or did not mention the option.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default)]
 pub struct KernelConfig {
     /// Where it was read: `proc_config_gz`, `boot_config`, or `unknown`.
@@ -64,6 +66,7 @@ pub struct KernelConfig {
 
 /// Per-CPU tick state from `/proc/timer_list`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default)]
 pub struct Dynticks {
     /// `.nohz_mode` of each CPU: 0 inactive (periodic tick), 1 low-res, 2 high-res dynticks.
@@ -74,6 +77,7 @@ pub struct Dynticks {
 
 /// How facts reached the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FactsSource {
     /// The guest probe, through a serial or virtio-serial channel read by the host agent.
@@ -115,6 +119,7 @@ impl FactsSource {
 
 /// Facts as a host agent forwards them inside its report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DeliveredFacts {
     pub source: FactsSource,
     /// Unix time in milliseconds when the host agent received them.

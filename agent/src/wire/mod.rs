@@ -18,6 +18,7 @@ pub const GUEST_FACTS_PATH: &str = "/api/v1/guest-facts";
 
 /// The body of a direct facts delivery.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FactsSubmission {
     pub facts: GuestFacts,
 }
@@ -54,6 +55,7 @@ pub fn clean_text(text: &str, max_chars: usize) -> String {
 
 /// One measurement interval on one hypervisor host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Report {
     pub agent: AgentInfo,
     /// Counts up by one per report within one agent run (`agent.run_id`), starting at 0. The
@@ -69,6 +71,7 @@ pub struct Report {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentInfo {
     /// Stable identity of the agent's host (its /etc/machine-id where there is one).
     pub id: String,
@@ -80,6 +83,7 @@ pub struct AgentInfo {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HostInfo {
     pub name: String,
     /// Logical CPUs online on the host.
@@ -99,6 +103,7 @@ pub struct HostInfo {
 /// The measured interval. Wall-clock ends are for display and storage; the exact length comes from
 /// the monotonic clock, because rates are divided by it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Interval {
     /// Unix time in milliseconds when the interval began.
     pub start_ms: i64,
@@ -110,6 +115,7 @@ pub struct Interval {
 
 /// What one VM did during the interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GuestSample {
     pub hypervisor: Hypervisor,
     /// How the VM is managed where the agent can tell (`libvirt`, `proxmox`), else absent.
@@ -154,6 +160,7 @@ pub struct GuestSample {
 
 /// Counters that only grow for as long as one VM process lives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProcessTotals {
     /// When the process started, in clock ticks after the host booted (`/proc/<pid>/stat` field
     /// 22). With the pid and the host's boot id it names the process: a restarted VM has another.
@@ -168,6 +175,7 @@ pub struct ProcessTotals {
 
 /// Hypervisor family, as recognised from the VM process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Hypervisor {
     Qemu,
@@ -209,6 +217,7 @@ impl Hypervisor {
 
 /// Where the wake-up count came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum WakeupsSource {
     /// The VM's vCPU threads, recognised by their names (`CPU 0/KVM`, `EMT-1`, `fc_vcpu 0`, ...).

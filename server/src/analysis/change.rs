@@ -8,7 +8,7 @@ use super::Span;
 /// Idle time needed on each side of a change before it is judged, in seconds.
 pub const MIN_SPAN_S: f64 = 10.0;
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Change {
     /// When the new facts were first received, Unix ms.
     pub at_ms: i64,

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// How host CPU turns into energy and money.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CostModel {
     /// Extra power a fully busy host core draws, in watts. A two-socket server of 2024 draws
     /// roughly 5-10 W more per busy core than idle; 7 W is the default.

@@ -18,7 +18,7 @@ pub struct PlanGuest {
 }
 
 /// One group of the plan.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct PlanGroup {
     pub distro: String,
     pub kernel_release: String,

@@ -13,7 +13,7 @@ use super::tick_mode::{Classification, Confidence, TickMode};
 use super::waste::Waste;
 use super::{Rates, Window};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Suggestion {
     /// Stable identifier of the rule that made it.
     pub rule: &'static str,

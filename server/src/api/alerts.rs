@@ -1,20 +1,21 @@
 //! `GET /api/v1/alerts`: open alerts and the latest resolved ones, for viewers and scripts.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::Serialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
 use crate::db::AlertRow;
-use crate::error::AppResult;
+use crate::error::{AppResult, ErrorBody};
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/alerts", get(list))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct AlertJson {
     id: i64,
     rule_id: i64,
@@ -56,7 +57,7 @@ impl From<AlertRow> for AlertJson {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct AlertList {
     /// Pending and firing, oldest first.
     open: Vec<AlertJson>,
@@ -65,6 +66,20 @@ struct AlertList {
     generated_ms: i64,
 }
 
+/// Open alerts and the latest resolved ones.
+#[utoipa::path(
+    get,
+    path = "/api/v1/alerts",
+    tag = "alerts",
+    security(("token" = [])),
+    responses(
+        (status = 200, description = "Pending and firing alerts, and the last 100 resolved", body = AlertList),
+        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
+        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
+        (status = 408, description = "The request took longer than the server's timeout"),
+        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+    )
+)]
 async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<AlertList>> {
     caller.require(Role::Viewer)?;
     Ok(Json(AlertList {

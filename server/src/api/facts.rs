@@ -1,26 +1,56 @@
 //! `POST /api/v1/guest-facts`: a guest probe delivering its own facts with a guest token.
 
+use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
-use axum::routing::post;
-use axum::{Json, Router};
-use serde_json::{Value, json};
-use tickscope_agent::wire::{FactsSubmission, GUEST_FACTS_PATH};
+use serde::Serialize;
+use tickscope_agent::wire::FactsSubmission;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
-use crate::error::{AppError, AppResult};
+use crate::error::{AppError, AppResult, ErrorBody};
 use crate::facts;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route(GUEST_FACTS_PATH, post(receive))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(receive))
 }
 
+#[derive(Serialize, utoipa::ToSchema)]
+struct FactsAccepted {
+    /// Always `stored`.
+    status: &'static str,
+    /// The guest the facts were joined to, by its DMI UUID.
+    guest_id: i64,
+}
+
+/// A guest probe's facts about its own kernel, sent with a guest token. The guest is found by
+/// the DMI UUID in the facts, which a host agent must have reported.
+#[utoipa::path(
+    post,
+    path = "/api/v1/guest-facts",
+    tag = "agents",
+    request_body = FactsSubmission,
+    security(("token" = [])),
+    responses(
+        (status = 200, description = "Stored", body = FactsAccepted),
+        (status = 400, description = "The body is not JSON", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = ErrorBody),
+        (status = 403, description = "Not a guest token, or one bound to another guest", body = ErrorBody),
+        (status = 404, description = "No host agent has reported a VM with this UUID", body = ErrorBody),
+        (status = 408, description = "The request took longer than the server's timeout"),
+        (status = 413, description = "The body is over 2 MiB", body = ErrorBody),
+        (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
+        (status = 422, description = "A value is missing or not acceptable; `field` names it", body = ErrorBody),
+        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+    )
+)]
 async fn receive(
     State(state): State<AppState>,
     caller: Caller,
     body: Result<Json<FactsSubmission>, JsonRejection>,
-) -> AppResult<Json<Value>> {
+) -> AppResult<Json<FactsAccepted>> {
     caller.require(Role::Guest)?;
     let submission = super::json_body(body, super::DEFAULT_BODY_LIMIT_BYTES)?;
     let facts = facts::validate("facts", "probe_direct", submission.facts)?;
@@ -46,5 +76,8 @@ async fn receive(
     if let Some(host_id) = state.db.guest_host_id(guest_id).await? {
         state.refresh_host(host_id, now_ms()).await;
     }
-    Ok(Json(json!({"status": "stored", "guest_id": guest_id})))
+    Ok(Json(FactsAccepted {
+        status: "stored",
+        guest_id,
+    }))
 }

@@ -1,28 +1,29 @@
 //! `GET /api/v1/guests` and `GET /api/v1/guests/{id}`: the ranking, for viewers.
 
+use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::Serialize;
 use std::sync::Arc;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::suggest::Suggestion;
 use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
-use crate::error::{AppError, AppResult};
+use crate::error::{AppError, AppResult, ErrorBody};
 use crate::fleet::{self, AnalysedGuest, Totals, WasteSoFar};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/guests", get(list))
-        .route("/api/v1/guests/{id}", get(one))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(one))
 }
 
 /// One guest as the API shows it: flat, with units in the names.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct GuestJson {
     id: i64,
     name: String,
@@ -85,7 +86,7 @@ struct GuestJson {
 
 /// Waste accumulated over the last day and week, in core-hours, with its energy and money under
 /// the cost model.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct WasteSoFarJson {
     wasted_core_hours_24h: f64,
     wasted_kwh_24h: f64,
@@ -171,7 +172,7 @@ impl GuestJson {
 }
 
 /// What the changes made so far saved, measured.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct Realised {
     /// Guests whose kernel or command line changed, with enough samples on both sides.
     guests: usize,
@@ -180,7 +181,7 @@ struct Realised {
     saved_cost_per_year: f64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct GuestList {
     guests: Vec<GuestJson>,
     totals: Totals,
@@ -188,6 +189,20 @@ struct GuestList {
     generated_ms: i64,
 }
 
+/// The active guests ranked by the host CPU they waste while idle, with the fleet's totals.
+#[utoipa::path(
+    get,
+    path = "/api/v1/guests",
+    tag = "fleet",
+    security(("token" = [])),
+    responses(
+        (status = 200, description = "The ranking", body = GuestList),
+        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
+        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
+        (status = 408, description = "The request took longer than the server's timeout"),
+        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+    )
+)]
 async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<GuestList>> {
     caller.require(Role::Viewer)?;
     let now = now_ms();
@@ -214,6 +229,22 @@ async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<G
     }))
 }
 
+/// One guest, with what it wasted over the last day and week.
+#[utoipa::path(
+    get,
+    path = "/api/v1/guests/{id}",
+    tag = "fleet",
+    params(("id" = i64, Path, description = "The guest's id")),
+    security(("token" = [])),
+    responses(
+        (status = 200, description = "The guest", body = GuestJson),
+        (status = 404, description = "No guest has this id", body = ErrorBody),
+        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
+        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
+        (status = 408, description = "The request took longer than the server's timeout"),
+        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+    )
+)]
 async fn one(
     State(state): State<AppState>,
     caller: Caller,

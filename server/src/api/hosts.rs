@@ -1,27 +1,42 @@
 //! `GET /api/v1/hosts`: each host's share of the waste and the baselines it learned, for viewers.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use serde::Serialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::analysis::cost::CostModel;
 use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
-use crate::error::AppResult;
+use crate::error::{AppResult, ErrorBody};
 use crate::fleet::{self, HostTotals};
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/api/v1/hosts", get(list))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct HostList {
     hosts: Vec<HostTotals>,
     cost_model: CostModel,
     generated_ms: i64,
 }
 
+/// Each host's share of the waste, most wasteful first, with the tickless baselines it learned.
+#[utoipa::path(
+    get,
+    path = "/api/v1/hosts",
+    tag = "fleet",
+    security(("token" = [])),
+    responses(
+        (status = 200, description = "The hosts with active guests", body = HostList),
+        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
+        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
+        (status = 408, description = "The request took longer than the server's timeout"),
+        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+    )
+)]
 async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<HostList>> {
     caller.require(Role::Viewer)?;
     let now = now_ms();

@@ -6,12 +6,18 @@ mod facts;
 mod guests;
 mod hosts;
 mod metrics;
+mod openapi;
 mod reports;
+
+use std::sync::OnceLock;
 
 use axum::Json;
 use axum::Router;
 use axum::extract::rejection::JsonRejection;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::app::AppState;
 use crate::error::{AppError, AppResult};
@@ -35,14 +41,46 @@ pub(crate) fn json_body<T>(
 /// axum's default request body limit, which every route without its own keeps.
 pub(crate) const DEFAULT_BODY_LIMIT_BYTES: usize = 2 * 1024 * 1024;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
+/// Where the OpenAPI document is served, to anyone: it describes the API, not the fleet.
+pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+
+/// The JSON API's routes, each registered with its description.
+fn described() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(reports::router())
+        .merge(facts::router())
         .merge(guests::router())
         .merge(hosts::router())
-        .merge(facts::router())
         .merge(exports::router())
-        .merge(metrics::router())
         .merge(alerts::router())
+}
+
+/// The OpenAPI document of the JSON API.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = described().into_openapi();
+    openapi::state_edge_limits(&mut doc);
+    doc.info.version = env!("CARGO_PKG_VERSION").to_string();
+    doc
+}
+
+/// The document as served, made once.
+fn openapi_json() -> &'static str {
+    static JSON: OnceLock<String> = OnceLock::new();
+    JSON.get_or_init(|| {
+        openapi()
+            .to_pretty_json()
+            .expect("the OpenAPI document serialises")
+    })
+}
+
+pub fn router() -> Router<AppState> {
+    let (api, _) = described().split_for_parts();
+    api.merge(metrics::router())
+        .route(
+            OPENAPI_PATH,
+            axum::routing::get(|| async {
+                ([(header::CONTENT_TYPE, "application/json")], openapi_json()).into_response()
+            }),
+        )
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
 }

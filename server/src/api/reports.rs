@@ -1,32 +1,68 @@
 //! `POST /api/v1/reports`: where agents' reports come in.
 
+use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::routing::post;
-use axum::{Json, Router};
-use serde_json::{Value, json};
-use tickscope_agent::wire::{REPORTS_PATH, Report};
+use serde::Serialize;
+use tickscope_agent::wire::Report;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
 use crate::db::StoreOutcome;
-use crate::error::{AppError, AppResult};
+use crate::error::{AppError, AppResult, ErrorBody};
 use crate::ingest;
 
 /// A report of 10,000 guests is about 3 MB of JSON.
 const MAX_REPORT_BYTES: usize = 16 * 1024 * 1024;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route(REPORTS_PATH, post(receive))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(receive))
         .layer(DefaultBodyLimit::max(MAX_REPORT_BYTES))
 }
 
+/// What became of a report.
+#[derive(Serialize, utoipa::ToSchema)]
+struct ReportAccepted {
+    /// `stored`, or `duplicate`: this agent run's report with this number was stored before,
+    /// and nothing was written.
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report_id: Option<i64>,
+    /// Guests the stored report held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    guests: Option<usize>,
+}
+
+/// An agent's report of one measured interval. It is stored whole or not at all, and answered
+/// 200 only once it is committed; a report sent again is answered 200 and stored once.
+#[utoipa::path(
+    post,
+    path = "/api/v1/reports",
+    tag = "agents",
+    request_body = Report,
+    security(("token" = [])),
+    responses(
+        (status = 200, description = "Stored, or stored before", body = ReportAccepted),
+        (status = 400, description = "The body is not JSON", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown or revoked one", body = ErrorBody),
+        (status = 403, description = "Not an agent token, or one issued for another host", body = ErrorBody),
+        (status = 408, description = "The request took longer than the server's timeout"),
+        (status = 413, description = "The body is over 16 MiB", body = ErrorBody),
+        (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
+        (status = 422, description = "A value is missing or not acceptable; `field` names it", body = ErrorBody),
+        (status = 429, description = "This token sends faster than its limit; see Retry-After", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+    )
+)]
 async fn receive(
     State(state): State<AppState>,
     caller: Caller,
     body: Result<Json<Report>, JsonRejection>,
-) -> AppResult<Json<Value>> {
+) -> AppResult<Json<ReportAccepted>> {
     caller.require(Role::Agent)?;
     let token_id = caller.token_id()?;
     if let Err(not_until) = state.ingest_limiter.check_key(&token_id) {
@@ -62,9 +98,15 @@ async fn receive(
         StoreOutcome::Duplicate => state.metrics.report("duplicate", 0, seconds),
     }
     Ok(Json(match outcome {
-        StoreOutcome::Stored { report_id, .. } => {
-            json!({"status": "stored", "report_id": report_id, "guests": report.guests.len()})
-        }
-        StoreOutcome::Duplicate => json!({"status": "duplicate"}),
+        StoreOutcome::Stored { report_id, .. } => ReportAccepted {
+            status: "stored",
+            report_id: Some(report_id),
+            guests: Some(report.guests.len()),
+        },
+        StoreOutcome::Duplicate => ReportAccepted {
+            status: "duplicate",
+            report_id: None,
+            guests: None,
+        },
     }))
 }
