@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
-use common::processes::{Processes, add_token, repo_root, start_server};
+use common::processes::{Processes, add_token, in_own_group, repo_root, start_server};
 
 const HOSTILE_NAME: &str = "<img src=x onerror=alert(1)>";
 const HOSTILE_KERNEL: &str = "5.10.0-\"evil\"<b>bold</b>";
@@ -32,13 +32,13 @@ fn free_port() -> u16 {
 /// Starts chromedriver and waits until it listens; returns its URL.
 fn start_chromedriver(processes: &mut Processes) -> String {
     let port = free_port();
-    let child = Command::new("chromedriver")
+    let child = in_own_group(&mut Command::new("chromedriver"))
         .arg(format!("--port={port}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("cannot start chromedriver (apt-get install chromium chromium-driver)");
-    processes.add("chromedriver", child);
+    processes.add_group("chromedriver", child);
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < deadline, "chromedriver did not listen");
@@ -110,6 +110,33 @@ async fn click(client: &Client, css: &str) {
         .unwrap();
 }
 
+/// Clicks a form's submit button and waits until the next page has loaded: the old page's root
+/// element goes stale, then the new document is complete. A click alone returns as soon as the
+/// browser took it, and on a busy machine the old page may still be showing.
+async fn submit(client: &Client, css: &str) {
+    let old_page = client.find(Locator::Css("html")).await.unwrap();
+    click(client, css).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while old_page.tag_name().await.is_ok() {
+        assert!(Instant::now() < deadline, "{css} led to no new page");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    loop {
+        let state = client
+            .execute("return document.readyState", vec![])
+            .await
+            .ok();
+        if state.as_ref().and_then(|s| s.as_str()) == Some("complete") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the page after {css} did not load"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn type_into(client: &Client, id: &str, text: &str) {
     client
         .find(Locator::Id(id))
@@ -159,7 +186,7 @@ async fn an_admin_logs_in_filters_guests_reads_a_chart_and_logs_out() {
     full_page_screenshot(&client, "login").await;
     type_into(&client, "name", "demo").await;
     type_into(&client, "password", "demo-password").await;
-    click(&client, "form.login button").await;
+    submit(&client, "form.login button").await;
     // Back where we were going.
     assert_eq!(client.current_url().await.unwrap().path(), "/guests");
 
@@ -186,7 +213,7 @@ async fn an_admin_logs_in_filters_guests_reads_a_chart_and_logs_out() {
     // is periodic.
     client.goto(&format!("{url}/guests")).await.unwrap();
     click(&client, "#f-mode option[value='periodic']").await;
-    click(&client, "form.filters button").await;
+    submit(&client, "form.filters button").await;
     let address = client.current_url().await.unwrap();
     assert!(
         address
@@ -279,7 +306,7 @@ async fn an_admin_logs_in_filters_guests_reads_a_chart_and_logs_out() {
     // makes another.
     client.goto(&format!("{url}/settings")).await.unwrap();
     type_into(&client, "token-name", "grafana").await;
-    click(&client, "form[action='/settings/tokens'] button").await;
+    submit(&client, "form[action='/settings/tokens'] button").await;
     let shown = client
         .find(Locator::Id("new-token"))
         .await
@@ -298,7 +325,7 @@ async fn an_admin_logs_in_filters_guests_reads_a_chart_and_logs_out() {
     );
 
     // Log out, and be refused.
-    click(&client, "form.logout button").await;
+    submit(&client, "form.logout button").await;
     assert_eq!(client.current_url().await.unwrap().path(), "/login");
     client.goto(&format!("{url}/")).await.unwrap();
     assert_eq!(client.current_url().await.unwrap().path(), "/login");

@@ -4,14 +4,29 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// Kills the processes it holds by PID when dropped, whether the test passed or not.
+/// Kills the processes it holds by PID when dropped, whether the test passed or not, and the
+/// process groups of those started with [`in_own_group`] (chromedriver's browsers).
 #[derive(Default)]
-pub struct Processes(Vec<(String, Child)>);
+pub struct Processes(Vec<(String, Child)>, Vec<u32>);
+
+/// Makes a command the leader of a new process group, so that what it starts can be killed
+/// with it.
+pub fn in_own_group(command: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    command.process_group(0)
+}
 
 impl Processes {
     pub fn add(&mut self, what: &str, child: Child) -> u32 {
         let pid = child.id();
         self.0.push((what.to_string(), child));
+        pid
+    }
+
+    /// Like [`Processes::add`], for a child started [`in_own_group`]: its whole group is killed.
+    pub fn add_group(&mut self, what: &str, child: Child) -> u32 {
+        let pid = self.add(what, child);
+        self.1.push(pid);
         pid
     }
 
@@ -26,6 +41,12 @@ impl Processes {
 
 impl Drop for Processes {
     fn drop(&mut self) {
+        for group in &self.1 {
+            // `kill -KILL -- -PGID`: the browsers chromedriver started, which outlive it.
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{group}")])
+                .status();
+        }
         for (what, child) in &mut self.0 {
             if let Err(e) = child.kill() {
                 eprintln!("could not kill {what} (pid {}): {e}", child.id());
