@@ -8,11 +8,13 @@ use tickscope_agent::wire::{FactsSource, GuestFacts, Hypervisor};
 
 use crate::analysis::change::{self, Change};
 use crate::analysis::cost::{self, CostModel};
-use crate::analysis::history::{self, Accumulated, Figures};
+use crate::analysis::history::{self, Accumulated, Figures, Summary};
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::plan::{PlanGroup, PlanGuest};
 use crate::analysis::{self, Interval, Verdict, Window, idle};
-use crate::db::{Db, FactsRow, FactsSpanRow, GuestRow, GuestScope, IdleReading, IntervalRow};
+use crate::db::{
+    Db, FactsRow, FactsSpanRow, GuestRow, GuestScope, IdleReading, IntervalRow, RollupRow,
+};
 use crate::error::AppResult;
 
 /// Samples from this far back (before a guest's newest one) are averaged into its figures.
@@ -366,17 +368,36 @@ pub struct WasteSoFar {
 /// once for everything a page shows of it (waste so far, charts).
 pub struct History {
     samples: Vec<IntervalRow>,
+    /// What was rolled up of the same time, once its raw samples were deleted.
+    rollups: Vec<RollupRow>,
     readings: Vec<idle::Reading>,
     /// Each set of facts: (source, first received, last received, facts).
     spans: Vec<(String, i64, i64, GuestFacts)>,
 }
 
 impl History {
+    /// The raw samples of [from_ms, to_ms) without the rollups: what the retention rolls up.
+    pub async fn load_samples(
+        db: &Db,
+        guest_id: i64,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> AppResult<History> {
+        let mut history = History::load(db, guest_id, from_ms, from_ms).await?;
+        let (samples, readings) = db
+            .samples_between(guest_id, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
+            .await?;
+        history.samples = samples;
+        history.readings = readings.iter().map(reading).collect();
+        Ok(history)
+    }
+
     /// The history of [from_ms, to_ms).
     pub async fn load(db: &Db, guest_id: i64, from_ms: i64, to_ms: i64) -> AppResult<History> {
         let (samples, readings) = db
             .samples_between(guest_id, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
             .await?;
+        let rollups = db.rollups_between(guest_id, from_ms, to_ms).await?;
         let spans = db
             .facts_spans(guest_id)
             .await?
@@ -388,6 +409,7 @@ impl History {
             .collect();
         Ok(History {
             samples,
+            rollups,
             readings: readings.iter().map(reading).collect(),
             spans,
         })
@@ -438,48 +460,81 @@ impl History {
 pub const WASTE_SO_FAR_MS: i64 = 7 * 24 * 60 * 60 * 1000;
 
 impl History {
+    /// Each analysis window from `from_ms` on, judged and priced as the ranking would, as
+    /// (window start, summary), oldest first: raw samples judged now against the host's current
+    /// baseline, and rolled-up windows as they were stored.
+    pub fn summaries(&self, guest: &AnalysedGuest, from_ms: i64) -> Vec<(i64, Summary)> {
+        let mut windows: Vec<(i64, Summary)> = self
+            .rollups
+            .iter()
+            .filter(|r| r.start_ms >= from_ms)
+            .map(|r| (r.start_ms, r.summary()))
+            .collect();
+        windows.extend(self.raw_summaries(guest, from_ms));
+        windows.sort_by_key(|(start_ms, _)| *start_ms);
+        windows
+    }
+
+    /// The analysis windows of the raw samples from `from_ms` on, judged now.
+    pub fn raw_summaries(&self, guest: &AnalysedGuest, from_ms: i64) -> Vec<(i64, Summary)> {
+        let baseline = &guest.verdict.waste.baseline;
+        self.buckets(from_ms, ANALYSIS_WINDOW_MS)
+            .into_iter()
+            .map(|(start_ms, samples)| {
+                let window = self.window(guest, &samples, start_ms + ANALYSIS_WINDOW_MS);
+                (start_ms, history::summarise(&window, baseline))
+            })
+            .collect()
+    }
+
     /// What `guest` wasted over the last 24 hours and 7 days (the history must reach back
-    /// [`WASTE_SO_FAR_MS`]): its samples cut into analysis windows, each judged on its own with
-    /// the facts of its time, against the host's current baseline.
+    /// [`WASTE_SO_FAR_MS`]): the analysis windows that began in each.
     pub fn waste_so_far(&self, guest: &AnalysedGuest, now_ms: i64) -> WasteSoFar {
         const DAY_MS: i64 = 24 * 60 * 60 * 1000;
-        let mut day = Vec::new();
-        let mut week = Vec::new();
-        for (start_ms, samples) in self.buckets(now_ms - WASTE_SO_FAR_MS, ANALYSIS_WINDOW_MS) {
-            let end_ms = start_ms + ANALYSIS_WINDOW_MS;
-            // The window that straddles the start of the day contributes its part in the day.
-            let in_day: Vec<IntervalRow> = samples
-                .iter()
-                .filter(|s| s.received_ms > now_ms - DAY_MS)
-                .cloned()
-                .collect();
-            if !in_day.is_empty() {
-                day.push(self.window(guest, &in_day, end_ms));
+        let mut day = Summary::default();
+        let mut week = Summary::default();
+        for (start_ms, summary) in self.summaries(guest, now_ms - WASTE_SO_FAR_MS) {
+            if start_ms >= now_ms - DAY_MS {
+                day.add(&summary);
             }
-            week.push(self.window(guest, &samples, end_ms));
+            week.add(&summary);
         }
-        let baseline = &guest.verdict.waste.baseline;
         WasteSoFar {
-            last_24h: history::accumulate(&day, baseline),
-            last_7d: history::accumulate(&week, baseline),
+            last_24h: day.accumulated(),
+            last_7d: week.accumulated(),
         }
     }
 
-    /// The history from `from_ms` on in buckets of `bucket_ms`, each judged as the ranking
-    /// judges the present, as (bucket start, figures).
+    /// The history from `from_ms` on in buckets of `bucket_ms`, as (bucket start, figures).
+    /// A bucket of an analysis window or more is the sum of its windows, each judged as the
+    /// ranking judges the present; a shorter one (raw samples only) is judged whole.
     pub fn figures(
         &self,
         guest: &AnalysedGuest,
         from_ms: i64,
         bucket_ms: i64,
     ) -> Vec<(i64, Figures)> {
-        let baseline = &guest.verdict.waste.baseline;
-        self.buckets(from_ms, bucket_ms)
+        if bucket_ms < ANALYSIS_WINDOW_MS {
+            let baseline = &guest.verdict.waste.baseline;
+            return self
+                .buckets(from_ms, bucket_ms)
+                .into_iter()
+                .map(|(start_ms, samples)| {
+                    let window = self.window(guest, &samples, start_ms + bucket_ms);
+                    (start_ms, history::figures(&window, baseline))
+                })
+                .collect();
+        }
+        let mut buckets: BTreeMap<i64, Summary> = BTreeMap::new();
+        for (start_ms, summary) in self.summaries(guest, from_ms) {
+            buckets
+                .entry(start_ms.div_euclid(bucket_ms) * bucket_ms)
+                .or_default()
+                .add(&summary);
+        }
+        buckets
             .into_iter()
-            .map(|(start_ms, samples)| {
-                let window = self.window(guest, &samples, start_ms + bucket_ms);
-                (start_ms, history::figures(&window, baseline))
-            })
+            .map(|(start_ms, sum)| (start_ms, sum.figures()))
             .collect()
     }
 }

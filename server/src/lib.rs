@@ -14,4 +14,5 @@ pub mod facts;
 pub mod fleet;
 pub mod ingest;
 pub mod metrics;
+pub mod retention;
 pub mod web;

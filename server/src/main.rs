@@ -11,6 +11,7 @@ use tickscope_server::analysis::cost::CostModel;
 use tickscope_server::app::{self, AppState, Options};
 use tickscope_server::auth::{self, Role, UserRole};
 use tickscope_server::db::Db;
+use tickscope_server::retention::Retention;
 
 #[derive(Parser)]
 #[command(
@@ -69,6 +70,15 @@ enum Command {
         /// spool it kept through an outage).
         #[arg(long, env = "TICKSCOPE_INGEST_BURST", default_value = "200")]
         ingest_burst: NonZeroU32,
+        /// Hours raw samples are kept; older ones become five-minute rollups.
+        #[arg(long, env = "TICKSCOPE_KEEP_RAW_HOURS", default_value_t = 48)]
+        keep_raw_hours: i64,
+        /// Days five-minute rollups are kept; older ones are merged into hourly ones.
+        #[arg(long, env = "TICKSCOPE_KEEP_5M_DAYS", default_value_t = 14)]
+        keep_5m_days: i64,
+        /// Days hourly rollups are kept; older ones are deleted.
+        #[arg(long, env = "TICKSCOPE_KEEP_HOURLY_DAYS", default_value_t = 400)]
+        keep_hourly_days: i64,
     },
     /// Manage dashboard users.
     User {
@@ -195,6 +205,9 @@ async fn main() -> Result<()> {
             alert_interval,
             ingest_rate,
             ingest_burst,
+            keep_raw_hours,
+            keep_5m_days,
+            keep_hourly_days,
             tls_cert,
             tls_key,
         } => {
@@ -224,7 +237,22 @@ async fn main() -> Result<()> {
                 ..Options::default()
             };
             let alert_every = std::time::Duration::from_secs(alert_interval);
-            serve(&listen, &db.path(demo), options, alert_every, tls).await
+            const HOUR_MS: i64 = 3_600_000;
+            let retention = Retention {
+                raw_ms: keep_raw_hours.saturating_mul(HOUR_MS),
+                five_minute_ms: keep_5m_days.saturating_mul(24 * HOUR_MS),
+                hourly_ms: keep_hourly_days.saturating_mul(24 * HOUR_MS),
+            };
+            retention.check().map_err(|e| anyhow::anyhow!("{e}"))?;
+            serve(
+                &listen,
+                &db.path(demo),
+                options,
+                alert_every,
+                retention,
+                tls,
+            )
+            .await
         }
         Command::User { command } => user_command(command).await,
         Command::Token {
@@ -348,6 +376,7 @@ async fn serve(
     db_path: &Path,
     options: Options,
     alert_every: std::time::Duration,
+    retention: Retention,
     tls: Option<(PathBuf, PathBuf)>,
 ) -> Result<()> {
     let db = open_db(db_path).await?;
@@ -375,6 +404,12 @@ async fn serve(
             .context("cannot fill the demo database")?;
     }
     tickscope_server::alerts::spawn(state.clone(), alert_every);
+    // Every five minutes: one analysis window more of each guest becomes due.
+    tickscope_server::retention::spawn(
+        state.clone(),
+        retention,
+        std::time::Duration::from_secs(300),
+    );
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

@@ -8,6 +8,7 @@ mod facts;
 mod guests;
 mod hosts;
 mod reports;
+mod rollups;
 mod settings;
 mod tokens;
 mod users;
@@ -19,6 +20,7 @@ pub use facts::{FactsEventRow, FactsRow, FactsSpanRow};
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use hosts::HostRow;
 pub use reports::StoreOutcome;
+pub use rollups::{FIVE_MINUTES_MS, HOUR_MS, RollupRow, StoredCounts};
 pub use tokens::{LOOKUP_PREFIX_CHARS, TokenListRow, TokenRow};
 pub use users::UserRow;
 

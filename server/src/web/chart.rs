@@ -46,10 +46,17 @@ impl Range {
         }
     }
 
-    /// Points per chart: one per 30 s over an hour, 12 min over a day, 84 min over a week,
-    /// 6 h over a month.
+    /// Points per chart: one per 30 s over an hour (raw samples), then whole multiples of the
+    /// five-minute analysis window and the hour, which stored rollups add up to exactly: 15 min
+    /// over a day, an hour over a week, 6 h over a month.
     pub fn bucket_ms(self) -> i64 {
-        self.length_ms() / 120
+        const MINUTE_MS: i64 = 60_000;
+        match self {
+            Range::Hour => MINUTE_MS / 2,
+            Range::Day => 15 * MINUTE_MS,
+            Range::Week => 60 * MINUTE_MS,
+            Range::Month => 6 * 60 * MINUTE_MS,
+        }
     }
 
     fn time_format(self) -> &'static str {

@@ -1,0 +1,229 @@
+//! Rollups of guests' history and the retention of raw samples, reports and rollups.
+
+use sqlx::FromRow;
+
+use super::Db;
+use crate::analysis::history::Summary;
+use crate::error::AppResult;
+
+/// The two resolutions rollups are kept at.
+pub const FIVE_MINUTES_MS: i64 = 5 * 60 * 1000;
+pub const HOUR_MS: i64 = 60 * 60 * 1000;
+
+/// One stored rollup.
+#[derive(Debug, Clone, PartialEq, FromRow)]
+pub struct RollupRow {
+    pub resolution_ms: i64,
+    pub start_ms: i64,
+    pub samples: i64,
+    pub length_s: f64,
+    pub vcpu_s: f64,
+    pub host_cpu_s: f64,
+    pub wakeups: i64,
+    pub idle_s: f64,
+    pub busy_s: f64,
+    pub wasted_cpu_s: f64,
+    pub min_cpu_pct: Option<f64>,
+    pub max_cpu_pct: Option<f64>,
+}
+
+impl RollupRow {
+    pub fn summary(&self) -> Summary {
+        Summary {
+            samples: self.samples,
+            length_s: self.length_s,
+            vcpu_s: self.vcpu_s,
+            host_cpu_s: self.host_cpu_s,
+            wakeups: self.wakeups,
+            idle_s: self.idle_s,
+            busy_s: self.busy_s,
+            wasted_cpu_s: self.wasted_cpu_s,
+            min_cpu_pct: self.min_cpu_pct,
+            max_cpu_pct: self.max_cpu_pct,
+        }
+    }
+}
+
+/// Rows each kind of table holds, for the retention job's log and the benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, FromRow)]
+pub struct StoredCounts {
+    pub reports: i64,
+    pub samples: i64,
+    pub rollups_5m: i64,
+    pub rollups_1h: i64,
+}
+
+const GUESTS_WITH_SAMPLES_BEFORE: &str = "SELECT id FROM guests g
+     WHERE EXISTS (SELECT 1 FROM samples s WHERE s.guest_id = g.id AND s.received_ms < ?)
+     ORDER BY id";
+
+const ROLLUPS_BETWEEN: &str = "SELECT resolution_ms, start_ms, samples, length_s, vcpu_s,
+        host_cpu_s, wakeups, idle_s, busy_s, wasted_cpu_s, min_cpu_pct, max_cpu_pct
+     FROM rollups WHERE guest_id = ? AND resolution_ms IN (?, ?) AND start_ms >= ? AND start_ms < ?
+     ORDER BY start_ms";
+
+impl Db {
+    /// Guests with raw samples received before `before_ms`.
+    pub async fn guests_with_samples_before(&self, before_ms: i64) -> AppResult<Vec<i64>> {
+        Ok(sqlx::query_scalar(GUESTS_WITH_SAMPLES_BEFORE)
+            .bind(before_ms)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    /// Replaces a guest's raw samples received before `before_ms` by their five-minute rollups,
+    /// in one transaction: the history is never counted twice, nor lost.
+    pub async fn roll_up_guest(
+        &self,
+        guest_id: i64,
+        windows: &[(i64, Summary)],
+        before_ms: i64,
+    ) -> AppResult<u64> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        for (start_ms, s) in windows {
+            // A window rolled up before (raw samples that arrived late for it) grows.
+            sqlx::query(
+                "INSERT INTO rollups (guest_id, resolution_ms, start_ms, samples, length_s, vcpu_s,
+                    host_cpu_s, wakeups, idle_s, busy_s, wasted_cpu_s, min_cpu_pct, max_cpu_pct)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (guest_id, resolution_ms, start_ms) DO UPDATE SET
+                    samples = samples + excluded.samples, length_s = length_s + excluded.length_s,
+                    vcpu_s = vcpu_s + excluded.vcpu_s, host_cpu_s = host_cpu_s + excluded.host_cpu_s,
+                    wakeups = wakeups + excluded.wakeups, idle_s = idle_s + excluded.idle_s,
+                    busy_s = busy_s + excluded.busy_s,
+                    wasted_cpu_s = wasted_cpu_s + excluded.wasted_cpu_s,
+                    min_cpu_pct = MIN(COALESCE(min_cpu_pct, excluded.min_cpu_pct), COALESCE(excluded.min_cpu_pct, min_cpu_pct)),
+                    max_cpu_pct = MAX(COALESCE(max_cpu_pct, excluded.max_cpu_pct), COALESCE(excluded.max_cpu_pct, max_cpu_pct))",
+            )
+            .bind(guest_id)
+            .bind(FIVE_MINUTES_MS)
+            .bind(start_ms)
+            .bind(s.samples)
+            .bind(s.length_s)
+            .bind(s.vcpu_s)
+            .bind(s.host_cpu_s)
+            .bind(s.wakeups)
+            .bind(s.idle_s)
+            .bind(s.busy_s)
+            .bind(s.wasted_cpu_s)
+            .bind(s.min_cpu_pct)
+            .bind(s.max_cpu_pct)
+            .execute(&mut *tx)
+            .await?;
+        }
+        let deleted = sqlx::query("DELETE FROM samples WHERE guest_id = ? AND received_ms < ?")
+            .bind(guest_id)
+            .bind(before_ms)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    /// Merges the five-minute rollups of whole hours before `before_ms` (a multiple of an hour)
+    /// into hourly ones. Returns the five-minute rows merged.
+    pub async fn merge_hourly_rollups(&self, before_ms: i64) -> AppResult<u64> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query(
+            "INSERT INTO rollups (guest_id, resolution_ms, start_ms, samples, length_s, vcpu_s,
+                host_cpu_s, wakeups, idle_s, busy_s, wasted_cpu_s, min_cpu_pct, max_cpu_pct)
+             SELECT guest_id, ?, start_ms / ? * ?, SUM(samples), SUM(length_s), SUM(vcpu_s),
+                SUM(host_cpu_s), SUM(wakeups), SUM(idle_s), SUM(busy_s), SUM(wasted_cpu_s),
+                MIN(min_cpu_pct), MAX(max_cpu_pct)
+             FROM rollups WHERE resolution_ms = ? AND start_ms < ?
+             GROUP BY guest_id, start_ms / ?
+             ON CONFLICT (guest_id, resolution_ms, start_ms) DO UPDATE SET
+                samples = samples + excluded.samples, length_s = length_s + excluded.length_s,
+                vcpu_s = vcpu_s + excluded.vcpu_s, host_cpu_s = host_cpu_s + excluded.host_cpu_s,
+                wakeups = wakeups + excluded.wakeups, idle_s = idle_s + excluded.idle_s,
+                busy_s = busy_s + excluded.busy_s,
+                wasted_cpu_s = wasted_cpu_s + excluded.wasted_cpu_s,
+                min_cpu_pct = MIN(COALESCE(min_cpu_pct, excluded.min_cpu_pct), COALESCE(excluded.min_cpu_pct, min_cpu_pct)),
+                max_cpu_pct = MAX(COALESCE(max_cpu_pct, excluded.max_cpu_pct), COALESCE(excluded.max_cpu_pct, max_cpu_pct))",
+        )
+        .bind(HOUR_MS)
+        .bind(HOUR_MS)
+        .bind(HOUR_MS)
+        .bind(FIVE_MINUTES_MS)
+        .bind(before_ms)
+        .bind(HOUR_MS)
+        .execute(&mut *tx)
+        .await?;
+        let merged = sqlx::query("DELETE FROM rollups WHERE resolution_ms = ? AND start_ms < ?")
+            .bind(FIVE_MINUTES_MS)
+            .bind(before_ms)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(merged)
+    }
+
+    /// Deletes hourly rollups that start before `rollups_before_ms`, and reports received
+    /// before `reports_before_ms`, whose samples must have been rolled up (a sample refers to
+    /// its report). Returns the rows deleted.
+    pub async fn expire(&self, rollups_before_ms: i64, reports_before_ms: i64) -> AppResult<u64> {
+        let rollups = sqlx::query("DELETE FROM rollups WHERE resolution_ms = ? AND start_ms < ?")
+            .bind(HOUR_MS)
+            .bind(rollups_before_ms)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let reports = sqlx::query("DELETE FROM reports WHERE received_ms < ?")
+            .bind(reports_before_ms)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(rollups + reports)
+    }
+
+    /// A guest's rollups starting in [from_ms, to_ms), oldest first.
+    pub async fn rollups_between(
+        &self,
+        guest_id: i64,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> AppResult<Vec<RollupRow>> {
+        Ok(sqlx::query_as(ROLLUPS_BETWEEN)
+            .bind(guest_id)
+            .bind(FIVE_MINUTES_MS)
+            .bind(HOUR_MS)
+            .bind(from_ms)
+            .bind(to_ms)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    /// SQLite's plans for the retention's search for guests to roll up and for a guest's
+    /// rollups, one line per step: the tests check that both go through an index.
+    pub async fn rollup_query_plans(&self) -> AppResult<Vec<String>> {
+        let mut plans = Vec::new();
+        for (sql, binds) in [(GUESTS_WITH_SAMPLES_BEFORE, 1), (ROLLUPS_BETWEEN, 5)] {
+            let explain = format!("EXPLAIN QUERY PLAN {sql}");
+            let mut query = sqlx::query_as::<_, (i64, i64, i64, String)>(&explain);
+            for _ in 0..binds {
+                query = query.bind(0i64);
+            }
+            plans.extend(
+                query
+                    .fetch_all(&self.pool)
+                    .await?
+                    .into_iter()
+                    .map(|row| row.3),
+            );
+        }
+        Ok(plans)
+    }
+
+    pub async fn stored_counts(&self) -> AppResult<StoredCounts> {
+        Ok(sqlx::query_as(
+            "SELECT (SELECT COUNT(*) FROM reports) AS reports,
+                    (SELECT COUNT(*) FROM samples) AS samples,
+                    (SELECT COUNT(*) FROM rollups WHERE resolution_ms = 300000) AS rollups_5m,
+                    (SELECT COUNT(*) FROM rollups WHERE resolution_ms = 3600000) AS rollups_1h",
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+}

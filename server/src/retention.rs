@@ -1,0 +1,117 @@
+//! Keeping storage flat: a guest's raw samples older than `raw` become five-minute rollups of
+//! the analysis windows they made, five-minute rollups older than `five_minute` are merged into
+//! hourly ones, and hourly ones older than `hourly` are deleted, with the reports whose samples
+//! are gone. The pages read rollups where raw samples no longer are (`fleet::History`).
+
+use std::time::Duration;
+
+use crate::app::AppState;
+use crate::db::{FIVE_MINUTES_MS, HOUR_MS};
+use crate::error::AppResult;
+use crate::fleet::{self, ANALYSIS_WINDOW_MS};
+
+const HOUR: i64 = HOUR_MS;
+const DAY: i64 = 24 * HOUR;
+
+/// How long each resolution is kept, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub raw_ms: i64,
+    pub five_minute_ms: i64,
+    pub hourly_ms: i64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            raw_ms: 48 * HOUR,
+            five_minute_ms: 14 * DAY,
+            hourly_ms: 400 * DAY,
+        }
+    }
+}
+
+impl Retention {
+    /// The shortest a tier may be kept, and why. The current state and the hour's chart read
+    /// raw samples, a week's chart and the waste so far read five-minute windows, and each tier
+    /// must outlast the one before it.
+    pub fn check(&self) -> Result<(), String> {
+        if self.raw_ms < 2 * HOUR {
+            return Err(
+                "raw samples must be kept at least 2 hours (the last hour's chart reads them)"
+                    .into(),
+            );
+        }
+        if self.five_minute_ms < 8 * DAY || self.five_minute_ms < self.raw_ms {
+            return Err("five-minute rollups must be kept at least 8 days, and no shorter than raw samples (a week's chart reads them)".into());
+        }
+        if self.hourly_ms < self.five_minute_ms {
+            return Err("hourly rollups must be kept no shorter than five-minute ones".into());
+        }
+        Ok(())
+    }
+}
+
+/// What one run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Outcome {
+    pub guests: usize,
+    pub windows: usize,
+    pub samples_deleted: u64,
+    pub five_minute_merged: u64,
+    pub expired: u64,
+}
+
+/// Rolls up and expires everything the retention says is due at `now_ms`.
+pub async fn run(state: &AppState, retention: Retention, now_ms: i64) -> AppResult<Outcome> {
+    let mut outcome = Outcome::default();
+    // Whole analysis windows only, so that no window is cut in two.
+    let raw_before =
+        (now_ms - retention.raw_ms).div_euclid(ANALYSIS_WINDOW_MS) * ANALYSIS_WINDOW_MS;
+    for guest_id in state.db.guests_with_samples_before(raw_before).await? {
+        let Some(guest) = state.guest(guest_id, now_ms).await? else {
+            continue;
+        };
+        let history = fleet::History::load_samples(&state.db, guest_id, 0, raw_before).await?;
+        let windows = history.raw_summaries(&guest, 0);
+        outcome.samples_deleted += state
+            .db
+            .roll_up_guest(guest_id, &windows, raw_before)
+            .await?;
+        outcome.windows += windows.len();
+        outcome.guests += 1;
+    }
+    debug_assert_eq!(HOUR_MS % FIVE_MINUTES_MS, 0);
+    let merge_before = (now_ms - retention.five_minute_ms).div_euclid(HOUR_MS) * HOUR_MS;
+    outcome.five_minute_merged = state.db.merge_hourly_rollups(merge_before).await?;
+    outcome.expired = state
+        .db
+        .expire(now_ms - retention.hourly_ms, raw_before)
+        .await?;
+    Ok(outcome)
+}
+
+/// Runs the retention every `every`, the first time soon after start.
+pub fn spawn(state: AppState, retention: Retention, every: Duration) {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            match run(&state, retention, crate::app::now_ms()).await {
+                Ok(o) if o.guests > 0 || o.five_minute_merged > 0 || o.expired > 0 => {
+                    tracing::info!(
+                        guests = o.guests,
+                        windows = o.windows,
+                        samples_deleted = o.samples_deleted,
+                        five_minute_merged = o.five_minute_merged,
+                        expired = o.expired,
+                        "history rolled up"
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "history could not be rolled up"),
+            }
+        }
+    });
+}
