@@ -1,8 +1,10 @@
 //! tickscope agent library.
 //!
-//! `wire` is the report format shared with the server; it is all the server links. The rest
+//! `wire` is the report format shared with the server, and `simulate` the model of a simulated
+//! fleet (the server's demo and benchmarks use it); they are all the server links. The rest
 //! (discovery, sampling, the HTTP client) is the agent itself, behind the `cli` feature.
 
+pub mod simulate;
 pub mod wire;
 
 #[cfg(feature = "cli")]

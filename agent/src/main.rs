@@ -48,6 +48,39 @@ enum Command {
     /// Inside a Linux guest: collect its kernel timer facts and deliver them through a serial
     /// channel to the host agent, or straight to the server with a guest token.
     Guest(GuestArgs),
+    /// Load-test a server: a simulated fleet of hosts and guests reporting in real time, one
+    /// agent token per host (`tickscope-server token add sim-host --role agent --count N`).
+    Simulate(SimulateArgs),
+}
+
+#[derive(clap::Args)]
+struct SimulateArgs {
+    /// The server's base URL.
+    #[arg(long, env = "TICKSCOPE_SERVER")]
+    server: String,
+    /// A file of agent tokens, one per line, one per host in order: each host reports with its
+    /// own, as real agents do.
+    #[arg(long)]
+    tokens_file: PathBuf,
+    /// Hosts to simulate, named `<prefix>-0001` on (the names `token add --count` binds).
+    #[arg(long, default_value_t = 10)]
+    hosts: usize,
+    #[arg(long, default_value_t = 10)]
+    guests_per_host: usize,
+    #[arg(long, default_value = "sim-host")]
+    host_prefix: String,
+    /// Seconds between one host's reports.
+    #[arg(long, default_value_t = 10.0)]
+    interval: f64,
+    /// Seed of the fleet's make-up and noise: the same seed, the same fleet.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stop after this many seconds (default: run until stopped).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Threads sending reports.
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
 }
 
 #[derive(clap::Args)]
@@ -186,7 +219,90 @@ fn main() -> Result<()> {
             tls,
         } => run(&server, &token, &measure, &spool, &tls),
         Command::Guest(args) => guest(&args),
+        Command::Simulate(args) => simulate(&args),
     }
+}
+
+fn simulate(args: &SimulateArgs) -> Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    use tickscope_agent::simulate::{self, send};
+
+    let interval = seconds("interval", args.interval, 0.1, 3600.0)?;
+    let tokens: Vec<String> = std::fs::read_to_string(&args.tokens_file)
+        .with_context(|| format!("cannot read {}", args.tokens_file.display()))?
+        .lines()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect();
+    if tokens.len() < args.hosts {
+        bail!(
+            "{} has {} token(s) for {} hosts: make one per host with `tickscope-server token add {} --role agent --count {}`",
+            args.tokens_file.display(),
+            tokens.len(),
+            args.hosts,
+            args.host_prefix,
+            args.hosts
+        );
+    }
+    let threads = args.threads.clamp(1, args.hosts.max(1));
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis() as i64;
+    let run_ms = args
+        .duration
+        .map_or(30 * 86_400_000, |s| (s * 1000.0) as i64);
+    let fleet = simulate::random_fleet(
+        args.seed,
+        &args.host_prefix,
+        args.hosts,
+        args.guests_per_host,
+        now_ms,
+        run_ms,
+    );
+    let until = args
+        .duration
+        .map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
+    let counts = Arc::new(send::Counts::default());
+    eprintln!(
+        "simulating {} hosts x {} guests, a report per host every {:.1} s, to {}",
+        args.hosts, args.guests_per_host, args.interval, args.server
+    );
+    let progress = counts.clone();
+    thread::spawn(move || {
+        let started = Instant::now();
+        loop {
+            thread::sleep(Duration::from_secs(10));
+            let sent = progress.sent.load(Ordering::Relaxed);
+            let failed = progress.failed.load(Ordering::Relaxed);
+            let latency_ms =
+                progress.latency_us.load(Ordering::Relaxed) as f64 / 1000.0 / sent.max(1) as f64;
+            eprintln!(
+                "{:.0} s: {sent} reports taken, {failed} failed, {latency_ms:.1} ms each on average",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    });
+    let schedule = send::Schedule {
+        interval,
+        threads,
+        until,
+    };
+    send::run(
+        send::agents(&args.server, fleet, tokens, args.seed),
+        &schedule,
+        counts.clone(),
+    );
+    let failed = counts.failed.load(Ordering::Relaxed);
+    println!(
+        "{} reports taken, {failed} failed",
+        counts.sent.load(Ordering::Relaxed)
+    );
+    if failed > 0 {
+        bail!("{failed} report(s) were not taken");
+    }
+    Ok(())
 }
 
 /// Writes one line to a serial or virtio-serial port without ever blocking: a virtio port with

@@ -1,14 +1,13 @@
 //! A simulated fleet for `serve --demo`, so a newcomer's first command shows a populated
-//! dashboard. Its reports go through the same validation and storage as an agent's; the figures
-//! follow what real guests measured on the reference machine (DESIGN.md §2), with noise.
-//! Every page says the data is simulated.
+//! dashboard. The guests are a fixed cast driven by the same model as `tickscope-agent
+//! simulate` (`tickscope_agent::simulate`: idle costs by tick mode from real measurements, a
+//! working day, batch jobs, the probe's facts); their reports go through the same validation
+//! and storage as an agent's. Every page says the data is simulated.
 
 use std::time::Duration;
 
-use tickscope_agent::wire::{
-    AgentInfo, DeliveredFacts, Dynticks, FactsSource, GuestFacts, GuestSample, HostInfo,
-    Hypervisor, Interval, KernelConfig, Report, WakeupsSource,
-};
+use tickscope_agent::simulate::{GuestSpec, HostSpec, Kernel, SimulatedHost, Tick};
+use tickscope_agent::wire::Hypervisor;
 
 use crate::app::AppState;
 use crate::app::now_ms;
@@ -23,82 +22,122 @@ pub const DEMO_PASSWORD: &str = "demo-password";
 /// Reports written at start-up, so the figures average over a full window at once.
 const BACKFILL_INTERVALS: i64 = 36;
 
-/// A simulated guest: (name, hypervisor, vCPUs, host CPU % per vCPU, wake-ups per vCPU per s,
-/// kernel command line visible on the host).
-type GuestSpec = (
-    &'static str,
-    Hypervisor,
-    u32,
-    f64,
-    f64,
-    Option<&'static str>,
-);
+/// A guest of the cast: idle most of the time, unless said otherwise.
+fn guest(name: &str, hypervisor: Hypervisor, vcpus: u32, kernel: Kernel) -> GuestSpec {
+    GuestSpec {
+        name: name.into(),
+        hypervisor,
+        vcpus,
+        kernel,
+        base_load: 0.0,
+        day_load: 0.05,
+        batch_share: 0.0,
+        probe: false,
+        // Firecracker and cloud-hypervisor always boot a kernel directly.
+        direct_boot: matches!(
+            hypervisor,
+            Hypervisor::Firecracker | Hypervisor::CloudHypervisor
+        ),
+        restarts_per_day: 0.0,
+        upgrade_at_ms: None,
+    }
+}
 
-const HOSTS: &[(&str, u32, &[GuestSpec])] = &[
-    (
-        "demo-hv-01",
-        32,
-        &[
-            ("web-01", Hypervisor::Qemu, 2, 0.2, 21.0, None),
-            ("web-02", Hypervisor::Qemu, 2, 0.25, 24.0, None),
-            ("db-legacy", Hypervisor::Qemu, 4, 4.1, 1004.0, None),
-            (
-                "ci-runner",
-                Hypervisor::Qemu,
-                1,
-                5.3,
-                650.0,
-                Some("console=ttyS0 nohz=off"),
-            ),
-            ("build-box", Hypervisor::Qemu, 2, 78.0, 300.0, None),
-        ],
-    ),
-    (
-        "demo-hv-02",
-        16,
-        &[
-            ("slitaz-justX", Hypervisor::Virtualbox, 1, 4.5, 1000.0, None),
-            (
-                "ubuntu-6.10-server",
-                Hypervisor::Vmware,
-                1,
-                0.9,
-                100.0,
-                None,
-            ),
-            ("fedora-core-6", Hypervisor::Vmware, 1, 4.8, 1000.0, None),
-            (
-                "rt-lab",
-                Hypervisor::Qemu,
-                1,
-                99.3,
-                485.0,
-                Some("idle=poll quiet"),
-            ),
-        ],
-    ),
-    (
-        "demo-hv-03",
-        64,
-        &[
-            ("fn-thumbnail", Hypervisor::Firecracker, 1, 0.3, 38.0, None),
-            ("fn-resize", Hypervisor::Firecracker, 1, 0.35, 41.0, None),
-            (
-                "edge-proxy",
-                Hypervisor::CloudHypervisor,
-                2,
-                4.6,
-                262.0,
-                Some("console=hvc0 nohz=off highres=off"),
-            ),
-        ],
-    ),
-];
-
-/// The CI runner runs a 20 s job every two minutes, at 90 % of its vCPU: its idle intervals show
-/// the tick's waste, and its busy ones are left out of it.
-fn job_cpu_pct(name: &str, end_ms: i64) -> Option<f64> {
-    (name == "ci-runner" && (end_ms / INTERVAL_MS) % 12 < 2).then_some(90.0)
+/// The cast: the kinds of guest the seed reports and DESIGN.md describe, on three hosts.
+fn hosts() -> Vec<HostSpec> {
+    use Hypervisor::{CloudHypervisor, Firecracker, Qemu, Virtualbox, Vmware};
+    let tickless = || Kernel::debian("", Tick::Tickless { hz: 250 });
+    let probed = |g: GuestSpec| GuestSpec { probe: true, ..g };
+    // QEMU started with -kernel and -append: the host sees the command line.
+    let direct = |g: GuestSpec| GuestSpec {
+        direct_boot: true,
+        ..g
+    };
+    vec![
+        HostSpec {
+            name: "demo-hv-01".into(),
+            cpus: 32,
+            guests: vec![
+                probed(guest("web-01", Qemu, 2, tickless())),
+                guest("web-02", Qemu, 2, tickless()),
+                probed(guest("db-legacy", Qemu, 4, Kernel::centos5())),
+                // A 20 s job every two minutes or so: its busy intervals are left out of the
+                // waste, its idle ones show the tick.
+                direct(probed(GuestSpec {
+                    batch_share: 0.17,
+                    ..guest(
+                        "ci-runner",
+                        Qemu,
+                        1,
+                        Kernel::debian(" console=ttyS0 nohz=off", Tick::Periodic { hz: 250 }),
+                    )
+                })),
+                GuestSpec {
+                    base_load: 0.78,
+                    ..guest("build-box", Qemu, 2, tickless())
+                },
+            ],
+        },
+        HostSpec {
+            name: "demo-hv-02".into(),
+            cpus: 16,
+            guests: vec![
+                guest(
+                    "slitaz-justX",
+                    Virtualbox,
+                    1,
+                    Kernel::legacy(
+                        "2.6.24.2-slitaz",
+                        "slitaz",
+                        "2.0",
+                        "SliTaz GNU/Linux 2.0",
+                        1000,
+                    ),
+                ),
+                guest(
+                    "ubuntu-6.10-server",
+                    Vmware,
+                    1,
+                    Kernel::ubuntu_server_2006(),
+                ),
+                guest(
+                    "fedora-core-6",
+                    Vmware,
+                    1,
+                    Kernel::legacy(
+                        "2.6.18-1.2798.fc6",
+                        "fedora",
+                        "6",
+                        "Fedora Core release 6 (Zod)",
+                        1000,
+                    ),
+                ),
+                direct(guest(
+                    "rt-lab",
+                    Qemu,
+                    1,
+                    Kernel::debian(" idle=poll", Tick::Polling { hz: 250 }),
+                )),
+            ],
+        },
+        HostSpec {
+            name: "demo-hv-03".into(),
+            cpus: 64,
+            guests: vec![
+                guest("fn-thumbnail", Firecracker, 1, tickless()),
+                guest("fn-resize", Firecracker, 1, tickless()),
+                guest(
+                    "edge-proxy",
+                    CloudHypervisor,
+                    2,
+                    Kernel::debian(
+                        " console=hvc0 nohz=off highres=off",
+                        Tick::Periodic { hz: 250 },
+                    ),
+                ),
+            ],
+        },
+    ]
 }
 
 /// Fills the server's database with a backfill of reports, then keeps the fleet reporting every
@@ -132,8 +171,9 @@ pub async fn start(state: &AppState) -> AppResult<()> {
     }
     // Reports are stored against a token bound to their host, as an agent's are; these tokens
     // are never shown, so nothing else can use them.
+    let hosts = hosts();
     let mut token_ids = Vec::new();
-    for (host, _, _) in HOSTS {
+    for host in hosts.iter().map(|h| h.name.as_str()) {
         let token = auth::new_token()?;
         let id = db
             .insert_token(
@@ -146,10 +186,14 @@ pub async fn start(state: &AppState) -> AppResult<()> {
             .await?;
         token_ids.push(id);
     }
+    let seed = now_ms() as u64;
+    let version = format!("{} (demo)", env!("CARGO_PKG_VERSION"));
     let mut fleet = Fleet {
-        seq: 0,
-        noise: Noise(now_ms() as u64 | 1),
-        run_id: format!("demo-{}", now_ms()),
+        hosts: hosts
+            .into_iter()
+            .enumerate()
+            .map(|(i, spec)| SimulatedHost::new(spec, seed + i as u64, &version))
+            .collect(),
         token_ids,
     };
     // A demo database opened again keeps its history and simply goes on reporting.
@@ -174,179 +218,20 @@ pub async fn start(state: &AppState) -> AppResult<()> {
 }
 
 struct Fleet {
-    seq: u64,
-    noise: Noise,
-    run_id: String,
-    /// One agent token per host of `HOSTS`, in order.
+    hosts: Vec<SimulatedHost>,
+    /// One agent token per host, in order.
     token_ids: Vec<i64>,
 }
 
 impl Fleet {
     async fn report_all(&mut self, state: &AppState, end_ms: i64) -> AppResult<()> {
-        for (i, (host, cpus, guests)) in HOSTS.iter().enumerate() {
-            let token_id = self.token_ids[i];
-            let report = self.report(host, *cpus, guests, end_ms);
+        for (host, &token_id) in self.hosts.iter_mut().zip(&self.token_ids) {
+            let report = host.report(end_ms, INTERVAL_MS);
             let valid = ingest::validate(report, now_ms())?;
             // Received when it ended, on the simulated timeline: the backfill's reports then
             // spread over the window as an agent's would, instead of arriving all at once.
             state.store_report(&valid, token_id, end_ms).await?;
         }
         Ok(())
-    }
-
-    fn report(&mut self, host: &str, cpus: u32, guests: &[GuestSpec], end_ms: i64) -> Report {
-        self.seq += 1;
-        let length_s = INTERVAL_MS as f64 / 1000.0;
-        let guests = guests
-            .iter()
-            .enumerate()
-            .map(
-                |(i, &(name, hypervisor, vcpus, cpu_pct, wakeups, boot_args))| {
-                    let v = f64::from(vcpus);
-                    GuestSample {
-                        hypervisor,
-                        management: (hypervisor == Hypervisor::Qemu).then(|| "libvirt".to_string()),
-                        name: name.to_string(),
-                        uuid: Some(format!("00000000-0000-4000-8000-{:06}{:06}", cpus, i)),
-                        pid: 10_000 + cpus * 100 + i as u32,
-                        vcpus,
-                        // A vCPU cannot use more than a whole core.
-                        host_cpu_seconds: (job_cpu_pct(name, end_ms).unwrap_or(cpu_pct)
-                            * self.noise.factor())
-                        .min(100.0)
-                            / 100.0
-                            * v
-                            * length_s,
-                        vcpu_wakeups: (wakeups * v * length_s * self.noise.factor()) as u64,
-                        wakeups_source: WakeupsSource::VcpuThreads,
-                        boot_args: boot_args.map(str::to_string),
-                        // The simulated hosts are KVM hosts; VirtualBox and VMware bring
-                        // their own hypervisors.
-                        uses_kvm: Some(matches!(
-                            hypervisor,
-                            Hypervisor::Qemu
-                                | Hypervisor::Firecracker
-                                | Hypervisor::CloudHypervisor
-                        )),
-                        facts: simulated_facts(name, end_ms),
-                        // The demo's reports never go missing: nothing to measure across.
-                        totals: None,
-                    }
-                },
-            )
-            .collect();
-        Report {
-            agent: AgentInfo {
-                id: format!("{host}-simulated"),
-                run_id: self.run_id.clone(),
-                version: format!("{} (demo)", env!("CARGO_PKG_VERSION")),
-            },
-            seq: self.seq,
-            host: HostInfo {
-                name: host.to_string(),
-                cpus,
-                kernel: "6.1.0-57-amd64 (simulated)".into(),
-                kvm_halt_poll_ns: Some(200_000),
-                boot_id: None,
-            },
-            interval: Interval {
-                start_ms: end_ms - INTERVAL_MS,
-                end_ms,
-                length_ns: INTERVAL_MS as u64 * 1_000_000,
-            },
-            guests,
-            dropped_reports: 0,
-        }
-    }
-}
-
-/// What a few of the simulated guests report about themselves, as a guest probe would: a
-/// tickless Debian, a RHEL 5 kernel built without NO_HZ at 1000 Hz, a Debian booted with
-/// `nohz=off`. The others have no probe, as in a real fleet.
-fn simulated_facts(name: &str, now_ms: i64) -> Option<DeliveredFacts> {
-    let debian = |cmdline: &str, dynticks: u32, idle: f64| GuestFacts {
-        collected_ms: Some(now_ms),
-        kernel_release: Some("6.1.0-57-cloud-amd64".into()),
-        kernel_version: Some("#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-3".into()),
-        distro_id: Some("debian".into()),
-        distro_version_id: Some("12".into()),
-        distro_name: Some("Debian GNU/Linux 12 (bookworm)".into()),
-        config: KernelConfig {
-            source: "boot_config".into(),
-            hz: Some(250),
-            hz_periodic: Some(false),
-            no_hz_idle: Some(false),
-            no_hz_full: Some(true),
-            no_hz_legacy: Some(false),
-        },
-        measured_hz: Some(250.1),
-        dynticks: Some(Dynticks {
-            nohz_mode: vec![dynticks; 2],
-            tick_stopped_cpus: if dynticks > 0 { 2 } else { 0 },
-        }),
-        cmdline: Some(cmdline.into()),
-        clocksource: Some("kvm-clock".into()),
-        available_clocksources: Some(vec!["kvm-clock".into(), "tsc".into(), "hpet".into()]),
-        cpuidle_driver: Some("none".into()),
-        cpuidle_governor: Some(if dynticks > 0 { "menu" } else { "ladder" }.into()),
-        idle_fraction: Some(idle),
-        // Delivered with every report, as the probe measures it: over the time since the last.
-        idle_measured_s: Some(INTERVAL_MS as f64 / 1000.0),
-        local_timer_irqs_per_cpu_s: Some(if dynticks > 0 { 12.0 } else { 250.0 }),
-        cpus: Some(2),
-        dmi_uuid: None,
-    };
-    let facts = match name {
-        "web-01" => debian(
-            "BOOT_IMAGE=/vmlinuz-6.1.0-57-cloud-amd64 root=/dev/vda1 ro quiet",
-            2,
-            0.993,
-        ),
-        // While its job runs, it says so.
-        "ci-runner" => debian(
-            "BOOT_IMAGE=/vmlinuz-6.1.0-57-cloud-amd64 root=/dev/vda1 ro console=ttyS0 nohz=off",
-            0,
-            if job_cpu_pct(name, now_ms).is_some() {
-                0.1
-            } else {
-                0.989
-            },
-        ),
-        "db-legacy" => GuestFacts {
-            collected_ms: Some(now_ms),
-            kernel_release: Some("2.6.18-398.el5".into()),
-            distro_id: Some("centos".into()),
-            distro_version_id: Some("5.11".into()),
-            distro_name: Some("CentOS release 5.11 (Final)".into()),
-            config: KernelConfig {
-                source: "boot_config".into(),
-                hz: Some(1000),
-                ..KernelConfig::default()
-            },
-            cmdline: Some("ro root=/dev/VolGroup00/LogVol00 rhgb quiet".into()),
-            clocksource: Some("acpi_pm".into()),
-            idle_fraction: Some(0.975),
-            cpus: Some(4),
-            ..GuestFacts::default()
-        },
-        _ => return None,
-    };
-    Some(DeliveredFacts {
-        source: FactsSource::ProbeChannel,
-        received_ms: now_ms,
-        facts,
-    })
-}
-
-/// A small deterministic generator for ±10 % noise: no RNG crate for a demo.
-struct Noise(u64);
-
-impl Noise {
-    fn factor(&mut self) -> f64 {
-        // xorshift64
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        0.9 + 0.2 * (self.0 % 10_000) as f64 / 10_000.0
     }
 }

@@ -103,6 +103,10 @@ enum TokenCommand {
         /// The host an agent token may report for (default: the first host it reports for).
         #[arg(long)]
         host: Option<String>,
+        /// Make this many agent tokens at once, for hosts named `<NAME>-0001` on, each bound to
+        /// its host, printed one per line (for `tickscope-agent simulate --tokens-file`).
+        #[arg(long, conflicts_with = "host")]
+        count: Option<u32>,
         #[command(flatten)]
         db: DbArg,
     },
@@ -261,6 +265,7 @@ async fn main() -> Result<()> {
                     name,
                     role,
                     host,
+                    count,
                     db,
                 },
         } => {
@@ -270,6 +275,29 @@ async fn main() -> Result<()> {
                 RoleArg::Guest => Role::Guest,
             };
             let db = open_db(&db.path(false)).await?;
+            if let Some(count) = count {
+                if role != Role::Agent {
+                    anyhow::bail!("--count makes agent tokens, one per host");
+                }
+                eprintln!(
+                    "Agent tokens for hosts {name}-0001 to {name}-{count:04}, shown only this once:"
+                );
+                for i in 1..=count {
+                    let host = format!("{name}-{i:04}");
+                    let token = auth::new_token()?;
+                    db.insert_token(
+                        &host,
+                        role.as_str(),
+                        &auth::token_hash(&token),
+                        Some(&host),
+                        app::now_ms(),
+                    )
+                    .await?;
+                    println!("{token}");
+                }
+                db.close().await;
+                return Ok(());
+            }
             let token = auth::new_token()?;
             db.insert_token(
                 &name,

@@ -13,12 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::processes::{Processes, add_token, start_server};
+use common::processes::{Processes, add_token, agent_binary, start_server};
 use tickscope_server::db::Db;
-
-fn agent_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tickscope-server")).with_file_name("tickscope-agent")
-}
 
 fn start_agent(url: &str, token: &str, spool: &Path, interval: &str, extra: &[&str]) -> Child {
     Command::new(agent_binary())

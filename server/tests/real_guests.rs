@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::processes::{Processes, add_token, repo_root, start_server};
+use common::processes::{Processes, add_token, agent_binary, repo_root, start_server};
 
 const AGENT_INTERVAL_S: u64 = 5;
 const REPORTS_TO_WAIT_FOR: u64 = 3;
@@ -32,18 +32,6 @@ fn guest_assets() -> PathBuf {
         );
     }
     dir
-}
-
-/// The agent binary, built beside the server's in the same target directory.
-fn agent_binary() -> PathBuf {
-    let server = PathBuf::from(env!("CARGO_BIN_EXE_tickscope-server"));
-    let agent = server.with_file_name("tickscope-agent");
-    assert!(
-        agent.is_file(),
-        "{} is missing: build it first with `cargo build --workspace --bins`",
-        agent.display()
-    );
-    agent
 }
 
 /// The guests of one binary take turns: several TCG guests at once on a small machine would

@@ -56,6 +56,18 @@ impl Drop for Processes {
     }
 }
 
+/// The agent binary, built beside the server's in the same target directory.
+pub fn agent_binary() -> PathBuf {
+    let server = PathBuf::from(env!("CARGO_BIN_EXE_tickscope-server"));
+    let agent = server.with_file_name("tickscope-agent");
+    assert!(
+        agent.is_file(),
+        "{} is missing: build it first with `cargo build --workspace --bins`",
+        agent.display()
+    );
+    agent
+}
+
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

@@ -1,0 +1,116 @@
+//! `tickscope-agent simulate`: a simulated fleet reporting to a real server, one agent per
+//! host, each with its own token, every interval in real time: a load test of the server's
+//! ingest, analysis and pages. No spool: a report the server does not take is counted as
+//! failed and not sent again.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::{HostSpec, SimulatedHost};
+use crate::client::Client;
+
+/// What the senders did so far.
+#[derive(Default)]
+pub struct Counts {
+    pub sent: AtomicU64,
+    pub failed: AtomicU64,
+    /// Summed time of the successful posts, in microseconds.
+    pub latency_us: AtomicU64,
+}
+
+/// When and how hard to send.
+pub struct Schedule {
+    /// Between one host's reports.
+    pub interval: Duration,
+    /// Threads sending; hosts are spread evenly over them.
+    pub threads: usize,
+    /// When to stop; never if `None`.
+    pub until: Option<Instant>,
+}
+
+/// The simulated hosts of `hosts`, each with the client that posts with its own token.
+pub fn agents(
+    server: &str,
+    hosts: Vec<HostSpec>,
+    tokens: Vec<String>,
+    seed: u64,
+) -> Vec<(SimulatedHost, Client)> {
+    let version = format!("{} (simulated)", env!("CARGO_PKG_VERSION"));
+    hosts
+        .into_iter()
+        .zip(tokens)
+        .enumerate()
+        .map(|(i, (spec, token))| {
+            let host = SimulatedHost::new(spec, seed.wrapping_add(i as u64), &version);
+            (host, Client::new(server, &token))
+        })
+        .collect()
+}
+
+/// Reports every host's interval, each host's sends at its own offset within the interval.
+pub fn run(agents: Vec<(SimulatedHost, Client)>, schedule: &Schedule, counts: Arc<Counts>) {
+    let threads = schedule.threads.max(1);
+    let (interval, until) = (schedule.interval, schedule.until);
+    let mut groups: Vec<Vec<(SimulatedHost, Client)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, agent) in agents.into_iter().enumerate() {
+        groups[i % threads].push(agent);
+    }
+    let handles: Vec<_> = groups
+        .into_iter()
+        .map(|group| {
+            let counts = counts.clone();
+            thread::spawn(move || send_group(group, interval, until, &counts))
+        })
+        .collect();
+    for handle in handles {
+        let _ = handle.join();
+    }
+}
+
+fn send_group(
+    mut group: Vec<(SimulatedHost, Client)>,
+    interval: Duration,
+    until: Option<Instant>,
+    counts: &Counts,
+) {
+    let interval_ms = interval.as_millis() as i64;
+    let n = group.len().max(1) as u32;
+    let mut next = Instant::now() + interval;
+    loop {
+        // Each host of the group at its own offset within the interval, as independent agents.
+        for (k, (host, client)) in group.iter_mut().enumerate() {
+            let due = next + interval * k as u32 / n;
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                thread::sleep(wait);
+            }
+            if until.is_some_and(|until| Instant::now() >= until) {
+                return;
+            }
+            let report = host.report(unix_ms(), interval_ms);
+            let json = serde_json::to_vec(&report).expect("a report serialises");
+            let started = Instant::now();
+            match client.post_report(json) {
+                Ok(()) => {
+                    counts.sent.fetch_add(1, Ordering::Relaxed);
+                    counts
+                        .latency_us
+                        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    counts.failed.fetch_add(1, Ordering::Relaxed);
+                    eprintln!("{}: {e}", host.name());
+                }
+            }
+        }
+        next += interval;
+    }
+}
+
+fn unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
