@@ -132,7 +132,7 @@ async fn fill_history(state: &AppState, days: i64) -> i64 {
         };
         store(state, token, report, end_ms).await;
     }
-    let guests = state.current.ranked(app::now_ms());
+    let guests = state.ranked(app::now_ms()).await;
     guests
         .iter()
         .find(|g| g.name == "history-guest")

@@ -242,7 +242,7 @@ pub async fn evaluate(state: &AppState, now_ms: i64) -> AppResult<Evaluated> {
         .into_iter()
         .filter(|r| r.enabled)
         .collect();
-    let guests = state.current.ranked(now_ms);
+    let guests = state.ranked(now_ms).await;
     let hosts = db.hosts().await?;
     let external_url = state.options.external_url.trim_end_matches('/');
 

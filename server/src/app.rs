@@ -1,5 +1,6 @@
 //! The application: shared state and the router, which reads as the table of contents.
 
+use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, RwLock};
 use std::time::Duration as StdDuration;
@@ -15,6 +16,7 @@ use tower_sessions::cookie::time::Duration;
 use tower_sessions::{Expiry, SessionManagerLayer};
 use tower_sessions_sqlx_store::SqliteStore;
 
+use crate::analysis::change::Change;
 use crate::analysis::cost::CostModel;
 use crate::auth::throttle::LoginThrottle;
 use crate::current::Current;
@@ -23,6 +25,7 @@ use crate::error::{AppError, AppResult};
 use crate::fleet::{self, AnalysedGuest};
 use crate::ingest::ValidReport;
 use crate::metrics::Metrics;
+use crate::refresher::Refresher;
 use crate::{api, web};
 
 #[derive(Clone)]
@@ -31,8 +34,11 @@ pub struct AppState {
     pub options: Arc<Options>,
     /// The cost model in force: `options.cost` until an admin saves one on the settings page.
     cost: Arc<RwLock<CostModel>>,
-    /// Every active guest, analysed: what the pages and the API rank.
+    /// Every active guest, analysed: what the pages and the API rank. Read it through
+    /// [`AppState::ranked`] and the like, which wait for the analyses of what was stored.
     pub current: Arc<Current>,
+    /// Analyses hosts again after their reports, off the request path.
+    pub refresher: Arc<Refresher>,
     /// The server's own counters, for `/metrics`.
     pub metrics: Arc<Metrics>,
     /// Wakes the notification sender when an evaluation wrote something to the outbox.
@@ -66,9 +72,11 @@ impl AppState {
             took_ms = started.elapsed().as_millis() as u64,
             "analysed the active guests"
         );
+        let current = Arc::new(current);
         Ok(AppState {
+            refresher: Refresher::start(db.clone(), current.clone()),
             db,
-            current: Arc::new(current),
+            current,
             metrics: Arc::new(Metrics::default()),
             notifier: Arc::new(tokio::sync::Notify::new()),
             login_throttle: Arc::new(LoginThrottle::default()),
@@ -81,8 +89,8 @@ impl AppState {
         })
     }
 
-    /// Stores a report, then brings the analysis of its host up to date. An analysis that fails
-    /// is logged, not returned: the report is stored, and the host's next one tries again.
+    /// Stores a report, then asks for its host to be analysed again. The report is stored
+    /// once this returns; the analysis follows (see [`Refresher`]).
     pub async fn store_report(
         &self,
         report: &ValidReport,
@@ -92,21 +100,33 @@ impl AppState {
         let outcome = self.db.store_report(report, token_id, received_ms).await?;
         if let StoreOutcome::Stored { host_id, .. } = outcome {
             // As of when the report arrived (a backfill's reports arrive on their own timeline).
-            self.refresh_host(host_id, received_ms).await;
+            self.refresh_host(host_id, received_ms);
         }
         Ok(outcome)
     }
 
-    /// Analyses a host's guests again as of `at_ms`, after something it or they sent was stored.
-    pub async fn refresh_host(&self, host_id: i64, at_ms: i64) {
-        if let Err(e) = self.current.refresh_host(&self.db, host_id, at_ms).await {
-            tracing::warn!(host_id, error = %e, "the host's guests could not be analysed again");
-        }
+    /// Asks for a host's guests to be analysed again as of `at_ms`, after something it or
+    /// they sent was stored.
+    pub fn refresh_host(&self, host_id: i64, at_ms: i64) {
+        self.refresher.ask(host_id, at_ms);
+    }
+
+    /// The active guests, most wasteful first, with everything stored so far analysed.
+    pub async fn ranked(&self, now_ms: i64) -> Vec<Arc<AnalysedGuest>> {
+        self.refresher.settled().await;
+        self.current.ranked(now_ms)
+    }
+
+    /// The active guests' last kernel or command-line changes, measured, by guest.
+    pub async fn changes(&self, now_ms: i64) -> HashMap<i64, Change> {
+        self.refresher.settled().await;
+        self.current.changes(now_ms)
     }
 
     /// One guest as the ranking has it; a guest that stopped reporting is analysed from its
     /// last window. `None` if there is no such guest.
     pub async fn guest(&self, guest_id: i64, now_ms: i64) -> AppResult<Option<Arc<AnalysedGuest>>> {
+        self.refresher.settled().await;
         if let Some(guest) = self.current.guest(guest_id, now_ms) {
             return Ok(Some(guest));
         }

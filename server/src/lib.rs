@@ -14,5 +14,6 @@ pub mod facts;
 pub mod fleet;
 pub mod ingest;
 pub mod metrics;
+pub mod refresher;
 pub mod retention;
 pub mod web;

@@ -64,6 +64,8 @@ async fn the_state_kept_up_to_date_is_the_state_analysed_from_scratch() {
         assert_eq!(reply.status, 200, "{}", reply.body);
     }
     let now = app::now_ms();
+    // The analyses the reports asked for run after the answers: wait for them.
+    s.state.refresher.settled().await;
     let kept = ranking(&s.state.current, now);
     let from_scratch = ranking(&Current::load(&s.db, now).await.unwrap(), now);
     assert_eq!(kept, from_scratch);
@@ -76,7 +78,7 @@ async fn the_state_kept_up_to_date_is_the_state_analysed_from_scratch() {
     assert_eq!(names.len(), 5, "{names:?}");
     assert!(names.contains(&"elsewhere") && names.contains(&"leaving"));
     assert_eq!(
-        s.state.current.changes(now).len(),
+        s.state.changes(now).await.len(),
         Current::load(&s.db, now).await.unwrap().changes(now).len()
     );
 }

@@ -51,7 +51,7 @@ fn csv_download(name: &str, body: String) -> impl IntoResponse {
 )]
 async fn guests_csv(State(state): State<AppState>, caller: Caller) -> AppResult<impl IntoResponse> {
     caller.require(Role::Viewer)?;
-    let guests = state.current.ranked(now_ms());
+    let guests = state.ranked(now_ms()).await;
     Ok(csv_download(
         "guests",
         export::guests_csv(&guests, &state.cost_model())?,
@@ -74,7 +74,7 @@ async fn guests_csv(State(state): State<AppState>, caller: Caller) -> AppResult<
 )]
 async fn plan_csv(State(state): State<AppState>, caller: Caller) -> AppResult<impl IntoResponse> {
     caller.require(Role::Viewer)?;
-    let guests = state.current.ranked(now_ms());
+    let guests = state.ranked(now_ms()).await;
     let plan = fleet::plan(&guests);
     Ok(csv_download(
         "plan",
@@ -107,7 +107,7 @@ struct PlanJson {
 async fn plan_json(State(state): State<AppState>, caller: Caller) -> AppResult<Json<PlanJson>> {
     caller.require(Role::Viewer)?;
     let now = now_ms();
-    let guests = state.current.ranked(now);
+    let guests = state.ranked(now).await;
     Ok(Json(PlanJson {
         generated_ms: now,
         cost_model: state.cost_model().clone(),

@@ -74,7 +74,7 @@ async fn receive(
         .record_guest_facts(caller.token_id()?, &uuid, guest_id, &facts, now_ms())
         .await?;
     if let Some(host_id) = state.db.guest_host_id(guest_id).await? {
-        state.refresh_host(host_id, now_ms()).await;
+        state.refresh_host(host_id, now_ms());
     }
     Ok(Json(FactsAccepted {
         status: "stored",

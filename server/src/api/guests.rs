@@ -206,9 +206,9 @@ struct GuestList {
 async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<GuestList>> {
     caller.require(Role::Viewer)?;
     let now = now_ms();
-    let guests = state.current.ranked(now);
+    let guests = state.ranked(now).await;
     // Only guests still reporting count towards what was realised.
-    let mut changes = state.current.changes(now);
+    let mut changes = state.changes(now).await;
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
     let realised = Realised {
         guests: changes.len(),

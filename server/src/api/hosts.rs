@@ -40,7 +40,7 @@ struct HostList {
 async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<HostList>> {
     caller.require(Role::Viewer)?;
     let now = now_ms();
-    let guests = state.current.ranked(now);
+    let guests = state.ranked(now).await;
     Ok(Json(HostList {
         hosts: fleet::host_totals(&guests, &state.cost_model()),
         cost_model: state.cost_model().clone(),

@@ -16,7 +16,7 @@ pub fn router() -> Router<AppState> {
 
 async fn metrics(State(state): State<AppState>, caller: Caller) -> AppResult<impl IntoResponse> {
     caller.require(Role::Viewer)?;
-    let guests = state.current.ranked(now_ms());
+    let guests = state.ranked(now_ms()).await;
     let alerts = state.db.open_alerts().await?;
     let text = state.metrics.render(&guests, &alerts)?;
     Ok((

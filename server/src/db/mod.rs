@@ -19,7 +19,7 @@ pub use alerts::{
 pub use facts::{FactsEventRow, FactsRow, FactsSpanRow};
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use hosts::HostRow;
-pub use reports::StoreOutcome;
+pub use reports::{RawSample, StoreOutcome};
 pub use rollups::{FIVE_MINUTES_MS, HOUR_MS, RollupRow, StoredCounts};
 pub use tokens::{LOOKUP_PREFIX_CHARS, TokenListRow, TokenRow};
 pub use users::UserRow;
@@ -65,6 +65,14 @@ impl Db {
     }
 
     /// The journal mode in force, for the start-up log and tests.
+    /// Copies the write-ahead log into the database file and empties it.
+    pub async fn checkpoint(&self) -> AppResult<()> {
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     pub async fn journal_mode(&self) -> AppResult<String> {
         Ok(sqlx::query_scalar("PRAGMA journal_mode")
             .fetch_one(&self.pool)

@@ -115,7 +115,7 @@ pub async fn list(
     PageUser(user, session): PageUser,
 ) -> Result<HostsPage, PageError> {
     let now = now_ms();
-    let host_rows = host_lines(&state, &state.current.ranked(now), now).await?;
+    let host_rows = host_lines(&state, &state.ranked(now).await, now).await?;
     Ok(HostsPage {
         frame: Frame::new(&state, &user, &session).await?,
         silent: host_rows.iter().filter(|r| r.silent).count(),

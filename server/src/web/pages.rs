@@ -121,11 +121,11 @@ pub async fn overview(
     PageUser(user, session): PageUser,
 ) -> Result<OverviewPage, PageError> {
     let now = now_ms();
-    let guests = state.current.ranked(now);
+    let guests = state.ranked(now).await;
     let totals = fleet::totals(&guests, &state.cost_model());
     let host_rows = hosts::host_lines(&state, &guests, now).await?;
     // Only guests still reporting count towards what was realised.
-    let changes = state.current.changes(now);
+    let changes = state.changes(now).await;
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
     let realised = if changes.is_empty() {
         String::new()
@@ -520,7 +520,7 @@ pub async fn plan(
     PageUser(user, session): PageUser,
 ) -> Result<PlanPage, PageError> {
     let now = now_ms();
-    let guests = state.current.ranked(now);
+    let guests = state.ranked(now).await;
     let model = &state.cost_model();
     let money = |pct: f64| {
         format!(
@@ -605,7 +605,7 @@ pub async fn guests(
 ) -> Result<GuestsPage, PageError> {
     let Query(query) = query
         .map_err(|e| AppError::BadRequest(format!("this view's address is not valid: {e}")))?;
-    let guests = state.current.ranked(now_ms());
+    let guests = state.ranked(now_ms()).await;
     let filter = |param, label, chosen: &str, field: fn(&AnalysedGuest) -> String| {
         let mut choices = guest_list::choices(&guests, field);
         // A value no active guest has (a silent host's) still shows as the one applied.

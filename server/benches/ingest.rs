@@ -1,0 +1,171 @@
+//! How fast reports are taken in: run with `cargo bench -p tickscope-server --bench ingest`.
+//!
+//! AGENTS simulated hosts (tickscope_agent::simulate, GUESTS guests each), each with its own
+//! agent token, post ROUNDS reports each, all at once, through `POST /api/v1/reports` on the
+//! router in-process: JSON parsing, validation, the transaction, and the hosts' analyses (timed
+//! until they have all caught up, since they run after the answers). The baseline, in the same run on the same database and pool, inserts the same sample rows with
+//! nothing else: the same statement per row, one transaction per report, the same concurrency.
+//!
+//! Environment: BENCH_AGENTS (default 50), BENCH_GUESTS (20), BENCH_ROUNDS (30).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use tower::ServiceExt;
+
+use tickscope_agent::simulate::{SimulatedHost, random_fleet};
+use tickscope_agent::wire::Report;
+use tickscope_server::app::{self, AppState, Options};
+use tickscope_server::auth;
+use tickscope_server::db::{Db, RawSample};
+
+const INTERVAL_MS: i64 = 10_000;
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::main]
+async fn main() {
+    let agents = env_or("BENCH_AGENTS", 50);
+    let guests = env_or("BENCH_GUESTS", 20);
+    let rounds = env_or("BENCH_ROUNDS", 30);
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(&dir.path().join("ingest.db")).await.unwrap();
+    let options = Options {
+        // The bench measures ingest, not the rate limit in front of it.
+        ingest_per_second: std::num::NonZeroU32::new(1_000_000).unwrap(),
+        ingest_burst: std::num::NonZeroU32::new(1_000_000).unwrap(),
+        ..Options::default()
+    };
+    let state = AppState::new(db.clone(), options).await.unwrap();
+    let router = app::router(state.clone());
+
+    // The reports, made up front so that neither side pays for the model.
+    let now = app::now_ms();
+    let start = now - rounds as i64 * INTERVAL_MS;
+    let fleet = random_fleet(
+        1,
+        "bench-hv",
+        agents,
+        guests,
+        start,
+        rounds as i64 * INTERVAL_MS,
+    );
+    let mut work = Vec::new();
+    for (i, spec) in fleet.into_iter().enumerate() {
+        let name = spec.name.clone();
+        let token = auth::new_token().unwrap();
+        db.insert_token(&name, "agent", &auth::token_hash(&token), Some(&name), now)
+            .await
+            .unwrap();
+        let mut host = SimulatedHost::new(spec, i as u64, "bench");
+        let reports: Vec<Report> = (1..=rounds as i64)
+            .map(|n| host.report(start + n * INTERVAL_MS, INTERVAL_MS))
+            .collect();
+        work.push((token, reports));
+    }
+    let samples: usize = work
+        .iter()
+        .flat_map(|(_, r)| r)
+        .map(|r| r.guests.len())
+        .sum();
+
+    // Ours: every agent posts its reports one after another, all agents at once.
+    let started = Instant::now();
+    let tasks: Vec<_> = work
+        .iter()
+        .map(|(token, reports)| {
+            let router = router.clone();
+            let bodies: Vec<String> = reports
+                .iter()
+                .map(|r| serde_json::to_string(r).unwrap())
+                .collect();
+            let authorization = format!("Bearer {token}");
+            tokio::spawn(async move {
+                for body in bodies {
+                    let request = Request::builder()
+                        .method(Method::POST)
+                        .uri("/api/v1/reports")
+                        .header(header::AUTHORIZATION, &authorization)
+                        .header(header::CONTENT_TYPE, "application/json")
+                        .body(Body::from(body))
+                        .unwrap();
+                    let response = router.clone().oneshot(request).await.unwrap();
+                    assert_eq!(response.status(), StatusCode::OK);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    // Until every host's analysis caught up with what was stored: the analysis runs after the
+    // answers, and is part of what ingest costs.
+    state.refresher.caught_up().await;
+    let ours = started.elapsed().as_secs_f64();
+
+    // The baseline: the same rows, as bare inserts, one transaction per report, starting from an
+    // empty write-ahead log as ours did.
+    db.checkpoint().await.unwrap();
+    let guest_ids = Arc::new(db.guest_ids_by_name().await.unwrap());
+    let report_id = db.any_report_id().await.unwrap();
+    let started = Instant::now();
+    let tasks: Vec<_> = work
+        .iter()
+        .map(|(_, reports)| {
+            let db = db.clone();
+            let guest_ids = guest_ids.clone();
+            let rows: Vec<Vec<RawSample>> = reports
+                .iter()
+                .map(|r| {
+                    r.guests
+                        .iter()
+                        .map(|g| RawSample {
+                            guest_id: guest_ids[&(r.host.name.clone(), g.name.clone())],
+                            report_id,
+                            end_ms: r.interval.end_ms,
+                            received_ms: r.interval.end_ms,
+                            length_ms: r.interval.length_ns as f64 / 1e6,
+                            vcpus: g.vcpus,
+                            host_cpu_s: g.host_cpu_seconds,
+                            vcpu_wakeups: g.vcpu_wakeups as i64,
+                            wakeups_source: g.wakeups_source.as_str(),
+                        })
+                        .collect()
+                })
+                .collect();
+            tokio::spawn(async move {
+                for report in rows {
+                    db.insert_raw_samples(&report).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let raw = started.elapsed().as_secs_f64();
+
+    let reports = agents * rounds;
+    println!(
+        "tickscope ingest: {agents} agents at once, {guests} guests each, {rounds} reports each ({reports} reports, {samples} samples)"
+    );
+    println!(
+        "  POST /api/v1/reports (parse, validate, store, analyse) {:>9.0} samples/s  {:>7.0} reports/s",
+        samples as f64 / ours,
+        reports as f64 / ours
+    );
+    println!(
+        "  baseline: bare inserts of the same rows             {:>9.0} samples/s  {:>7.0} reports/s",
+        samples as f64 / raw,
+        reports as f64 / raw
+    );
+    println!("  ratio ours / baseline: {:.2}", raw / ours);
+    db.close().await;
+}
