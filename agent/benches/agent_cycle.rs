@@ -6,6 +6,9 @@
 //!    thread's name and status on every cycle, in the same run.
 //! 2. Runs the real `tickscope-agent run` binary at a 10 s interval against a local HTTP sink
 //!    and reads its peak RSS, its CPU per cycle and its own wake-ups per second from /proc.
+//! 3. At the same time, on the same machine with the same processes, runs Prometheus's node
+//!    exporter (Debian's `prometheus-node-exporter`, default collectors) scraped every 10 s, and
+//!    reads the same figures for it, when it is installed.
 //!
 //! Environment: BENCH_VMS (default 50), BENCH_CYCLES (200), BENCH_RUN_SECONDS (31).
 
@@ -250,14 +253,27 @@ fn main() {
         .spawn()
         .unwrap();
     let pid = agent.id();
+    let exporter = NodeExporter::start(interval_s);
     // Skip start-up, then count over whole intervals.
     std::thread::sleep(Duration::from_secs(1));
     let (switches_0, cpu_0, t0) = (switches(pid), cpu_ns(pid), Instant::now());
+    let exporter_0 = exporter.as_ref().map(|e| (switches(e.pid), cpu_ns(e.pid)));
     std::thread::sleep(Duration::from_secs(run_seconds.saturating_sub(1).max(1)));
     let (switches_1, cpu_1, elapsed) = (switches(pid), cpu_ns(pid), t0.elapsed());
     let peak_rss_kib = proc_status_kib(pid, "VmHWM:");
     let _ = agent.kill();
     let _ = agent.wait();
+    let exporter_figures = exporter.zip(exporter_0).map(|(e, (switches_0, cpu_0))| {
+        let (switches_1, cpu_1) = (switches(e.pid), cpu_ns(e.pid));
+        let figures = (
+            proc_status_kib(e.pid, "VmHWM:"),
+            (switches_1 - switches_0) as f64 / elapsed.as_secs_f64(),
+            (cpu_1 - cpu_0) as f64 / 1e6 / (elapsed.as_secs_f64() / interval_s as f64).max(1.0),
+            e.scrapes(),
+        );
+        drop(e);
+        figures
+    });
     let agent_cycles = (elapsed.as_secs_f64() / interval_s as f64).max(1.0);
     let wakeups_per_s = (switches_1 - switches_0) as f64 / elapsed.as_secs_f64();
     let cpu_ms_per_cycle = (cpu_1 - cpu_0) as f64 / 1e6 / agent_cycles;
@@ -274,4 +290,92 @@ fn main() {
     println!(
         "  CPU per cycle:       {cpu_ms_per_cycle:8.2} ms, sampling plus building and sending the report"
     );
+    match exporter_figures {
+        Some((rss_kib, wakeups, cpu_ms, scrapes)) => {
+            println!(
+                "prometheus-node-exporter (default collectors), scraped every {interval_s} s, same {:.0} s ({scrapes} scrapes):",
+                elapsed.as_secs_f64()
+            );
+            println!(
+                "  peak RSS:            {:8.1} MiB   (ratio agent / exporter {:.2})",
+                rss_kib as f64 / 1024.0,
+                peak_rss_kib as f64 / rss_kib as f64
+            );
+            println!(
+                "  own wake-ups:        {wakeups:8.2} per second   (ratio {:.2})",
+                wakeups_per_s / wakeups
+            );
+            println!(
+                "  CPU per interval:    {cpu_ms:8.2} ms, one scrape   (ratio agent / exporter {:.2})",
+                cpu_ms_per_cycle / cpu_ms
+            );
+        }
+        None => println!(
+            "prometheus-node-exporter is not installed (apt-get install prometheus-node-exporter): no comparison"
+        ),
+    }
+}
+
+/// Debian's node exporter on a free port, scraped every interval by a thread, as Prometheus
+/// would.
+struct NodeExporter {
+    child: Child,
+    pid: u32,
+    scrapes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl NodeExporter {
+    fn start(interval_s: u64) -> Option<NodeExporter> {
+        let binary = "/usr/bin/prometheus-node-exporter";
+        if !std::path::Path::new(binary).exists() {
+            return None;
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let address = format!("127.0.0.1:{port}");
+        let child = Command::new(binary)
+            .arg(format!("--web.listen-address={address}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let pid = child.id();
+        let scrapes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = scrapes.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            loop {
+                if let Ok(mut stream) = std::net::TcpStream::connect(&address) {
+                    let request = format!(
+                        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+                    );
+                    if stream.write_all(request.as_bytes()).is_ok() {
+                        let mut body = Vec::new();
+                        let _ = stream.read_to_end(&mut body);
+                        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                std::thread::sleep(Duration::from_secs(interval_s));
+            }
+        });
+        Some(NodeExporter {
+            child,
+            pid,
+            scrapes,
+        })
+    }
+
+    fn scrapes(&self) -> u64 {
+        self.scrapes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for NodeExporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -5,7 +5,8 @@
 //! with BENCH_INTERVALS reports of 10 s, plus one guest with BENCH_HISTORY_DAYS of history (a
 //! report every 5 minutes). It then calls the router in-process as a logged-in browser and prints
 //! the median and p95 latency of the overview, the guest list (filtered and sorted, searched),
-//! a fleet guest's page (1 h charts) and the history guest's page (30-day charts).
+//! a fleet guest's page (1 h charts), the history guest's page (30-day charts, read from the
+//! rollups the retention made of its samples past 48 hours) and the exports.
 //!
 //! Two baselines are timed in the same run on the same file: the one SQL statement that reads
 //! the 5-minute window of every active guest, and the analysis of every active guest from that
@@ -31,6 +32,7 @@ use tickscope_server::auth;
 use tickscope_server::current::Current;
 use tickscope_server::db::{Db, GuestScope};
 use tickscope_server::ingest;
+use tickscope_server::retention::{self, Retention};
 
 const GUESTS_PER_HOST: usize = 100;
 const INTERVAL_MS: i64 = 10_000;
@@ -313,6 +315,12 @@ async fn main() {
         let state = AppState::new(db.clone(), Options::default()).await.unwrap();
         let history_guest = fill_history(&state, history_days).await;
         let filled = fill(&state, guests, intervals).await;
+        // As a running server would have it: the history guest's samples past 48 hours rolled
+        // up into five-minute and hourly summaries.
+        state.refresher.caught_up().await;
+        let rolled = retention::run(&state, Retention::default(), app::now_ms())
+            .await
+            .unwrap();
         let samples = guests as i64 * intervals;
         let browser = Browser::login(app::router(state), &db).await;
         let guest_id: i64 = 2;
@@ -322,6 +330,10 @@ async fn main() {
             samples as f64 / filled.as_secs_f64(),
             std::fs::metadata(dir.path().join("bench.db")).map_or(0, |m| m.len()) as f64
                 / 1048576.0
+        );
+        println!(
+            "  (the history guest's {} samples older than 48 h were rolled up into {} windows)",
+            rolled.samples_deleted, rolled.windows
         );
         let (read_median, read_p95) = time_baseline(&db, calls.min(5)).await;
         println!(
@@ -351,6 +363,9 @@ async fn main() {
                 "history guest /guests/{id}?range=30d",
                 format!("/guests/{history_guest}?range=30d"),
             ),
+            ("export /api/v1/plan", "/api/v1/plan".to_string()),
+            ("export /api/v1/plan.csv", "/api/v1/plan.csv".to_string()),
+            ("export /api/v1/guests.csv", "/api/v1/guests.csv".to_string()),
         ] {
             let (median, p95) = time_page(&browser, &path, calls).await;
             println!(

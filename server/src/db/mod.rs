@@ -73,6 +73,12 @@ impl Db {
         Ok(())
     }
 
+    /// Rebuilds the database file without its free pages (after a retention deleted much).
+    pub async fn vacuum(&self) -> AppResult<()> {
+        sqlx::query("VACUUM").execute(&self.pool).await?;
+        Ok(())
+    }
+
     pub async fn journal_mode(&self) -> AppResult<String> {
         Ok(sqlx::query_scalar("PRAGMA journal_mode")
             .fetch_one(&self.pool)
