@@ -365,7 +365,10 @@ async fn main() {
             ),
             ("export /api/v1/plan", "/api/v1/plan".to_string()),
             ("export /api/v1/plan.csv", "/api/v1/plan.csv".to_string()),
-            ("export /api/v1/guests.csv", "/api/v1/guests.csv".to_string()),
+            (
+                "export /api/v1/guests.csv",
+                "/api/v1/guests.csv".to_string(),
+            ),
         ] {
             let (median, p95) = time_page(&browser, &path, calls).await;
             println!(

@@ -1,6 +1,6 @@
 //! Rollups of guests' history and the retention of raw samples, reports and rollups.
 
-use sqlx::FromRow;
+use sqlx::{FromRow, QueryBuilder, Sqlite};
 
 use super::Db;
 use crate::analysis::history::Summary;
@@ -80,13 +80,31 @@ impl Db {
         before_ms: i64,
     ) -> AppResult<u64> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        for (start_ms, s) in windows {
-            // A window rolled up before (raw samples that arrived late for it) grows.
-            sqlx::query(
+        // A few hundred windows per statement: each statement is a round trip to SQLite's
+        // worker thread.
+        for chunk in windows.chunks(500) {
+            let mut insert = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO rollups (guest_id, resolution_ms, start_ms, samples, length_s, vcpu_s,
-                    host_cpu_s, wakeups, idle_s, busy_s, wasted_cpu_s, min_cpu_pct, max_cpu_pct)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                 ON CONFLICT (guest_id, resolution_ms, start_ms) DO UPDATE SET
+                    host_cpu_s, wakeups, idle_s, busy_s, wasted_cpu_s, min_cpu_pct, max_cpu_pct) ",
+            );
+            insert.push_values(chunk, |mut row, (start_ms, s)| {
+                row.push_bind(guest_id)
+                    .push_bind(FIVE_MINUTES_MS)
+                    .push_bind(*start_ms)
+                    .push_bind(s.samples)
+                    .push_bind(s.length_s)
+                    .push_bind(s.vcpu_s)
+                    .push_bind(s.host_cpu_s)
+                    .push_bind(s.wakeups)
+                    .push_bind(s.idle_s)
+                    .push_bind(s.busy_s)
+                    .push_bind(s.wasted_cpu_s)
+                    .push_bind(s.min_cpu_pct)
+                    .push_bind(s.max_cpu_pct);
+            });
+            // A window rolled up before (raw samples that arrived late for it) grows.
+            insert.push(
+                " ON CONFLICT (guest_id, resolution_ms, start_ms) DO UPDATE SET
                     samples = samples + excluded.samples, length_s = length_s + excluded.length_s,
                     vcpu_s = vcpu_s + excluded.vcpu_s, host_cpu_s = host_cpu_s + excluded.host_cpu_s,
                     wakeups = wakeups + excluded.wakeups, idle_s = idle_s + excluded.idle_s,
@@ -94,22 +112,8 @@ impl Db {
                     wasted_cpu_s = wasted_cpu_s + excluded.wasted_cpu_s,
                     min_cpu_pct = MIN(COALESCE(min_cpu_pct, excluded.min_cpu_pct), COALESCE(excluded.min_cpu_pct, min_cpu_pct)),
                     max_cpu_pct = MAX(COALESCE(max_cpu_pct, excluded.max_cpu_pct), COALESCE(excluded.max_cpu_pct, max_cpu_pct))",
-            )
-            .bind(guest_id)
-            .bind(FIVE_MINUTES_MS)
-            .bind(start_ms)
-            .bind(s.samples)
-            .bind(s.length_s)
-            .bind(s.vcpu_s)
-            .bind(s.host_cpu_s)
-            .bind(s.wakeups)
-            .bind(s.idle_s)
-            .bind(s.busy_s)
-            .bind(s.wasted_cpu_s)
-            .bind(s.min_cpu_pct)
-            .bind(s.max_cpu_pct)
-            .execute(&mut *tx)
-            .await?;
+            );
+            insert.build().execute(&mut *tx).await?;
         }
         let deleted = sqlx::query("DELETE FROM samples WHERE guest_id = ? AND received_ms < ?")
             .bind(guest_id)
@@ -170,11 +174,27 @@ impl Db {
             .execute(&self.pool)
             .await?
             .rows_affected();
-        let reports = sqlx::query("DELETE FROM reports WHERE received_ms < ?")
+        // samples.report_id refers to reports without an index (ingest would pay for one on
+        // every sample), so SQLite would check each deleted report against every sample left.
+        // The samples of these reports were all rolled up and deleted first, so the check is
+        // skipped on the one connection that deletes them.
+        let mut conn = self.pool.acquire().await?;
+        sqlx::query("PRAGMA foreign_keys = OFF")
+            .execute(&mut *conn)
+            .await?;
+        let deleted = sqlx::query("DELETE FROM reports WHERE received_ms < ?")
             .bind(reports_before_ms)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
+            .execute(&mut *conn)
+            .await;
+        if sqlx::query("PRAGMA foreign_keys = ON")
+            .execute(&mut *conn)
+            .await
+            .is_err()
+        {
+            // Never hand a connection without its checks back to the pool.
+            let _ = conn.detach();
+        }
+        let reports = deleted?.rows_affected();
         Ok(rollups + reports)
     }
 
