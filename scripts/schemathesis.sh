@@ -25,8 +25,10 @@ work=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 
 db=$work/api.db
-token() { "$server" token add "schemathesis-$1" --role "$1" --db "$db" | tail -n 1; }
-agent=$(token agent)
+token() { "$server" token add "schemathesis-$1" --role "$1" --db "$db" "${@:2}" | tail -n 1; }
+# Bound to the host the hooks give most reports, so that a generated report stored first
+# cannot bind it to another and turn the rest away.
+agent=$(token agent --host schemathesis-host)
 viewer=$(token viewer)
 guest=$(token guest)
 

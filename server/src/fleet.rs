@@ -336,7 +336,7 @@ async fn measure_change(
 /// source saw, oldest first. One reboot is seen by each source that reports that guest (the probe
 /// at once, a guest agent up to its next question), so only the best source that saw changes
 /// counts; the others would make one reboot look like two.
-pub(crate) fn last_changes(changes: Vec<(i64, String, i64)>) -> HashMap<i64, (i64, Option<i64>)> {
+pub fn last_changes(changes: Vec<(i64, String, i64)>) -> HashMap<i64, (i64, Option<i64>)> {
     let mut by_guest: HashMap<i64, Vec<(String, i64)>> = HashMap::new();
     for (guest, source, at_ms) in changes {
         by_guest.entry(guest).or_default().push((source, at_ms));

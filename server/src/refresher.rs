@@ -56,8 +56,22 @@ impl Refresher {
                         break;
                     }
                     for (host_id, at_ms) in hosts {
-                        if let Err(e) = current.refresh_host(&db, host_id, at_ms).await {
-                            tracing::warn!(host_id, error = %e, "the host's guests could not be analysed again");
+                        // In a task of its own, so that a panic in one host's analysis is that
+                        // host's failure, not the end of every analysis.
+                        let (db, current) = (db.clone(), current.clone());
+                        let analysed =
+                            tokio::spawn(
+                                async move { current.refresh_host(&db, host_id, at_ms).await },
+                            )
+                            .await;
+                        match analysed {
+                            Ok(Ok(())) => {}
+                            Ok(Err(e)) => {
+                                tracing::warn!(host_id, error = %e, "the host's guests could not be analysed again")
+                            }
+                            Err(e) => {
+                                tracing::error!(host_id, error = %e, "the host's analysis panicked")
+                            }
                         }
                     }
                     worker.done.send_replace(asked);

@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use crate::app::AppState;
-use crate::db::{FIVE_MINUTES_MS, HOUR_MS};
+use crate::db::{FIVE_MINUTES_MS, HOUR_MS, IDLE_READINGS_KEPT_MS};
 use crate::error::AppResult;
-use crate::fleet::{self, ANALYSIS_WINDOW_MS};
+use crate::fleet::{self, ANALYSIS_WINDOW_MS, AROUND_CHANGE_MS};
 
 const HOUR: i64 = HOUR_MS;
 const DAY: i64 = 24 * HOUR;
@@ -42,6 +42,9 @@ impl Retention {
                     .into(),
             );
         }
+        if self.raw_ms > IDLE_READINGS_KEPT_MS {
+            return Err("raw samples may be kept at most 8 days: the guests' own idle readings, which judge them, are kept that long".into());
+        }
         if self.five_minute_ms < 8 * DAY || self.five_minute_ms < self.raw_ms {
             return Err("five-minute rollups must be kept at least 8 days, and no shorter than raw samples (a week's chart reads them)".into());
         }
@@ -68,15 +71,45 @@ pub async fn run(state: &AppState, retention: Retention, now_ms: i64) -> AppResu
     // Whole analysis windows only, so that no window is cut in two.
     let raw_before =
         (now_ms - retention.raw_ms).div_euclid(ANALYSIS_WINDOW_MS) * ANALYSIS_WINDOW_MS;
+    // Once for the run, not per guest: under steady ingest each wait lasts a refresher pass.
+    state.refresher.settled().await;
+    let mut keep_reports = Vec::new();
     for guest_id in state.db.guests_with_samples_before(raw_before).await? {
-        let Some(guest) = state.guest(guest_id, now_ms).await? else {
-            continue;
+        let guest = match state.current.guest(guest_id, now_ms) {
+            Some(guest) => guest,
+            None => match fleet::guest(&state.db, guest_id, now_ms).await? {
+                Some(guest) => std::sync::Arc::new(guest),
+                None => continue,
+            },
         };
+        // The samples around the guest's last kernel or command-line change stay raw: what the
+        // change saved is measured from them (`fleet::changes`).
+        let keep = fleet::last_changes(state.db.fact_changes(Some(guest_id)).await?)
+            .get(&guest_id)
+            .map(|&(at_ms, _)| {
+                let window = |t: i64| t.div_euclid(ANALYSIS_WINDOW_MS) * ANALYSIS_WINDOW_MS;
+                (
+                    window(at_ms - AROUND_CHANGE_MS),
+                    window(at_ms + AROUND_CHANGE_MS) + 2 * ANALYSIS_WINDOW_MS,
+                )
+            });
+        if let Some((from, to)) = keep {
+            keep_reports.extend(
+                state
+                    .db
+                    .reports_of_samples(guest_id, from, to.min(raw_before))
+                    .await?,
+            );
+        }
         let history = fleet::History::load_samples(&state.db, guest_id, 0, raw_before).await?;
-        let windows = history.raw_summaries(&guest, 0);
+        let windows: Vec<_> = history
+            .raw_summaries(&guest, 0)
+            .into_iter()
+            .filter(|(start, _)| !keep.is_some_and(|(from, to)| (from..to).contains(start)))
+            .collect();
         outcome.samples_deleted += state
             .db
-            .roll_up_guest(guest_id, &windows, raw_before)
+            .roll_up_guest(guest_id, &windows, raw_before, keep)
             .await?;
         outcome.windows += windows.len();
         outcome.guests += 1;
@@ -86,7 +119,7 @@ pub async fn run(state: &AppState, retention: Retention, now_ms: i64) -> AppResu
     outcome.five_minute_merged = state.db.merge_hourly_rollups(merge_before).await?;
     outcome.expired = state
         .db
-        .expire(now_ms - retention.hourly_ms, raw_before)
+        .expire(now_ms - retention.hourly_ms, raw_before, &keep_reports)
         .await?;
     Ok(outcome)
 }

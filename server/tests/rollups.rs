@@ -124,6 +124,9 @@ async fn history_from_rollups_is_what_the_raw_samples_gave_and_retention_deletes
     let s = server().await;
     let now = app::now_ms();
     fill(&s, now, 3).await;
+    // Every analysis the reports asked for, done: the baseline the windows are priced against
+    // must not move between the two readings.
+    s.state.refresher.caught_up().await;
     let from = now - 4 * DAY_MS;
     let before = hourly(&s, now, from).await;
     let ticker = s.state.guest(1, now).await.unwrap().unwrap();
@@ -240,4 +243,60 @@ fn retention_shorter_than_the_pages_read_is_refused() {
     ] {
         assert!(bad.check().is_err(), "{bad:?}");
     }
+}
+
+#[tokio::test]
+async fn the_samples_around_a_kernel_change_stay_to_measure_it() {
+    let s = server().await;
+    let token = s.db.tokens().await.unwrap()[0].id;
+    let now = app::now_ms();
+    let start = now - 3 * DAY_MS;
+    let upgraded_at = now - 36 * HOUR_MS;
+    for (seq, end_ms) in (start..now).step_by(STEP_MS as usize).enumerate() {
+        let (release, cpu_pct, wakeups) = if end_ms < upgraded_at {
+            ("5.10.0-30-amd64", 5.3, 640.0)
+        } else {
+            ("6.1.0-57-amd64", 0.4, 38.0)
+        };
+        let mut guest = sample("ticker", 1, cpu_pct, wakeups, None);
+        guest["facts"] = json!({"source": "probe_channel", "received_ms": end_ms, "facts": {
+            "collected_ms": end_ms, "kernel_release": release, "idle_fraction": 0.99,
+            "idle_measured_s": 120.0, "cpus": 1
+        }});
+        let report = json!({
+            "agent": {"id": "machine-1", "run_id": "run-1", "version": "0.1.0"},
+            "seq": seq,
+            "host": {"name": "hv1", "cpus": 8, "kernel": "6.1.0"},
+            "interval": {"start_ms": end_ms - STEP_MS, "end_ms": end_ms, "length_ns": STEP_MS * 1_000_000},
+            "guests": [guest]
+        });
+        let valid = ingest::validate(serde_json::from_value(report).unwrap(), end_ms).unwrap();
+        s.state.store_report(&valid, token, end_ms).await.unwrap();
+    }
+    s.state.refresher.caught_up().await;
+    let before = tickscope_server::fleet::changes(&s.db, Some(1), now)
+        .await
+        .unwrap();
+    let change = before.get(&1).expect("the upgrade is measured");
+    assert!(change.cpu_before_pct > 4.0 && change.cpu_after_pct < 1.0, "{change:?}");
+
+    let keep = Retention {
+        raw_ms: 2 * HOUR_MS,
+        five_minute_ms: DAY_MS,
+        hourly_ms: 400 * DAY_MS,
+    };
+    retention::run(&s.state, keep, now).await.unwrap();
+    let after = tickscope_server::fleet::changes(&s.db, Some(1), now)
+        .await
+        .unwrap();
+    assert_eq!(after, before, "measured the same from the samples kept raw");
+    // Only those: about two hours and a quarter of 2-minute samples, and the last two hours.
+    let samples = s.db.stored_counts().await.unwrap().samples;
+    assert!((120..=140).contains(&samples), "{samples} samples left");
+    // A second run keeps them, and deletes no report they refer to.
+    retention::run(&s.state, keep, now).await.unwrap();
+    assert_eq!(s.db.stored_counts().await.unwrap().samples, samples);
+    let history = History::load(&s.db, 1, now - 7 * DAY_MS, now + 1).await.unwrap();
+    let guest = s.state.guest(1, now).await.unwrap().unwrap();
+    assert!(history.waste_so_far(&guest, now).last_7d.measured_hours > 71.0);
 }

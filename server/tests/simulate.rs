@@ -75,7 +75,7 @@ async fn a_simulated_fleet_reports_every_host_and_guest() {
     assert_eq!(hosts, ["sim-host-0001", "sim-host-0002", "sim-host-0003"]);
     assert_eq!(guests.len(), 15);
 
-    // One host's token cannot be used for another: the fourth host has no token.
+    // Fewer tokens than hosts is refused before anything is sent (a token reports for one host).
     let refused = Command::new(agent_binary())
         .args([
             "simulate",

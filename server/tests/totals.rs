@@ -77,6 +77,34 @@ async fn missing_reports_are_measured_from_the_totals_and_a_restart_counts_again
 }
 
 #[tokio::test]
+async fn a_report_that_arrives_late_does_not_set_the_totals_back() {
+    let s = server().await;
+    let token = Some(s.agent_token.as_str());
+    // Report 2 is held up and arrives after report 3, which measured back over it.
+    for r in [
+        report(0, 100, (0.5, 1_000), (10.0, 50_000)),
+        report(1, 100, (0.5, 1_000), (10.5, 51_000)),
+        report(3, 100, (0.5, 1_000), (11.5, 53_000)),
+        report(2, 100, (0.5, 1_000), (11.0, 52_000)),
+        report(4, 100, (0.5, 1_000), (12.0, 54_000)),
+    ] {
+        assert_eq!(s.post_report(token, &r).await.status, StatusCode::OK);
+    }
+    let guest =
+        s.db.guests_in(GuestScope::Active { since_ms: 0 })
+            .await
+            .unwrap()
+            .pop()
+            .unwrap();
+    let newest = &s.db.recent_samples(guest.id, 1).await.unwrap()[0];
+    // Report 4 follows report 3, whose totals stayed: its own 10 s, not 20 s back to report 2.
+    assert_eq!(
+        (newest.length_ms, newest.host_cpu_s, newest.vcpu_wakeups),
+        (10_000.0, 0.5, 1_000)
+    );
+}
+
+#[tokio::test]
 async fn reports_without_totals_are_stored_as_measured() {
     let s = server().await;
     let token = Some(s.agent_token.as_str());

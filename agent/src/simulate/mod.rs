@@ -287,6 +287,9 @@ pub struct SimulatedHost {
     boot_id: String,
     seq: u64,
     next_pid: u32,
+    /// Where the previous report ended: the next one starts there, as an agent's intervals
+    /// follow one another.
+    last_end_ms: Option<i64>,
 }
 
 /// The probe delivers facts every this many reports (a minute at 10 s).
@@ -328,6 +331,7 @@ impl SimulatedHost {
             boot_id,
             seq: 0,
             next_pid,
+            last_end_ms: None,
         }
     }
 
@@ -335,10 +339,16 @@ impl SimulatedHost {
         &self.spec.name
     }
 
-    /// The report of the interval that ends at `end_ms` and lasted `length_ms`.
+    /// The report of the interval that ends at `end_ms`: since the previous report, or
+    /// `length_ms` long for the first.
     pub fn report(&mut self, end_ms: i64, length_ms: i64) -> Report {
+        let start_ms = self
+            .last_end_ms
+            .filter(|&last| last < end_ms)
+            .unwrap_or(end_ms - length_ms);
+        self.last_end_ms = Some(end_ms);
+        let length_ms = end_ms - start_ms;
         let length_s = length_ms as f64 / 1000.0;
-        let start_ms = end_ms - length_ms;
         let mut samples = Vec::new();
         for i in 0..self.guests.len() {
             if let Some(sample) = self.step(i, start_ms, end_ms, length_s) {

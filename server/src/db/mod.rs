@@ -16,7 +16,7 @@ mod users;
 pub use alerts::{
     AlertRow, AlertWrite, NewRule, OutboxCounts, OutboxRow, ReceiverRow, RuleRow, SilenceRow,
 };
-pub use facts::{FactsEventRow, FactsRow, FactsSpanRow};
+pub use facts::{FactsEventRow, FactsRow, FactsSpanRow, IDLE_READINGS_KEPT_MS};
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use hosts::HostRow;
 pub use reports::{RawSample, StoreOutcome};

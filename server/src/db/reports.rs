@@ -7,6 +7,11 @@ use crate::error::{AppError, AppResult};
 use crate::ingest::totals::{self, Measured, Plausible, SampleSpan, StoredTotals};
 use crate::ingest::{CPU_TICK_SLACK_S, MAX_WAKEUPS_PER_VCPU_S, ValidGuest, ValidReport};
 
+/// When a report's totals replace the stored ones: a report that ends before the stored totals
+/// were read (it arrived late) must not set them back.
+const NEWER_TOTALS: &str = "(excluded.totals_at_ms IS NULL OR totals_at_ms IS NULL
+    OR excluded.totals_at_ms >= totals_at_ms)";
+
 /// Guests written per statement: 16 values each, well under SQLite's 32,766 variables.
 const ROWS_PER_STATEMENT: usize = 1000;
 
@@ -185,9 +190,12 @@ impl Db {
                     vcpus = excluded.vcpus, pid = excluded.pid, boot_args = excluded.boot_args,
                     uses_kvm = excluded.uses_kvm,
                     last_seen_ms = MAX(last_seen_ms, excluded.last_seen_ms),
-                    process_key = excluded.process_key, cpu_s_total = excluded.cpu_s_total,
-                    wakeups_total = excluded.wakeups_total, totals_at_ms = excluded.totals_at_ms
-                 RETURNING hypervisor, identity, id",
+                    process_key = CASE WHEN {NEWER} THEN excluded.process_key ELSE process_key END,
+                    cpu_s_total = CASE WHEN {NEWER} THEN excluded.cpu_s_total ELSE cpu_s_total END,
+                    wakeups_total = CASE WHEN {NEWER} THEN excluded.wakeups_total ELSE wakeups_total END,
+                    totals_at_ms = CASE WHEN {NEWER} THEN excluded.totals_at_ms ELSE totals_at_ms END
+                 RETURNING hypervisor, identity, id"
+                    .replace("{NEWER}", NEWER_TOTALS),
             );
             // RETURNING comes in no promised order: match the ids by guest.
             let ids: HashMap<(String, String), i64> = upsert

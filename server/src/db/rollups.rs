@@ -73,11 +73,13 @@ impl Db {
 
     /// Replaces a guest's raw samples received before `before_ms` by their five-minute rollups,
     /// in one transaction: the history is never counted twice, nor lost.
+    /// Samples received in `keep` ([from, to)) stay raw whatever their age.
     pub async fn roll_up_guest(
         &self,
         guest_id: i64,
         windows: &[(i64, Summary)],
         before_ms: i64,
+        keep: Option<(i64, i64)>,
     ) -> AppResult<u64> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         // A few hundred windows per statement: each statement is a round trip to SQLite's
@@ -115,12 +117,18 @@ impl Db {
             );
             insert.build().execute(&mut *tx).await?;
         }
-        let deleted = sqlx::query("DELETE FROM samples WHERE guest_id = ? AND received_ms < ?")
-            .bind(guest_id)
-            .bind(before_ms)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        let (keep_from, keep_to) = keep.unwrap_or((0, 0));
+        let deleted = sqlx::query(
+            "DELETE FROM samples WHERE guest_id = ? AND received_ms < ?
+             AND NOT (received_ms >= ? AND received_ms < ?)",
+        )
+        .bind(guest_id)
+        .bind(before_ms)
+        .bind(keep_from)
+        .bind(keep_to)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
         tx.commit().await?;
         Ok(deleted)
     }
@@ -167,7 +175,31 @@ impl Db {
     /// Deletes hourly rollups that start before `rollups_before_ms`, and reports received
     /// before `reports_before_ms`, whose samples must have been rolled up (a sample refers to
     /// its report). Returns the rows deleted.
-    pub async fn expire(&self, rollups_before_ms: i64, reports_before_ms: i64) -> AppResult<u64> {
+    /// The reports of a guest's samples received in [from_ms, to_ms).
+    pub async fn reports_of_samples(
+        &self,
+        guest_id: i64,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> AppResult<Vec<i64>> {
+        Ok(sqlx::query_scalar(
+            "SELECT DISTINCT report_id FROM samples
+             WHERE guest_id = ? AND received_ms >= ? AND received_ms < ?",
+        )
+        .bind(guest_id)
+        .bind(from_ms)
+        .bind(to_ms)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// `keep_reports`: reports received before `reports_before_ms` that samples still refer to.
+    pub async fn expire(
+        &self,
+        rollups_before_ms: i64,
+        reports_before_ms: i64,
+        keep_reports: &[i64],
+    ) -> AppResult<u64> {
         let rollups = sqlx::query("DELETE FROM rollups WHERE resolution_ms = ? AND start_ms < ?")
             .bind(HOUR_MS)
             .bind(rollups_before_ms)
@@ -182,10 +214,16 @@ impl Db {
         sqlx::query("PRAGMA foreign_keys = OFF")
             .execute(&mut *conn)
             .await?;
-        let deleted = sqlx::query("DELETE FROM reports WHERE received_ms < ?")
-            .bind(reports_before_ms)
-            .execute(&mut *conn)
-            .await;
+        let keep = serde_json::to_string(keep_reports)
+            .map_err(|e| crate::error::AppError::Internal(format!("report ids to JSON: {e}")))?;
+        let deleted = sqlx::query(
+            "DELETE FROM reports WHERE received_ms < ?
+             AND id NOT IN (SELECT value FROM json_each(?))",
+        )
+        .bind(reports_before_ms)
+        .bind(keep)
+        .execute(&mut *conn)
+        .await;
         if sqlx::query("PRAGMA foreign_keys = ON")
             .execute(&mut *conn)
             .await

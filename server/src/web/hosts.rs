@@ -148,8 +148,8 @@ pub async fn one(
         .find(|h| h.id == id)
         .ok_or_else(not_found)?;
     let guests: Vec<_> = state
-        .current
         .ranked(now)
+        .await
         .into_iter()
         .filter(|g| g.host_id == id)
         .collect();
