@@ -278,7 +278,10 @@ async fn the_samples_around_a_kernel_change_stay_to_measure_it() {
         .await
         .unwrap();
     let change = before.get(&1).expect("the upgrade is measured");
-    assert!(change.cpu_before_pct > 4.0 && change.cpu_after_pct < 1.0, "{change:?}");
+    assert!(
+        change.cpu_before_pct > 4.0 && change.cpu_after_pct < 1.0,
+        "{change:?}"
+    );
 
     let keep = Retention {
         raw_ms: 2 * HOUR_MS,
@@ -296,7 +299,9 @@ async fn the_samples_around_a_kernel_change_stay_to_measure_it() {
     // A second run keeps them, and deletes no report they refer to.
     retention::run(&s.state, keep, now).await.unwrap();
     assert_eq!(s.db.stored_counts().await.unwrap().samples, samples);
-    let history = History::load(&s.db, 1, now - 7 * DAY_MS, now + 1).await.unwrap();
+    let history = History::load(&s.db, 1, now - 7 * DAY_MS, now + 1)
+        .await
+        .unwrap();
     let guest = s.state.guest(1, now).await.unwrap().unwrap();
     assert!(history.waste_so_far(&guest, now).last_7d.measured_hours > 71.0);
 }
