@@ -62,6 +62,17 @@ const ROLLUPS_BETWEEN: &str = "SELECT resolution_ms, start_ms, samples, length_s
      FROM rollups WHERE guest_id = ? AND resolution_ms IN (?, ?) AND start_ms >= ? AND start_ms < ?
      ORDER BY start_ms";
 
+/// A rollup written for a window that already has one adds to it: sums add up, minima and
+/// maxima combine. Both the five-minute rollups (late samples of a rolled-up window) and the
+/// hourly merge write through it.
+const ADD_TO_EXISTING_ROLLUP: &str = " ON CONFLICT (guest_id, resolution_ms, start_ms) DO UPDATE SET
+    samples = samples + excluded.samples, length_s = length_s + excluded.length_s,
+    vcpu_s = vcpu_s + excluded.vcpu_s, host_cpu_s = host_cpu_s + excluded.host_cpu_s,
+    wakeups = wakeups + excluded.wakeups, idle_s = idle_s + excluded.idle_s,
+    busy_s = busy_s + excluded.busy_s, wasted_cpu_s = wasted_cpu_s + excluded.wasted_cpu_s,
+    min_cpu_pct = MIN(COALESCE(min_cpu_pct, excluded.min_cpu_pct), COALESCE(excluded.min_cpu_pct, min_cpu_pct)),
+    max_cpu_pct = MAX(COALESCE(max_cpu_pct, excluded.max_cpu_pct), COALESCE(excluded.max_cpu_pct, max_cpu_pct))";
+
 impl Db {
     /// Guests with raw samples received before `before_ms`.
     pub async fn guests_with_samples_before(&self, before_ms: i64) -> AppResult<Vec<i64>> {
@@ -105,16 +116,7 @@ impl Db {
                     .push_bind(s.max_cpu_pct);
             });
             // A window rolled up before (raw samples that arrived late for it) grows.
-            insert.push(
-                " ON CONFLICT (guest_id, resolution_ms, start_ms) DO UPDATE SET
-                    samples = samples + excluded.samples, length_s = length_s + excluded.length_s,
-                    vcpu_s = vcpu_s + excluded.vcpu_s, host_cpu_s = host_cpu_s + excluded.host_cpu_s,
-                    wakeups = wakeups + excluded.wakeups, idle_s = idle_s + excluded.idle_s,
-                    busy_s = busy_s + excluded.busy_s,
-                    wasted_cpu_s = wasted_cpu_s + excluded.wasted_cpu_s,
-                    min_cpu_pct = MIN(COALESCE(min_cpu_pct, excluded.min_cpu_pct), COALESCE(excluded.min_cpu_pct, min_cpu_pct)),
-                    max_cpu_pct = MAX(COALESCE(max_cpu_pct, excluded.max_cpu_pct), COALESCE(excluded.max_cpu_pct, max_cpu_pct))",
-            );
+            insert.push(ADD_TO_EXISTING_ROLLUP);
             insert.build().execute(&mut *tx).await?;
         }
         let (keep_from, keep_to) = keep.unwrap_or((0, 0));
@@ -137,23 +139,15 @@ impl Db {
     /// into hourly ones. Returns the five-minute rows merged.
     pub async fn merge_hourly_rollups(&self, before_ms: i64) -> AppResult<u64> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query(
+        sqlx::query(&format!(
             "INSERT INTO rollups (guest_id, resolution_ms, start_ms, samples, length_s, vcpu_s,
                 host_cpu_s, wakeups, idle_s, busy_s, wasted_cpu_s, min_cpu_pct, max_cpu_pct)
              SELECT guest_id, ?, start_ms / ? * ?, SUM(samples), SUM(length_s), SUM(vcpu_s),
                 SUM(host_cpu_s), SUM(wakeups), SUM(idle_s), SUM(busy_s), SUM(wasted_cpu_s),
                 MIN(min_cpu_pct), MAX(max_cpu_pct)
              FROM rollups WHERE resolution_ms = ? AND start_ms < ?
-             GROUP BY guest_id, start_ms / ?
-             ON CONFLICT (guest_id, resolution_ms, start_ms) DO UPDATE SET
-                samples = samples + excluded.samples, length_s = length_s + excluded.length_s,
-                vcpu_s = vcpu_s + excluded.vcpu_s, host_cpu_s = host_cpu_s + excluded.host_cpu_s,
-                wakeups = wakeups + excluded.wakeups, idle_s = idle_s + excluded.idle_s,
-                busy_s = busy_s + excluded.busy_s,
-                wasted_cpu_s = wasted_cpu_s + excluded.wasted_cpu_s,
-                min_cpu_pct = MIN(COALESCE(min_cpu_pct, excluded.min_cpu_pct), COALESCE(excluded.min_cpu_pct, min_cpu_pct)),
-                max_cpu_pct = MAX(COALESCE(max_cpu_pct, excluded.max_cpu_pct), COALESCE(excluded.max_cpu_pct, max_cpu_pct))",
-        )
+             GROUP BY guest_id, start_ms / ? {ADD_TO_EXISTING_ROLLUP}"
+        ))
         .bind(HOUR_MS)
         .bind(HOUR_MS)
         .bind(HOUR_MS)
