@@ -74,6 +74,8 @@ pub async fn run(state: &AppState, retention: Retention, now_ms: i64) -> AppResu
     // Once for the run, not per guest: under steady ingest each wait lasts a refresher pass.
     state.refresher.settled().await;
     let mut keep_reports = Vec::new();
+    // Every guest's last kernel or command-line change, read once for the run.
+    let last_changes = fleet::last_changes(state.db.fact_changes(None).await?);
     for guest_id in state.db.guests_with_samples_before(raw_before).await? {
         let guest = match state.current.guest(guest_id, now_ms) {
             Some(guest) => guest,
@@ -84,15 +86,13 @@ pub async fn run(state: &AppState, retention: Retention, now_ms: i64) -> AppResu
         };
         // The samples around the guest's last kernel or command-line change stay raw: what the
         // change saved is measured from them (`fleet::changes`).
-        let keep = fleet::last_changes(state.db.fact_changes(Some(guest_id)).await?)
-            .get(&guest_id)
-            .map(|&(at_ms, _)| {
-                let window = |t: i64| t.div_euclid(ANALYSIS_WINDOW_MS) * ANALYSIS_WINDOW_MS;
-                (
-                    window(at_ms - AROUND_CHANGE_MS),
-                    window(at_ms + AROUND_CHANGE_MS) + 2 * ANALYSIS_WINDOW_MS,
-                )
-            });
+        let keep = last_changes.get(&guest_id).map(|&(at_ms, _)| {
+            let window = |t: i64| t.div_euclid(ANALYSIS_WINDOW_MS) * ANALYSIS_WINDOW_MS;
+            (
+                window(at_ms - AROUND_CHANGE_MS),
+                window(at_ms + AROUND_CHANGE_MS) + 2 * ANALYSIS_WINDOW_MS,
+            )
+        });
         if let Some((from, to)) = keep {
             keep_reports.extend(
                 state
