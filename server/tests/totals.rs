@@ -32,6 +32,15 @@ fn report(seq: u64, start_ticks: u64, interval: (f64, u64), totals: (f64, u64)) 
     })
 }
 
+/// The one guest these tests report.
+async fn only_guest(s: &common::Server) -> tickscope_server::db::GuestRow {
+    s.db.guests_in(GuestScope::Active { since_ms: 0 })
+        .await
+        .unwrap()
+        .pop()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn missing_reports_are_measured_from_the_totals_and_a_restart_counts_again() {
     let s = server().await;
@@ -49,12 +58,7 @@ async fn missing_reports_are_measured_from_the_totals_and_a_restart_counts_again
         assert_eq!(s.post_report(token, r).await.status, StatusCode::OK);
     }
 
-    let guest =
-        s.db.guests_in(GuestScope::Active { since_ms: 0 })
-            .await
-            .unwrap()
-            .pop()
-            .unwrap();
+    let guest = only_guest(&s).await;
     let mut samples = s.db.recent_samples(guest.id, 10).await.unwrap();
     samples.reverse();
     let got: Vec<(f64, f64, i64)> = samples
@@ -90,12 +94,7 @@ async fn a_report_that_arrives_late_does_not_set_the_totals_back() {
     ] {
         assert_eq!(s.post_report(token, &r).await.status, StatusCode::OK);
     }
-    let guest =
-        s.db.guests_in(GuestScope::Active { since_ms: 0 })
-            .await
-            .unwrap()
-            .pop()
-            .unwrap();
+    let guest = only_guest(&s).await;
     let newest = &s.db.recent_samples(guest.id, 1).await.unwrap()[0];
     // Report 4 follows report 3, whose totals stayed: its own 10 s, not 20 s back to report 2.
     assert_eq!(
@@ -113,12 +112,7 @@ async fn reports_without_totals_are_stored_as_measured() {
         r["guests"][0].as_object_mut().unwrap().remove("totals");
         assert_eq!(s.post_report(token, &r).await.status, StatusCode::OK);
     }
-    let guest =
-        s.db.guests_in(GuestScope::Active { since_ms: 0 })
-            .await
-            .unwrap()
-            .pop()
-            .unwrap();
+    let guest = only_guest(&s).await;
     let lengths: Vec<f64> =
         s.db.recent_samples(guest.id, 10)
             .await
