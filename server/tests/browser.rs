@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,18 +15,10 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
-use common::processes::{Processes, add_token, in_own_group, repo_root, start_server};
+use common::processes::{Processes, add_token, free_port, in_own_group, repo_root, start_server};
 
 const HOSTILE_NAME: &str = "<img src=x onerror=alert(1)>";
 const HOSTILE_KERNEL: &str = "5.10.0-\"evil\"<b>bold</b>";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Starts chromedriver and waits until it listens; returns its URL.
 fn start_chromedriver(processes: &mut Processes) -> String {

@@ -8,12 +8,11 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::processes::{Processes, add_token, agent_binary, start_server};
+use common::processes::{Processes, add_token, agent_binary, free_port, start_server};
 use tickscope_server::db::Db;
 
 fn start_agent(url: &str, token: &str, spool: &Path, interval: &str, extra: &[&str]) -> Child {
@@ -34,15 +33,6 @@ fn start_agent(url: &str, token: &str, spool: &Path, interval: &str, extra: &[&s
         .stderr(Stdio::null())
         .spawn()
         .expect("the agent binary is built (cargo build --workspace)")
-}
-
-/// A loopback port nobody listens on (yet).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn start_server_on(db: &Path, port: u16) -> Child {

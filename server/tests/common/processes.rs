@@ -56,6 +56,15 @@ impl Drop for Processes {
     }
 }
 
+/// A loopback port nobody listens on (yet).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// The agent binary, built beside the server's in the same target directory.
 pub fn agent_binary() -> PathBuf {
     let server = PathBuf::from(env!("CARGO_BIN_EXE_tickscope-server"));
