@@ -26,11 +26,22 @@ pub enum AppError {
     /// The caller sends faster than it may; it may try again after `retry_after_s`.
     #[error("{message}")]
     TooManyRequests { message: String, retry_after_s: u64 },
+    /// The server cannot store anything now (its disk is full): nothing was written; the caller
+    /// keeps what it sent and tries again later.
+    #[error("{message}")]
+    StorageFull { message: String, retry_after_s: u64 },
+    /// The server cannot serve this now (the database cannot be written, or every request slot
+    /// is taken): nothing was written; try again after `retry_after_s`.
+    #[error("{message}")]
+    Unavailable { message: String, retry_after_s: u64 },
+    /// The client took longer than it may to send its request.
+    #[error("{0}")]
+    TimedOut(String),
     /// A value in a request is not acceptable; `field` names it (`guests[2].vcpus`).
     #[error("{field}: {reason}")]
     Invalid { field: String, reason: String },
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("{0}")]
@@ -54,6 +65,9 @@ impl AppError {
             AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            AppError::StorageFull { .. } => StatusCode::INSUFFICIENT_STORAGE,
+            AppError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::TimedOut(_) => StatusCode::REQUEST_TIMEOUT,
             AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -70,14 +84,31 @@ impl AppError {
             AppError::TooLarge(_) => "too_large",
             AppError::Conflict(_) => "conflict",
             AppError::TooManyRequests { .. } => "too_many_requests",
+            AppError::StorageFull { .. } => "storage_full",
+            AppError::Unavailable { .. } => "unavailable",
+            AppError::TimedOut(_) => "timeout",
             AppError::Invalid { .. } => "invalid",
             AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => "internal",
         }
     }
 
+    /// How long the caller should wait before sending again, for answers that say so.
+    pub fn retry_after_s(&self) -> Option<u64> {
+        match self {
+            AppError::TooManyRequests { retry_after_s, .. }
+            | AppError::StorageFull { retry_after_s, .. }
+            | AppError::Unavailable { retry_after_s, .. } => Some(*retry_after_s),
+            _ => None,
+        }
+    }
+
     /// The message a client may see: internal details stay in the log.
     pub fn public_message(&self) -> String {
-        if self.status().is_server_error() {
+        if let AppError::StorageFull { .. } | AppError::Unavailable { .. } = self {
+            // Written for the caller, and worth a line in the log: it is the server's problem.
+            tracing::warn!(error = %self, "request refused for now");
+            self.to_string()
+        } else if self.status().is_server_error() {
             tracing::error!(error = %self, "request failed");
             "internal error; the server log has the details".to_string()
         } else {
@@ -95,7 +126,7 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorDetail {
     /// `unauthorized`, `forbidden`, `not_found`, `bad_request`, `too_large`, `conflict`,
-    /// `too_many_requests`, `invalid` or `internal`.
+    /// `too_many_requests`, `invalid`, `storage_full`, `unavailable`, `timeout` or `internal`.
     pub code: &'static str,
     pub message: String,
     /// The request value that was refused (`guests[2].vcpus`), for `invalid`.
@@ -116,24 +147,48 @@ impl IntoResponse for AppError {
             },
         };
         let mut response = (self.status(), Json(body)).into_response();
-        match self {
-            AppError::Unauthorized(_) => {
-                response.headers_mut().insert(
-                    axum::http::header::WWW_AUTHENTICATE,
-                    axum::http::HeaderValue::from_static("Bearer"),
-                );
-            }
-            AppError::TooManyRequests { retry_after_s, .. } => {
-                response.headers_mut().insert(
-                    axum::http::header::RETRY_AFTER,
-                    axum::http::HeaderValue::from(retry_after_s),
-                );
-            }
-            _ => {}
+        if let AppError::Unauthorized(_) = self {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        if let Some(retry_after_s) = self.retry_after_s() {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(retry_after_s),
+            );
         }
         response
     }
 }
+
+/// Storage faults (a full disk, a read-only database, a lock held too long) are answered "retry
+/// later" with what went wrong; every other database error is the server's, and stays in its log.
+impl From<sqlx::Error> for AppError {
+    fn from(e: sqlx::Error) -> Self {
+        use crate::db::{StorageFault, storage_fault};
+        match storage_fault(&e) {
+            Some(StorageFault::Full) => AppError::StorageFull {
+                message: format!(
+                    "the server's disk is full, so nothing was stored; keep the data and retry later ({e})"
+                ),
+                retry_after_s: STORAGE_RETRY_AFTER_S,
+            },
+            Some(StorageFault::Unavailable) => AppError::Unavailable {
+                message: format!(
+                    "the server cannot write its database now, so nothing was stored; retry later ({e})"
+                ),
+                retry_after_s: STORAGE_RETRY_AFTER_S,
+            },
+            None => AppError::Database(e),
+        }
+    }
+}
+
+/// Agents wait at least this long after a storage fault (they keep their reports in their spool);
+/// long enough for an admin to free space, short enough to catch up soon after.
+pub const STORAGE_RETRY_AFTER_S: u64 = 30;
 
 /// The session store is the database: its failures are the server's, not the visitor's.
 impl From<tower_sessions::session::Error> for AppError {

@@ -4,6 +4,7 @@ mod alerts;
 mod exports;
 mod facts;
 mod guests;
+pub mod health;
 mod hosts;
 mod metrics;
 mod openapi;
@@ -82,5 +83,6 @@ pub fn router() -> Router<AppState> {
                 ([(header::CONTENT_TYPE, "application/json")], openapi_json()).into_response()
             }),
         )
-        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .route("/healthz", axum::routing::get(health::healthz))
+        .route("/readyz", axum::routing::get(health::readyz))
 }

@@ -252,7 +252,7 @@ impl Db {
         if writes.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_write().await?;
         for write in writes {
             let (alert_id, notify, transition) = match write {
                 AlertWrite::Open {

@@ -155,7 +155,7 @@ impl Db {
         facts: &ValidFacts,
         now_ms: i64,
     ) -> AppResult<()> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_write().await?;
         let bound: Option<String> =
             sqlx::query_scalar("SELECT guest_uuid FROM tokens WHERE id = ?")
                 .bind(token_id)

@@ -5,6 +5,7 @@
 
 mod alerts;
 mod facts;
+mod fault;
 mod guests;
 mod hosts;
 mod reports;
@@ -12,20 +13,24 @@ mod rollups;
 mod settings;
 mod tokens;
 mod users;
+mod write_tx;
 
 pub use alerts::{
     AlertRow, AlertWrite, NewRule, OutboxCounts, OutboxRow, ReceiverRow, RuleRow, SilenceRow,
 };
 pub use facts::{FactsEventRow, FactsRow, FactsSpanRow, IDLE_READINGS_KEPT_MS};
+pub use fault::{StorageFault, storage_fault};
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use hosts::HostRow;
 pub use reports::{RawSample, StoreOutcome};
 pub use rollups::{FIVE_MINUTES_MS, HOUR_MS, RollupRow, StoredCounts};
 pub use tokens::{LOOKUP_PREFIX_CHARS, TokenListRow, TokenRow};
 pub use users::UserRow;
+pub use write_tx::WriteTx;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::SqlitePool;
@@ -39,6 +44,8 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 #[derive(Clone)]
 pub struct Db {
     pool: SqlitePool,
+    /// The database file, to ask its file system for free space.
+    path: Arc<PathBuf>,
 }
 
 impl Db {
@@ -57,7 +64,34 @@ impl Db {
             .connect_with(options)
             .await?;
         MIGRATOR.run(&pool).await?;
-        Ok(Db { pool })
+        Ok(Db {
+            pool,
+            path: Arc::new(path.to_path_buf()),
+        })
+    }
+
+    /// Commits one write, to learn whether the database can be written now (a read-only file or
+    /// mount, a full disk).
+    pub async fn probe_write(&self, now_ms: i64) -> AppResult<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO write_probe (id, at_ms) VALUES (1, ?)
+             ON CONFLICT (id) DO UPDATE SET at_ms = excluded.at_ms",
+        )
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await
+    }
+
+    /// Bytes an unprivileged process may still write on the file system holding the database.
+    pub fn free_bytes(&self) -> std::io::Result<u64> {
+        let dir = match self.path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        let stat = rustix::fs::statvfs(dir)?;
+        Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
     }
 
     pub async fn close(&self) {

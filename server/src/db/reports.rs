@@ -35,7 +35,7 @@ impl Db {
     ) -> AppResult<StoreOutcome> {
         // IMMEDIATE takes the write lock up front, so two copies of one report arriving at once
         // queue behind each other and the second sees the first instead of failing.
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_write().await?;
         let bound_host: Option<String> =
             sqlx::query_scalar("SELECT host_name FROM tokens WHERE id = ?")
                 .bind(token_id)
@@ -304,7 +304,7 @@ pub struct RawSample {
 impl Db {
     /// Inserts sample rows as they are, in one transaction, with the statement ingest uses.
     pub async fn insert_raw_samples(&self, rows: &[RawSample]) -> AppResult<()> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_write().await?;
         for row in rows {
             sqlx::query(
                 "INSERT INTO samples (guest_id, report_id, end_ms, received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups, wakeups_source)

@@ -92,7 +92,7 @@ impl Db {
         before_ms: i64,
         keep: Option<(i64, i64)>,
     ) -> AppResult<u64> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_write().await?;
         // A few hundred windows per statement: each statement is a round trip to SQLite's
         // worker thread.
         for chunk in windows.chunks(500) {
@@ -138,7 +138,7 @@ impl Db {
     /// Merges the five-minute rollups of whole hours before `before_ms` (a multiple of an hour)
     /// into hourly ones. Returns the five-minute rows merged.
     pub async fn merge_hourly_rollups(&self, before_ms: i64) -> AppResult<u64> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query(&format!(
             "INSERT INTO rollups (guest_id, resolution_ms, start_ms, samples, length_s, vcpu_s,
                 host_cpu_s, wakeups, idle_s, busy_s, wasted_cpu_s, min_cpu_pct, max_cpu_pct)

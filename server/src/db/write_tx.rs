@@ -1,0 +1,71 @@
+//! Write transactions that cannot leave a pooled connection inside a transaction.
+//!
+//! sqlx's own `Transaction` keeps a count of open transactions per connection and lowers it only
+//! when its COMMIT or ROLLBACK succeeds. When the disk fills, SQLite answers a write or the
+//! COMMIT with SQLITE_FULL and rolls the transaction back itself; sqlx's ROLLBACK then fails
+//! ("no transaction is active"), the count stays at one, and the connection goes back to the pool
+//! refusing every later `BEGIN` ("attempted to call begin_with at non-zero transaction depth")
+//! until the server restarts. So this type issues BEGIN and COMMIT itself, and a transaction that
+//! does not end in a successful COMMIT or ROLLBACK (an error, a cancelled request, a failed
+//! COMMIT) closes its connection instead of returning it: closing rolls back whatever is left,
+//! and the pool opens a fresh connection when it needs one.
+
+use std::ops::{Deref, DerefMut};
+
+use sqlx::pool::PoolConnection;
+use sqlx::{Sqlite, SqliteConnection};
+
+use super::Db;
+use crate::error::AppResult;
+
+pub struct WriteTx {
+    conn: PoolConnection<Sqlite>,
+    ended: bool,
+}
+
+impl Db {
+    /// Begins a write transaction. IMMEDIATE takes SQLite's write lock up front, so two writers
+    /// queue behind each other (busy timeout) instead of one failing at its first write.
+    pub(super) async fn begin_write(&self) -> AppResult<WriteTx> {
+        let mut conn = self.pool.acquire().await?;
+        sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+        Ok(WriteTx { conn, ended: false })
+    }
+}
+
+impl WriteTx {
+    pub async fn commit(mut self) -> AppResult<()> {
+        sqlx::query("COMMIT").execute(&mut *self.conn).await?;
+        self.ended = true;
+        Ok(())
+    }
+
+    /// Ends the transaction without writing anything (a duplicate, a refusal), keeping the
+    /// connection for the pool.
+    pub async fn rollback(mut self) -> AppResult<()> {
+        sqlx::query("ROLLBACK").execute(&mut *self.conn).await?;
+        self.ended = true;
+        Ok(())
+    }
+}
+
+impl Drop for WriteTx {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+impl Deref for WriteTx {
+    type Target = SqliteConnection;
+    fn deref(&self) -> &SqliteConnection {
+        &self.conn
+    }
+}
+
+impl DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        &mut self.conn
+    }
+}
