@@ -7,7 +7,6 @@ use std::time::Duration as StdDuration;
 
 use axum::Router;
 use axum::http::{HeaderValue, StatusCode, header};
-use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -23,6 +22,7 @@ use crate::current::Current;
 use crate::db::{Db, StoreOutcome};
 use crate::error::{AppError, AppResult};
 use crate::fleet::{self, AnalysedGuest};
+use crate::http::admission::{self, Admission, AdmissionLimits};
 use crate::ingest::ValidReport;
 use crate::metrics::Metrics;
 use crate::refresher::Refresher;
@@ -47,6 +47,46 @@ pub struct AppState {
     pub login_throttle: Arc<LoginThrottle>,
     /// Reports per agent token, to keep one token from flooding the server.
     pub ingest_limiter: Arc<governor::DefaultKeyedRateLimiter<i64>>,
+    /// The request slots, and what a client may take to send a request.
+    pub admission: Arc<Admission>,
+    /// Whether the last report could be stored, for `/readyz`.
+    pub storage: Arc<StorageStatus>,
+}
+
+/// What the last attempt to store a report found: a full disk or a database that cannot be
+/// written is remembered until a report is stored again, or for a minute (agents that met it
+/// wait before they send again, and a write probe that works then speaks for itself).
+#[derive(Debug, Default)]
+pub struct StorageStatus {
+    fault: std::sync::Mutex<Option<(std::time::Instant, String)>>,
+    /// `/readyz`'s last answer and when it was found, reused for a moment.
+    pub probe_cache:
+        tokio::sync::Mutex<Option<(std::time::Instant, crate::api::health::Readiness)>>,
+}
+
+impl StorageStatus {
+    /// The storage fault the last report met, if it met one.
+    pub fn fault(&self) -> Option<String> {
+        const REMEMBERED_FOR: StdDuration = StdDuration::from_secs(60);
+        self.fault
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < REMEMBERED_FOR)
+            .map(|(_, fault)| fault.clone())
+    }
+
+    fn record<T>(&self, result: &AppResult<T>) {
+        let fault = match result {
+            Ok(_) => None,
+            Err(e @ (AppError::StorageFull { .. } | AppError::Unavailable { .. })) => {
+                Some((std::time::Instant::now(), e.to_string()))
+            }
+            // Refused for itself (a bad value, a wrong host): says nothing about the storage.
+            Err(_) => return,
+        };
+        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+    }
 }
 
 /// The name under which the settings page stores the cost model.
@@ -85,6 +125,8 @@ impl AppState {
                     .allow_burst(options.ingest_burst),
             )),
             cost: Arc::new(RwLock::new(cost)),
+            admission: Arc::new(Admission::new(options.admission)),
+            storage: Arc::new(StorageStatus::default()),
             options: Arc::new(options),
         })
     }
@@ -97,7 +139,9 @@ impl AppState {
         token_id: i64,
         received_ms: i64,
     ) -> AppResult<StoreOutcome> {
-        let outcome = self.db.store_report(report, token_id, received_ms).await?;
+        let outcome = self.db.store_report(report, token_id, received_ms).await;
+        self.storage.record(&outcome);
+        let outcome = outcome?;
         if let StoreOutcome::Stored { host_id, .. } = outcome {
             // As of when the report arrived (a backfill's reports arrive on their own timeline).
             self.refresh_host(host_id, received_ms);
@@ -163,8 +207,11 @@ pub struct Options {
     /// replaying its spool after an outage sends as fast as the server answers).
     pub ingest_per_second: NonZeroU32,
     pub ingest_burst: NonZeroU32,
-    /// How long one request may take before it is answered 408.
+    /// How long the server may take over one request (its body already read) before it is
+    /// answered 408: a database that is stuck.
     pub request_timeout: StdDuration,
+    /// Request slots and the deadline for a request's body.
+    pub admission: AdmissionLimits,
     /// The database holds the simulated demo fleet: every page says so.
     pub demo: bool,
     /// How wasted CPU is priced until an admin sets it on the settings page.
@@ -184,6 +231,7 @@ impl Default for Options {
             ingest_per_second: NonZeroU32::new(20).expect("non-zero"),
             ingest_burst: NonZeroU32::new(200).expect("non-zero"),
             request_timeout: StdDuration::from_secs(30),
+            admission: AdmissionLimits::default(),
             demo: false,
             cost: CostModel::default(),
             secure_cookies: false,
@@ -192,8 +240,8 @@ impl Default for Options {
     }
 }
 
-/// Requests served at once.
-pub const MAX_CONCURRENT_REQUESTS: usize = 64;
+/// The dashboard's session cookie.
+pub const SESSION_COOKIE: &str = "tickscope_session";
 
 /// A dashboard session lapses after this long without a request (a wall screen that refreshes
 /// stays logged in).
@@ -201,7 +249,7 @@ pub const SESSION_IDLE_HOURS: i64 = 12;
 
 pub fn router(state: AppState) -> Router {
     let sessions = SessionManagerLayer::new(SqliteStore::new(state.db.pool().clone()))
-        .with_name("tickscope_session")
+        .with_name(SESSION_COOKIE)
         .with_http_only(true)
         .with_same_site(SameSite::Strict)
         .with_secure(state.options.secure_cookies)
@@ -243,14 +291,19 @@ pub fn router(state: AppState) -> Router {
             header::X_FRAME_OPTIONS,
             HeaderValue::from_static("DENY"),
         ))
-        // A request that takes longer than this (a client that sends its body slowly, a
-        // database that is stuck) gets 408; an unfinished report transaction rolls back.
+        // Work on a request that takes longer than this (a database that is stuck) ends with
+        // 408; an unfinished write transaction rolls back. The client's part, sending the
+        // body, is behind it already (admission).
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             state.options.request_timeout,
         ))
-        // Requests beyond this many wait for a turn instead of piling onto SQLite and the CPU.
-        .layer(GlobalConcurrencyLimitLayer::new(MAX_CONCURRENT_REQUESTS))
+        // Bodies are read within their deadline before a request takes a slot; requests without
+        // a credential have slots of their own; a full budget is answered 503, not queued for long.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            admission::admit,
+        ))
         .layer(tower::util::option_layer(hsts))
         .layer(TraceLayer::new_for_http())
         .with_state(state)

@@ -12,6 +12,7 @@ pub mod error;
 pub mod export;
 pub mod facts;
 pub mod fleet;
+pub mod http;
 pub mod ingest;
 pub mod metrics;
 pub mod refresher;

@@ -11,6 +11,8 @@ use tickscope_server::analysis::cost::CostModel;
 use tickscope_server::app::{self, AppState, Options};
 use tickscope_server::auth::{self, Role, UserRole};
 use tickscope_server::db::Db;
+use tickscope_server::http::admission::AdmissionLimits;
+use tickscope_server::http::listener::{self, ConnectionLimits};
 use tickscope_server::retention::Retention;
 
 #[derive(Parser)]
@@ -79,6 +81,17 @@ enum Command {
         /// Days hourly rollups are kept; older ones are deleted.
         #[arg(long, env = "TICKSCOPE_KEEP_HOURLY_DAYS", default_value_t = 400)]
         keep_hourly_days: i64,
+        /// Connections open at once; more wait in the kernel's backlog. Lowered to fit the
+        /// open-files limit (LimitNOFILE=), which the server raises to its hard limit at start.
+        #[arg(long, env = "TICKSCOPE_MAX_CONNECTIONS", default_value_t = 4096)]
+        max_connections: usize,
+        /// Seconds a client may take to send a request's headers, counted from when it connected
+        /// or from its previous response (so also how long an idle connection stays open).
+        #[arg(long, env = "TICKSCOPE_HEADER_TIMEOUT", default_value_t = 10)]
+        header_timeout: u64,
+        /// Seconds a client may take to send a request's whole body.
+        #[arg(long, env = "TICKSCOPE_BODY_TIMEOUT", default_value_t = 20)]
+        body_timeout: u64,
     },
     /// Manage dashboard users.
     User {
@@ -214,6 +227,9 @@ async fn main() -> Result<()> {
             keep_hourly_days,
             tls_cert,
             tls_key,
+            max_connections,
+            header_timeout,
+            body_timeout,
         } => {
             let usable = |v: f64| v.is_finite() && v >= 0.0;
             if !(usable(watts_per_core) && usable(price_per_kwh)) {
@@ -227,6 +243,16 @@ async fn main() -> Result<()> {
             if alert_interval == 0 {
                 anyhow::bail!("--alert-interval must be at least 1 second");
             }
+            if header_timeout == 0 || body_timeout == 0 || max_connections == 0 {
+                anyhow::bail!(
+                    "--header-timeout, --body-timeout and --max-connections must be at least 1"
+                );
+            }
+            let limits = ConnectionLimits {
+                max_connections: connection_cap(max_connections),
+                header_read_timeout: std::time::Duration::from_secs(header_timeout),
+                tls_handshake_timeout: std::time::Duration::from_secs(header_timeout),
+            };
             let tls = tls_cert.zip(tls_key);
             let scheme = if tls.is_some() { "https" } else { "http" };
             let options = Options {
@@ -238,6 +264,10 @@ async fn main() -> Result<()> {
                 tls: tls.is_some(),
                 ingest_per_second: ingest_rate,
                 ingest_burst,
+                admission: AdmissionLimits {
+                    body_timeout: std::time::Duration::from_secs(body_timeout),
+                    ..AdmissionLimits::default()
+                },
                 ..Options::default()
             };
             let alert_every = std::time::Duration::from_secs(alert_interval);
@@ -255,6 +285,7 @@ async fn main() -> Result<()> {
                 alert_every,
                 retention,
                 tls,
+                limits,
             )
             .await
         }
@@ -406,8 +437,22 @@ async fn serve(
     alert_every: std::time::Duration,
     retention: Retention,
     tls: Option<(PathBuf, PathBuf)>,
+    limits: ConnectionLimits,
 ) -> Result<()> {
     let db = open_db(db_path).await?;
+    // A database that opens but cannot be written (a read-only file or mount, a full disk)
+    // would answer every report 5xx while looking healthy: refuse to start instead.
+    db.probe_write(app::now_ms()).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot write the database {}: {e}; check the free space and the permissions of \
+             the file, its directory and the mount",
+            db_path.display()
+        )
+    })?;
+    // Before anything else starts, so that a wrong certificate stops the server at once.
+    let tls = tls
+        .map(|(cert, key)| tickscope_server::http::tls::acceptor(&cert, &key))
+        .transpose()?;
     tracing::info!(
         db = %db_path.display(),
         journal_mode = %db.journal_mode().await?,
@@ -441,57 +486,15 @@ async fn serve(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    match tls {
-        None => {
-            tracing::info!(
-                "tickscope-server listening on http://{}",
-                listener.local_addr()?
-            );
-            axum::serve(listener, app::router(state))
-                .with_graceful_shutdown(shutdown_signal())
-                .await
-                .context("server failed")?;
-        }
-        Some((cert, key)) => serve_tls(listener, app::router(state), &cert, &key).await?,
-    }
+    tracing::info!(
+        max_connections = limits.max_connections,
+        "tickscope-server listening on {}://{}",
+        if tls.is_some() { "https" } else { "http" },
+        listener.local_addr()?
+    );
+    listener::serve(listener, app::router(state), tls, limits, shutdown_signal()).await;
     db.close().await;
     Ok(())
-}
-
-/// Serves HTTPS (rustls with ring) on `listener` until Ctrl-C or SIGTERM, letting in-flight
-/// requests finish.
-async fn serve_tls(
-    listener: tokio::net::TcpListener,
-    router: axum::Router,
-    cert: &Path,
-    key: &Path,
-) -> Result<()> {
-    // The one TLS provider in the binary (the agent's HTTP client uses the same).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot load the TLS certificate {} and key {}",
-                cert.display(),
-                key.display()
-            )
-        })?;
-    let addr = listener.local_addr()?;
-    let listener = listener.into_std()?;
-    tracing::info!("tickscope-server listening on https://{addr}");
-    let handle = axum_server::Handle::new();
-    let stopping = handle.clone();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        stopping.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
-    });
-    axum_server::from_tcp_rustls(listener, config)
-        .context("cannot serve TLS")?
-        .handle(handle)
-        .serve(router.into_make_service())
-        .await
-        .context("server failed")
 }
 
 /// Resolves on Ctrl-C or SIGTERM (systemd stop), letting in-flight requests finish.
@@ -512,4 +515,35 @@ async fn shutdown_signal() {
         () = term => {},
     }
     tracing::info!("shutting down");
+}
+
+/// File descriptors kept for the database, the log and the notification sender's connections.
+const RESERVED_FILES: u64 = 256;
+
+/// The connection cap that fits the open-files limit: the soft limit is raised to the hard one
+/// first (systemd's default soft limit is 1024, its hard limit far higher), and the cap stays
+/// below it, so that `accept` never fails for want of a descriptor.
+fn connection_cap(wanted: usize) -> usize {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if let Some(hard) = limit.maximum
+        && limit.current.is_some_and(|soft| soft < hard)
+    {
+        limit.current = Some(hard);
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
+            tracing::warn!(error = %e, "cannot raise the open-files limit to its hard limit");
+        }
+    }
+    let Some(files) = getrlimit(Resource::Nofile).current else {
+        return wanted; // unlimited
+    };
+    let fits = usize::try_from(files.saturating_sub(RESERVED_FILES).max(1)).unwrap_or(usize::MAX);
+    if fits < wanted {
+        tracing::warn!(
+            open_files = files,
+            max_connections = fits,
+            "the open-files limit allows fewer connections than asked; raise LimitNOFILE="
+        );
+    }
+    wanted.min(fits)
 }

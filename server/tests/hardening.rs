@@ -11,6 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::{fleet_report, server, server_with};
 use tickscope_server::app::Options;
+use tickscope_server::http::admission::AdmissionLimits;
 
 #[tokio::test]
 async fn every_response_carries_the_security_headers() {
@@ -114,7 +115,10 @@ async fn an_agent_token_sending_too_fast_is_told_to_wait_and_nothing_is_stored()
 #[tokio::test]
 async fn a_body_sent_too_slowly_is_answered_408_and_nothing_is_stored() {
     let s = server_with(Options {
-        request_timeout: Duration::from_millis(300),
+        admission: AdmissionLimits {
+            body_timeout: Duration::from_millis(300),
+            ..AdmissionLimits::default()
+        },
         ..Options::default()
     })
     .await;
@@ -203,4 +207,40 @@ fn tokens_and_cookies_never_reach_the_log_even_at_trace_level() {
     ] {
         assert!(!text.contains(secret), "{secret} in the log");
     }
+}
+
+#[tokio::test]
+async fn a_full_budget_is_answered_503_with_retry_after_and_leaves_the_other_budget_alone() {
+    // No slot at all for requests without a credential: each waits its turn briefly, then is
+    // told to come back, while agents are served as before.
+    let s = server_with(Options {
+        admission: AdmissionLimits {
+            anonymous_slots: 0,
+            queue_timeout: Duration::from_millis(50),
+            ..AdmissionLimits::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let headers = s.headers_of(Method::GET, "/login", None).await;
+    let reply = s.call(Method::GET, "/login", None, None).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        reply.body
+    );
+    assert_eq!(reply.json()["error"]["code"], "unavailable");
+    assert_eq!(headers.get("retry-after").unwrap(), "2");
+    assert_eq!(
+        s.post_report(Some(&s.agent_token.clone()), &fleet_report(1))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    // Health probes take no slot.
+    assert_eq!(
+        s.call(Method::GET, "/healthz", None, None).await.status,
+        StatusCode::OK
+    );
 }

@@ -1,0 +1,246 @@
+//! Which requests get served, and when: a request's body is read, within a deadline, before it
+//! takes one of the slots that do the work, and requests without a credential have slots of
+//! their own.
+//!
+//! A client that sends its body one byte a second holds no slot anyone else needs: it is cut off
+//! with 408 when its body deadline passes, and meanwhile costs a connection and a buffer of at
+//! most its body limit. A request with an agent's token is authenticated before its body is
+//! read (a wrong token is answered 401 at once, so only real agents may send the large bodies
+//! reports need). Logins and other requests without a credential share a smaller budget, so a
+//! flood of them cannot take the slots agents and logged-in users need. A request that finds its
+//! budget full waits briefly, then is answered 503 with `Retry-After`: never a silent stall.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tokio::sync::Semaphore;
+
+use crate::app::{AppState, SESSION_COOKIE};
+use crate::auth::Caller;
+use crate::error::AppError;
+
+/// How many requests of each kind are served at once, and how long a client may take.
+#[derive(Debug, Clone, Copy)]
+pub struct AdmissionLimits {
+    /// Requests with an agent's token or a dashboard session, served at once.
+    pub credentialed_slots: usize,
+    /// Requests without a credential (the login page, logins, the stylesheet), served at once.
+    /// Each login hashes a password with argon2 (tens of milliseconds of CPU and 19 MiB), so a
+    /// few suffice.
+    pub anonymous_slots: usize,
+    /// A request waits this long for a slot before it is answered 503.
+    pub queue_timeout: Duration,
+    /// A request's whole body must arrive within this long, or it is answered 408.
+    pub body_timeout: Duration,
+}
+
+impl Default for AdmissionLimits {
+    fn default() -> Self {
+        AdmissionLimits {
+            credentialed_slots: 64,
+            anonymous_slots: 8,
+            queue_timeout: Duration::from_secs(1),
+            body_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// The largest body any request with a token may send: a report of 10,000 guests is about 3 MB.
+pub const MAX_TOKEN_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// The largest body of a request without a token: the dashboard's forms are a few hundred
+/// bytes. With the connection cap this bounds the memory slow clients can make the server hold.
+pub const MAX_FORM_BODY_BYTES: usize = 64 * 1024;
+/// How long a client that found no free slot is asked to wait.
+const BUSY_RETRY_AFTER_S: u64 = 2;
+
+/// The slots, shared by every request of one server.
+#[derive(Debug)]
+pub struct Admission {
+    limits: AdmissionLimits,
+    credentialed: Arc<Semaphore>,
+    anonymous: Arc<Semaphore>,
+}
+
+impl Admission {
+    pub fn new(limits: AdmissionLimits) -> Admission {
+        Admission {
+            limits,
+            credentialed: Arc::new(Semaphore::new(limits.credentialed_slots)),
+            anonymous: Arc::new(Semaphore::new(limits.anonymous_slots)),
+        }
+    }
+}
+
+/// Whose slots a request takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Budget {
+    /// Health probes: no body, no work, always answered.
+    None,
+    Anonymous,
+    Credentialed,
+}
+
+fn budget(parts: &Parts) -> Budget {
+    if matches!(parts.uri.path(), "/healthz" | "/readyz") {
+        return Budget::None;
+    }
+    // A login hashes a password whatever cookie it carries.
+    if parts.method == Method::POST && parts.uri.path() == "/login" {
+        return Budget::Anonymous;
+    }
+    if parts.headers.contains_key(header::AUTHORIZATION) || has_session_cookie(parts) {
+        Budget::Credentialed
+    } else {
+        Budget::Anonymous
+    }
+}
+
+/// The browser says it has a session; whether it is valid is checked later, cheaply (a forged
+/// cookie gets a redirect to the login page, not a password hash).
+fn has_session_cookie(parts: &Parts) -> bool {
+    parts
+        .headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .any(|c| {
+            c.trim()
+                .split_once('=')
+                .is_some_and(|(name, _)| name == SESSION_COOKIE)
+        })
+}
+
+/// The middleware: authenticates tokens, reads the body within its deadline, then waits (briefly)
+/// for a slot of the request's budget.
+pub async fn admit(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let budget = budget(&parts);
+    if budget == Budget::None {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let limits = state.admission.limits;
+    let body_limit = if parts.headers.contains_key(header::AUTHORIZATION) {
+        match Caller::from_request_parts(&mut parts, &state).await {
+            Ok(caller) => {
+                // The handler's extractor takes it from here instead of looking it up again.
+                parts.extensions.insert(caller);
+                MAX_TOKEN_BODY_BYTES
+            }
+            Err(e) => return e.into_response(),
+        }
+    } else {
+        MAX_FORM_BODY_BYTES
+    };
+    let bytes = match read_body(&parts, body, body_limit, limits.body_timeout).await {
+        Ok(bytes) => bytes,
+        Err(e) => return e.into_response(),
+    };
+    let slots = match budget {
+        Budget::Anonymous => &state.admission.anonymous,
+        _ => &state.admission.credentialed,
+    };
+    let Ok(Ok(_slot)) =
+        tokio::time::timeout(limits.queue_timeout, slots.clone().acquire_owned()).await
+    else {
+        return AppError::Unavailable {
+            message: "the server is serving as many requests as it can; retry shortly".into(),
+            retry_after_s: BUSY_RETRY_AFTER_S,
+        }
+        .into_response();
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+async fn read_body(
+    parts: &Parts,
+    body: Body,
+    limit_bytes: usize,
+    deadline: Duration,
+) -> Result<axum::body::Bytes, AppError> {
+    let too_large = || {
+        AppError::TooLarge(format!(
+            "the request body is over {limit_bytes} bytes, the most this request may send"
+        ))
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit_bytes as u64) {
+        return Err(too_large());
+    }
+    match tokio::time::timeout(deadline, Limited::new(body, limit_bytes).collect()).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(too_large()),
+        Ok(Err(e)) => Err(AppError::BadRequest(format!(
+            "the request body could not be read: {e}"
+        ))),
+        Err(_) => Err(AppError::TimedOut(format!(
+            "the request body did not arrive within {} s",
+            deadline.as_secs()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(method: &str, path: &str, headers: &[(&str, &str)]) -> Parts {
+        let mut request = axum::http::Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    /// Method, path, headers, and the budget the request takes.
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], Budget);
+
+    #[test]
+    fn each_request_takes_the_slots_of_its_kind() {
+        let session = format!("theme=dark; {SESSION_COOKIE}=abc");
+        let cases: [Case; 8] = [
+            ("GET", "/healthz", &[], Budget::None),
+            (
+                "GET",
+                "/readyz",
+                &[("authorization", "Bearer x")],
+                Budget::None,
+            ),
+            ("GET", "/login", &[], Budget::Anonymous),
+            ("POST", "/login", &[("cookie", &session)], Budget::Anonymous),
+            ("GET", "/", &[("cookie", &session)], Budget::Credentialed),
+            (
+                "GET",
+                "/",
+                &[("cookie", "not_tickscope_session=abc")],
+                Budget::Anonymous,
+            ),
+            (
+                "POST",
+                "/api/v1/reports",
+                &[("authorization", "Bearer x")],
+                Budget::Credentialed,
+            ),
+            ("POST", "/api/v1/reports", &[], Budget::Anonymous),
+        ];
+        for (method, path, headers, expected) in cases {
+            assert_eq!(
+                budget(&parts(method, path, headers)),
+                expected,
+                "{method} {path} {headers:?}"
+            );
+        }
+    }
+}
