@@ -137,7 +137,7 @@ impl Db {
                         vcpu_wakeups: guest.vcpu_wakeups,
                     },
                     Plausible {
-                        host_cpus: host.cpus,
+                        max_busy_cpus: guest.max_busy_cpus,
                         vcpus: guest.vcpus,
                         cpu_slack_s_per_cpu: CPU_TICK_SLACK_S,
                         max_wakeups_per_vcpu_s: MAX_WAKEUPS_PER_VCPU_S,
