@@ -26,8 +26,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// What became of a report.
 #[derive(Serialize, utoipa::ToSchema)]
 struct ReportAccepted {
-    /// `stored`, or `duplicate`: this agent run's report with this number was stored before,
-    /// and nothing was written.
+    /// `stored`, or `duplicate`: this agent run's report with this number was stored before for
+    /// this host, and nothing was written.
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     report_id: Option<i64>,

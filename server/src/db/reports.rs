@@ -21,7 +21,7 @@ pub enum StoreOutcome {
         report_id: i64,
         host_id: i64,
     },
-    /// This (agent, run, seq) was stored before; nothing was written.
+    /// This (host, agent, run, seq) was stored before; nothing was written.
     Duplicate,
 }
 
@@ -47,9 +47,13 @@ impl Db {
                 report.host.name
             )));
         }
+        // A report is a repeat only of one for the same host: another host's token cannot have
+        // this host's reports taken for duplicates.
         let seen: Option<i64> = sqlx::query_scalar(
-            "SELECT id FROM reports WHERE agent_id = ? AND run_id = ? AND seq = ?",
+            "SELECT r.id FROM hosts h CROSS JOIN reports r ON r.host_id = h.id
+             WHERE h.name = ? AND r.agent_id = ? AND r.run_id = ? AND r.seq = ?",
         )
+        .bind(&report.host.name)
         .bind(&report.agent_id)
         .bind(&report.run_id)
         .bind(report.seq)
