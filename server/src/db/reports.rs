@@ -41,11 +41,34 @@ impl Db {
                 .bind(token_id)
                 .fetch_one(&mut *tx)
                 .await?;
-        if let Some(bound) = bound_host.filter(|bound| *bound != report.host.name) {
-            return Err(AppError::Forbidden(format!(
-                "this agent token reports for host {bound:?}, not {:?}; give each host its own token",
-                report.host.name
-            )));
+        match bound_host {
+            Some(bound) if bound != report.host.name => {
+                return Err(AppError::Forbidden(format!(
+                    "this agent token reports for host {bound:?}, not {:?}; give each host its own token",
+                    report.host.name
+                )));
+            }
+            Some(_) => {}
+            // A token made without --host takes the host it first reports for, unless another
+            // token has it: one that reported for it (revoked or not) or one an admin made for
+            // it. Only an admin hands a host to another token, by making it with --host.
+            None => {
+                let taken: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM tokens
+                                    WHERE role = 'agent' AND host_name = ?1 AND id != ?2)
+                         OR EXISTS (SELECT 1 FROM hosts WHERE name = ?1)",
+                )
+                .bind(&report.host.name)
+                .bind(token_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                if taken {
+                    return Err(AppError::Forbidden(format!(
+                        "host {0:?} reports with another agent token; to give it this one, an admin makes a token bound to it (tickscope-server token add NAME --role agent --host {0}, or on the settings page)",
+                        report.host.name
+                    )));
+                }
+            }
         }
         // A report is a repeat only of one for the same host: another host's token cannot have
         // this host's reports taken for duplicates.
