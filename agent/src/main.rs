@@ -12,6 +12,7 @@ use tickscope_agent::host;
 use tickscope_agent::report::Reporter;
 use tickscope_agent::sampler::Sampler;
 use tickscope_agent::spool::{Bounds, Spool};
+use tickscope_agent::wire::MAX_SPOOL_AGE_S;
 
 #[derive(Parser)]
 #[command(
@@ -157,7 +158,7 @@ impl SpoolArgs {
             "spool-max-hours",
             self.spool_max_hours * 3600.0,
             60.0,
-            30.0 * 86_400.0,
+            MAX_SPOOL_AGE_S as f64,
         )?;
         if self.spool_max_kib == 0 {
             bail!("--spool-max-kib must be at least 1");

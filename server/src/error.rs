@@ -46,6 +46,9 @@ pub enum AppError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("{0}")]
     Internal(String),
+    /// The request body is not sent as the media type the endpoint reads (`application/json`).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
 }
 
 impl AppError {
@@ -72,6 +75,7 @@ impl AppError {
             AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
+            AppError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         }
     }
 
@@ -89,6 +93,7 @@ impl AppError {
             AppError::TimedOut(_) => "timeout",
             AppError::Invalid { .. } => "invalid",
             AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => "internal",
+            AppError::UnsupportedMediaType(_) => "unsupported_media_type",
         }
     }
 
@@ -126,7 +131,8 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorDetail {
     /// `unauthorized`, `forbidden`, `not_found`, `bad_request`, `too_large`, `conflict`,
-    /// `too_many_requests`, `invalid`, `storage_full`, `unavailable`, `timeout` or `internal`.
+    /// `too_many_requests`, `invalid`, `unsupported_media_type`, `storage_full`, `unavailable`,
+    /// `timeout` or `internal`.
     pub code: &'static str,
     pub message: String,
     /// The request value that was refused (`guests[2].vcpus`), for `invalid`.

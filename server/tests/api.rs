@@ -308,6 +308,53 @@ async fn an_oversized_report_is_refused_with_413() {
 }
 
 #[tokio::test]
+async fn a_body_not_sent_as_json_is_refused_with_415_as_documented() {
+    let s = server().await;
+    let guest_token = auth::new_token().unwrap();
+    s.db.insert_token("probe", "guest", &auth::token_hash(&guest_token), None, 0)
+        .await
+        .unwrap();
+    let facts =
+        json!({"facts": {"collected_ms": 0, "dmi_uuid": "564d9a3b-1234-5678-9abc-def012345678"}});
+    let posts = [
+        (
+            "/api/v1/reports",
+            &s.agent_token,
+            fleet_report(1).to_string(),
+        ),
+        ("/api/v1/guest-facts", &guest_token, facts.to_string()),
+    ];
+    for (path, token, body) in posts {
+        for content_type in [
+            Some("text/plain"),
+            Some("application/x-www-form-urlencoded"),
+            None,
+        ] {
+            let reply = s.post_as(path, token, content_type, body.clone()).await;
+            assert_eq!(
+                reply.status,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "{path} as {content_type:?}: {}",
+                reply.body
+            );
+            assert!(reply.content_type.starts_with("application/json"));
+            assert_eq!(reply.json()["error"]["code"], "unsupported_media_type");
+        }
+    }
+    assert_eq!(s.stored().await, (0, 0));
+    // The same report sent as JSON (with a charset parameter, too) is taken.
+    let reply = s
+        .post_as(
+            "/api/v1/reports",
+            &s.agent_token,
+            Some("application/json; charset=utf-8"),
+            fleet_report(1).to_string(),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+}
+
+#[tokio::test]
 async fn a_report_that_fails_halfway_through_storing_leaves_nothing_behind() {
     let s = server().await;
     // Make the database itself refuse the third guest's sample, after the host, the report and

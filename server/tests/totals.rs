@@ -122,3 +122,28 @@ async fn reports_without_totals_are_stored_as_measured() {
             .collect();
     assert_eq!(lengths, [10_000.0, 10_000.0]);
 }
+
+#[tokio::test]
+async fn totals_are_held_to_what_the_vm_can_use_not_to_the_whole_host() {
+    // A 2-vCPU VM on a 64-CPU host; reports 1 and 2 never arrive, so report 3 reaches back 30 s,
+    // in which the VM can keep at most 2 + 4 cores busy: 180 s and a little tick slack.
+    for (cpu_total, bridged) in [(150.0, true), (200.0, false)] {
+        let s = server().await;
+        let token = Some(s.agent_token.as_str());
+        for (seq, totals) in [(0, (10.0, 50_000)), (3, (10.0 + cpu_total, 53_000))] {
+            let mut r = report(seq, 100, (0.5, 1_000), totals);
+            r["host"]["cpus"] = json!(64);
+            assert_eq!(s.post_report(token, &r).await.status, StatusCode::OK);
+        }
+        let guest = only_guest(&s).await;
+        let newest = &s.db.recent_samples(guest.id, 1).await.unwrap()[0];
+        // The reports are made a few milliseconds apart, so the span is about 30 s.
+        let got = (newest.length_ms > 29_000.0, newest.host_cpu_s);
+        let expected = if bridged {
+            (true, cpu_total)
+        } else {
+            (false, 0.5)
+        };
+        assert_eq!(got, expected, "{cpu_total} s over 30 s");
+    }
+}

@@ -27,6 +27,9 @@ pub struct FactsSubmission {
 pub const MAX_NAME_CHARS: usize = 256;
 /// Most vCPUs one VM may report (KVM's own limit is 4096 on x86).
 pub const MAX_VCPUS: u32 = 4096;
+/// The oldest report an agent's spool may keep, in seconds (the most `--spool-max-hours` allows):
+/// the server takes no report that ended longer ago than this, as it cannot be a replay.
+pub const MAX_SPOOL_AGE_S: u64 = 30 * 86_400;
 /// Longest short label (a VM's management layer) the server accepts, in characters.
 pub const MAX_LABEL_CHARS: usize = 64;
 /// Longest guest kernel command line the server accepts, in characters.

@@ -37,7 +37,7 @@ struct FactsAccepted {
         (status = 200, description = "Stored", body = FactsAccepted),
         (status = 400, description = "The body is not JSON", body = ErrorBody),
         (status = 401, description = "No token, or an unknown or revoked one", body = ErrorBody),
-        (status = 403, description = "Not a guest token, or one bound to another guest", body = ErrorBody),
+        (status = 403, description = "Not a guest token, one bound to another guest, or a new token for a guest another token in use is bound to", body = ErrorBody),
         (status = 404, description = "No host agent has reported a VM with this UUID", body = ErrorBody),
         (status = 408, description = "The request took longer than the server's timeout"),
         (status = 413, description = "The body is over 2 MiB", body = ErrorBody),

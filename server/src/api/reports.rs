@@ -26,8 +26,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// What became of a report.
 #[derive(Serialize, utoipa::ToSchema)]
 struct ReportAccepted {
-    /// `stored`, or `duplicate`: this agent run's report with this number was stored before,
-    /// and nothing was written.
+    /// `stored`, or `duplicate`: this agent run's report with this number was stored before for
+    /// this host, and nothing was written.
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     report_id: Option<i64>,
@@ -48,7 +48,7 @@ struct ReportAccepted {
         (status = 200, description = "Stored, or stored before", body = ReportAccepted),
         (status = 400, description = "The body is not JSON", body = ErrorBody),
         (status = 401, description = "No token, or an unknown or revoked one", body = ErrorBody),
-        (status = 403, description = "Not an agent token, or one issued for another host", body = ErrorBody),
+        (status = 403, description = "Not an agent token, one issued for another host, or a new token for a host another token reports for", body = ErrorBody),
         (status = 408, description = "The request took longer than the server's timeout"),
         (status = 413, description = "The body is over 16 MiB", body = ErrorBody),
         (status = 415, description = "The body is not sent as application/json", body = ErrorBody),

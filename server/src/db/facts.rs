@@ -146,7 +146,8 @@ pub(super) async fn record_facts(
 impl Db {
     /// Stores facts a guest probe posted itself with a guest token. The token is bound to the
     /// first guest UUID it reports for, and refused for any other, so one guest cannot write
-    /// facts for its neighbours. `uuid` is the form the guest sent.
+    /// facts for its neighbours; and a UUID another token in use is bound to is refused to a new
+    /// token, so a new token cannot take over a guest. `uuid` is the form the guest sent.
     pub async fn record_guest_facts(
         &self,
         token_id: i64,
@@ -161,10 +162,34 @@ impl Db {
                 .bind(token_id)
                 .fetch_one(&mut *tx)
                 .await?;
-        if let Some(bound) = bound.filter(|b| b != uuid) {
-            return Err(AppError::Forbidden(format!(
-                "this guest token submits facts for the guest with UUID {bound}, not {uuid}; give each guest its own token"
-            )));
+        match bound {
+            Some(bound) if bound != uuid => {
+                return Err(AppError::Forbidden(format!(
+                    "this guest token submits facts for the guest with UUID {bound}, not {uuid}; give each guest its own token"
+                )));
+            }
+            Some(_) => {}
+            // A new token takes the UUID it first reports for, unless a token in use has it
+            // (in either byte order): a revoked one no longer holds its guest, so that a guest
+            // whose token was revoked can be given a new one.
+            None => {
+                let [as_sent, swapped] = crate::facts::uuid_forms(uuid);
+                let taken: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM tokens
+                        WHERE role = 'guest' AND guest_uuid IN (?, ?) AND id != ?
+                          AND revoked_ms IS NULL)",
+                )
+                .bind(as_sent)
+                .bind(swapped)
+                .bind(token_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                if taken {
+                    return Err(AppError::Forbidden(format!(
+                        "the guest with UUID {uuid} submits its facts with another guest token; revoke that one to give the guest a new token"
+                    )));
+                }
+            }
         }
         sqlx::query("UPDATE tokens SET guest_uuid = ?, last_used_ms = ? WHERE id = ?")
             .bind(uuid)

@@ -21,7 +21,7 @@ pub enum StoreOutcome {
         report_id: i64,
         host_id: i64,
     },
-    /// This (agent, run, seq) was stored before; nothing was written.
+    /// This (host, agent, run, seq) was stored before; nothing was written.
     Duplicate,
 }
 
@@ -41,15 +41,42 @@ impl Db {
                 .bind(token_id)
                 .fetch_one(&mut *tx)
                 .await?;
-        if let Some(bound) = bound_host.filter(|bound| *bound != report.host.name) {
-            return Err(AppError::Forbidden(format!(
-                "this agent token reports for host {bound:?}, not {:?}; give each host its own token",
-                report.host.name
-            )));
+        match bound_host {
+            Some(bound) if bound != report.host.name => {
+                return Err(AppError::Forbidden(format!(
+                    "this agent token reports for host {bound:?}, not {:?}; give each host its own token",
+                    report.host.name
+                )));
+            }
+            Some(_) => {}
+            // A token made without --host takes the host it first reports for, unless another
+            // token has it: one that reported for it (revoked or not) or one an admin made for
+            // it. Only an admin hands a host to another token, by making it with --host.
+            None => {
+                let taken: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM tokens
+                                    WHERE role = 'agent' AND host_name = ?1 AND id != ?2)
+                         OR EXISTS (SELECT 1 FROM hosts WHERE name = ?1)",
+                )
+                .bind(&report.host.name)
+                .bind(token_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                if taken {
+                    return Err(AppError::Forbidden(format!(
+                        "host {0:?} reports with another agent token; to give it this one, an admin makes a token bound to it (tickscope-server token add NAME --role agent --host {0}, or on the settings page)",
+                        report.host.name
+                    )));
+                }
+            }
         }
+        // A report is a repeat only of one for the same host: another host's token cannot have
+        // this host's reports taken for duplicates.
         let seen: Option<i64> = sqlx::query_scalar(
-            "SELECT id FROM reports WHERE agent_id = ? AND run_id = ? AND seq = ?",
+            "SELECT r.id FROM hosts h CROSS JOIN reports r ON r.host_id = h.id
+             WHERE h.name = ? AND r.agent_id = ? AND r.run_id = ? AND r.seq = ?",
         )
+        .bind(&report.host.name)
         .bind(&report.agent_id)
         .bind(&report.run_id)
         .bind(report.seq)
@@ -137,7 +164,7 @@ impl Db {
                         vcpu_wakeups: guest.vcpu_wakeups,
                     },
                     Plausible {
-                        host_cpus: host.cpus,
+                        max_busy_cpus: guest.max_busy_cpus,
                         vcpus: guest.vcpus,
                         cpu_slack_s_per_cpu: CPU_TICK_SLACK_S,
                         max_wakeups_per_vcpu_s: MAX_WAKEUPS_PER_VCPU_S,

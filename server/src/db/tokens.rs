@@ -29,8 +29,9 @@ pub struct TokenRow {
 pub const LOOKUP_PREFIX_CHARS: usize = 16;
 
 impl Db {
-    /// Stores a new token's hash. `host_name` binds an agent token to one host from the start;
-    /// without it, the first report binds it.
+    /// Stores a new token's hash. `host_name` binds an agent token to one host from the start,
+    /// even one another token reports for (an admin replacing a host's token); without it, the
+    /// first report binds it, to a host no other token has.
     pub async fn insert_token(
         &self,
         name: &str,

@@ -3,17 +3,19 @@
 //! A wire [`Report`] is turned into a [`ValidReport`] once; behind this point nothing needs
 //! checking again. A report with any bad value is refused whole, naming the field.
 
+pub mod interval;
 pub mod totals;
 
 use std::collections::HashSet;
 
 use tickscope_agent::wire::{
     FactsSource, GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS,
-    Report, normalise_uuid,
+    Report, WakeupsSource, normalise_uuid,
 };
 
 use crate::error::{AppError, AppResult};
 use crate::facts::{self, ValidFacts};
+pub use interval::{MAX_CLOCK_SKEW_MS, MAX_INTERVAL_MS, MAX_REPLAY_AGE_MS, MIN_INTERVAL_MS};
 use totals::ReportedTotals;
 
 /// Limits on what one report may hold: far above any real host, low enough to keep one bad
@@ -22,13 +24,15 @@ pub const MAX_GUESTS: usize = 10_000;
 pub const MAX_HOST_CPUS: u32 = 65_536;
 /// No vCPU thread is woken more often than this, per second (a periodic tick is at most 1000).
 pub const MAX_WAKEUPS_PER_VCPU_S: f64 = 1_000_000.0;
-pub const MIN_INTERVAL_MS: f64 = 100.0;
-pub const MAX_INTERVAL_MS: f64 = 86_400_000.0;
-/// How far ahead of the server's clock a report may end, in milliseconds.
-pub const MAX_CLOCK_SKEW_MS: i64 = 600_000;
 /// CPU time is counted in clock ticks (10 ms), so a VM can appear to use slightly more than the
-/// interval allows: this much slack per host CPU, in seconds.
+/// interval allows: this much slack per CPU it may keep busy, in seconds.
 pub const CPU_TICK_SLACK_S: f64 = 0.05;
+/// Cores a VM process's threads other than its vCPUs may keep busy at once, on top of its vCPUs:
+/// QEMU's main loop, its I/O threads (one per `-object iothread`, usually one or two), the thread
+/// pool behind its block I/O, and vhost workers (one per vhost device or virtio-net queue pair;
+/// threads of the VM process since Linux 6.4). Under heavy I/O these together keep one or two
+/// cores busy; four leaves room, and still tells a 1-vCPU VM from one using 8 cores.
+pub const VM_OVERHEAD_CPUS: u32 = 4;
 /// Most CPU time a VM process's running total may claim: 30,000 core-years.
 const MAX_TOTAL_CPU_S: f64 = 1e12;
 
@@ -68,6 +72,8 @@ pub struct ValidGuest {
     pub management: Option<String>,
     pub pid: u32,
     pub vcpus: u32,
+    /// [`max_busy_cpus`] of this VM: what its CPU time is held to, also over missing reports.
+    pub max_busy_cpus: u32,
     pub host_cpu_s: f64,
     pub vcpu_wakeups: i64,
     pub wakeups_source: &'static str,
@@ -77,6 +83,18 @@ pub struct ValidGuest {
     pub facts: Option<ValidFacts>,
     /// The VM process's running totals, named by host boot, pid and start time.
     pub totals: Option<ReportedTotals>,
+}
+
+/// The most cores a VM process can keep busy at once: its vCPUs and its other threads, and never
+/// more than the host has. The vCPUs are a count the server can hold the VM to only when the
+/// agent counted the vCPU threads themselves; otherwise (`whole_process`) they come from the
+/// VM's command line or configuration, or are 1 when the agent found none there, and only the
+/// host's CPUs bound the VM, so that a guessed count never gets a real host's reports refused.
+pub fn max_busy_cpus(host_cpus: u32, vcpus: u32, wakeups_source: WakeupsSource) -> u32 {
+    match wakeups_source {
+        WakeupsSource::VcpuThreads => vcpus.saturating_add(VM_OVERHEAD_CPUS).min(host_cpus),
+        WakeupsSource::WholeProcess | WakeupsSource::Other => host_cpus,
+    }
 }
 
 /// Checks a report against the server's clock (`now_ms`).
@@ -108,26 +126,7 @@ pub fn validate(report: Report, now_ms: i64) -> AppResult<ValidReport> {
             .transpose()?,
     };
 
-    let interval = report.interval;
-    if interval.end_ms < interval.start_ms {
-        return Err(AppError::invalid(
-            "interval.end_ms",
-            "ends before it starts",
-        ));
-    }
-    if interval.end_ms > now_ms + MAX_CLOCK_SKEW_MS {
-        return Err(AppError::invalid(
-            "interval.end_ms",
-            "is more than 10 minutes ahead of the server's clock; check the host's clock",
-        ));
-    }
-    let length_ms = interval.length_ns as f64 / 1e6;
-    if !(MIN_INTERVAL_MS..=MAX_INTERVAL_MS).contains(&length_ms) {
-        return Err(AppError::invalid(
-            "interval.length_ns",
-            format!("must be between {MIN_INTERVAL_MS} ms and one day"),
-        ));
-    }
+    let length_ms = interval::check(&report.interval, now_ms)?;
 
     if report.guests.len() > MAX_GUESTS {
         return Err(AppError::invalid(
@@ -160,8 +159,8 @@ pub fn validate(report: Report, now_ms: i64) -> AppResult<ValidReport> {
         agent_version,
         seq,
         host,
-        start_ms: interval.start_ms,
-        end_ms: interval.end_ms,
+        start_ms: report.interval.start_ms,
+        end_ms: report.interval.end_ms,
         length_ms,
         guests,
         dropped_reports: i64::try_from(report.dropped_reports).unwrap_or(i64::MAX),
@@ -185,11 +184,15 @@ fn validate_guest(
     // A VM may be given more vCPUs than its host has (overcommit), so only the hard limit.
     let vcpus = in_range(&field("vcpus"), g.vcpus, 1, MAX_VCPUS)?;
     let length_s = length_ms / 1000.0;
-    let max_cpu_s = (length_s + CPU_TICK_SLACK_S) * f64::from(host.cpus);
+    let busy_cpus = max_busy_cpus(host.cpus, vcpus, g.wakeups_source);
+    let max_cpu_s = (length_s + CPU_TICK_SLACK_S) * f64::from(busy_cpus);
     if !(g.host_cpu_seconds.is_finite() && (0.0..=max_cpu_s).contains(&g.host_cpu_seconds)) {
         return Err(AppError::invalid(
             field("host_cpu_seconds"),
-            format!("must be between 0 and the interval × host CPUs ({max_cpu_s:.2} s)"),
+            format!(
+                "must be between 0 and the interval × {busy_cpus} CPUs ({max_cpu_s:.2} s): \
+                 the VM's vCPUs and {VM_OVERHEAD_CPUS} for its other threads, at most the host's CPUs"
+            ),
         ));
     }
     let max_wakeups = MAX_WAKEUPS_PER_VCPU_S * f64::from(vcpus) * length_s;
@@ -258,6 +261,7 @@ fn validate_guest(
         management,
         pid: g.pid,
         vcpus,
+        max_busy_cpus: busy_cpus,
         host_cpu_s: g.host_cpu_seconds,
         vcpu_wakeups,
         wakeups_source: g.wakeups_source.as_str(),
@@ -352,7 +356,7 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused_naming_the_field() {
-        let cases: [(&str, serde_json::Value, &str); 15] = [
+        let cases: [(&str, serde_json::Value, &str); 21] = [
             (
                 "/guests/0/host_cpu_seconds",
                 json!(-0.1),
@@ -381,6 +385,24 @@ mod tests {
             ),
             ("/interval/length_ns", json!(1000), "interval.length_ns"),
             ("/interval/start_ms", json!(NOW + 1), "interval.end_ms"),
+            ("/interval/start_ms", json!(NOW), "interval.end_ms"),
+            ("/interval/end_ms", json!(0), "interval.end_ms"),
+            ("/interval/end_ms", json!(i64::MIN), "interval.end_ms"),
+            (
+                "/interval/end_ms",
+                json!(NOW - MAX_REPLAY_AGE_MS - 1),
+                "interval.end_ms",
+            ),
+            (
+                "/interval/length_ns",
+                json!(86_400_000_000_000u64),
+                "interval.length_ns",
+            ),
+            (
+                "/interval/start_ms",
+                json!(NOW - 1000),
+                "interval.length_ns",
+            ),
             ("/host/boot_id", json!("reboot"), "host.boot_id"),
             (
                 "/guests/0/totals/host_cpu_seconds",
@@ -401,6 +423,41 @@ mod tests {
                     assert_eq!(f, field, "{pointer} = {value}")
                 }
                 other => panic!("{pointer} = {value} was not refused: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn cpu_time_is_held_to_what_the_vm_can_use() {
+        // A 10 s interval: (host CPUs, vCPUs, how the vCPUs were counted, CPU seconds, taken).
+        let cases: [(u32, u32, &str, f64, bool); 10] = [
+            (64, 1, "vcpu_threads", 10.0, true),
+            (64, 1, "vcpu_threads", 50.2, true),
+            (64, 1, "vcpu_threads", 50.3, false),
+            (64, 1, "vcpu_threads", 80.0, false),
+            // A vCPU count read from a command line is no bound: only the host's CPUs are.
+            (64, 1, "whole_process", 80.0, true),
+            (64, 1, "whole_process", 643.0, true),
+            (64, 1, "whole_process", 643.3, false),
+            (4, 2, "vcpu_threads", 40.1, true),
+            (4, 2, "vcpu_threads", 40.3, false),
+            // More vCPUs than the host has (overcommit): the host's CPUs bound it.
+            (8, 16, "vcpu_threads", 80.3, true),
+        ];
+        for (host_cpus, vcpus, source, cpu_s, taken) in cases {
+            let mut r = report();
+            r["host"]["cpus"] = json!(host_cpus);
+            r["guests"][0]["vcpus"] = json!(vcpus);
+            r["guests"][0]["wakeups_source"] = json!(source);
+            r["guests"][0]["host_cpu_seconds"] = json!(cpu_s);
+            let case = format!("{cpu_s} s of {vcpus} vCPUs ({source}) on {host_cpus} CPUs");
+            match check(r) {
+                Ok(_) => assert!(taken, "{case} was taken"),
+                Err(AppError::Invalid { field, .. }) => {
+                    assert!(!taken, "{case} was refused");
+                    assert_eq!(field, "guests[0].host_cpu_seconds", "{case}");
+                }
+                Err(other) => panic!("{case}: {other:?}"),
             }
         }
     }

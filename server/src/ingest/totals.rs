@@ -53,7 +53,8 @@ pub struct SampleSpan {
 /// are held to at the edge.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Plausible {
-    pub host_cpus: u32,
+    /// The most cores the VM can keep busy at once (`ingest::max_busy_cpus`).
+    pub max_busy_cpus: u32,
     pub vcpus: u32,
     pub cpu_slack_s_per_cpu: f64,
     pub max_wakeups_per_vcpu_s: f64,
@@ -89,7 +90,7 @@ pub fn sample_span(
     let host_cpu_s = now.host_cpu_s - previous.host_cpu_s;
     let vcpu_wakeups = now.vcpu_wakeups - previous.vcpu_wakeups;
     let span_s = span_ms as f64 / 1000.0;
-    let max_cpu_s = (span_s + limits.cpu_slack_s_per_cpu) * f64::from(limits.host_cpus);
+    let max_cpu_s = (span_s + limits.cpu_slack_s_per_cpu) * f64::from(limits.max_busy_cpus);
     let max_wakeups = limits.max_wakeups_per_vcpu_s * f64::from(limits.vcpus) * span_s;
     if host_cpu_s > max_cpu_s || vcpu_wakeups as f64 > max_wakeups {
         return as_measured;
@@ -107,7 +108,7 @@ mod tests {
     use super::*;
 
     const LIMITS: Plausible = Plausible {
-        host_cpus: 4,
+        max_busy_cpus: 4,
         vcpus: 2,
         cpu_slack_s_per_cpu: 0.05,
         max_wakeups_per_vcpu_s: 1_000_000.0,
@@ -211,7 +212,7 @@ mod tests {
                 measured(),
             ),
             (
-                "more CPU than 4 host CPUs have in 30 s",
+                "more CPU than the VM can use in 30 s (4 CPUs)",
                 Some(stored(p, 7.0, 2_000, 30_000)),
                 Some(reported(p, 200.0, 5_000)),
                 measured(),

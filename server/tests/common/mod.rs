@@ -148,6 +148,24 @@ impl Server {
         self.send(request.body(Body::from(body)).unwrap()).await
     }
 
+    /// A POST with a bearer token and a body sent as `content_type` (none: no Content-Type).
+    pub async fn post_as(
+        &self,
+        path: &str,
+        token: &str,
+        content_type: Option<&str>,
+        body: String,
+    ) -> Reply {
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri(path)
+            .header(header::AUTHORIZATION, format!("Bearer {token}"));
+        if let Some(content_type) = content_type {
+            request = request.header(header::CONTENT_TYPE, content_type);
+        }
+        self.send(request.body(Body::from(body)).unwrap()).await
+    }
+
     /// A browser's request: with the session cookie, and a form body for a POST.
     pub async fn browse(
         &self,
