@@ -1,0 +1,228 @@
+//! Hostile input at the dashboard's forms (issue 14): every field has a length it may not pass,
+//! refused before any work and without being kept; guesses at the current password are
+//! throttled like logins.
+
+mod common;
+
+use axum::http::StatusCode;
+
+use common::{PASSWORD, server};
+
+#[tokio::test]
+async fn a_login_name_too_long_is_refused_before_the_throttle_and_nothing_is_kept() {
+    let s = server().await;
+    // 65 characters: one more than a user name may have; the page says why.
+    let reply = s.submit_login(&"a".repeat(65), "guess").await;
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.body
+    );
+    assert!(
+        reply.body.contains("name: must be at most 64 characters"),
+        "{}",
+        reply.body
+    );
+    // 1.5 MB, as in the issue: refused unread beyond the form's bound.
+    for _ in 0..3 {
+        let reply = s.submit_login(&"b".repeat(1_500_000), "guess").await;
+        assert_eq!(reply.status, StatusCode::PAYLOAD_TOO_LARGE);
+    }
+    assert_eq!(s.state.login_throttle.names(), 0, "a refused name was kept");
+    // A name of the longest length is an ordinary (failed) login, and is remembered.
+    let reply = s.submit_login(&"c".repeat(64), "guess").await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(s.state.login_throttle.names(), 1);
+}
+
+#[tokio::test]
+async fn every_form_refuses_a_field_one_character_too_long() {
+    let s = server().await;
+    let admin = s.login("alice", "admin").await;
+    let bob_id = {
+        s.login("bob", "viewer").await;
+        s.db.user_by_name("bob").await.unwrap().unwrap().id
+    };
+    let long = |n: usize| "x".repeat(n + 1);
+    let csrf = admin.csrf.as_str();
+    let users = format!("/settings/users/{bob_id}");
+    let cases: Vec<(String, Vec<(&str, String)>, &str)> = vec![
+        (
+            "/settings/tokens".into(),
+            vec![("name", long(64)), ("role", "agent".into())],
+            "name",
+        ),
+        (
+            "/settings/tokens".into(),
+            vec![
+                ("name", "t".into()),
+                ("role", "agent".into()),
+                ("host", long(256)),
+            ],
+            "host",
+        ),
+        (
+            "/settings/users".into(),
+            vec![
+                ("name", long(64)),
+                ("role", "viewer".into()),
+                ("password", PASSWORD.into()),
+            ],
+            "name",
+        ),
+        (
+            "/settings/users".into(),
+            vec![
+                ("name", "carol".into()),
+                ("role", "viewer".into()),
+                ("password", long(1024)),
+            ],
+            "password",
+        ),
+        (format!("{users}/role"), vec![("role", long(32))], "role"),
+        (
+            format!("{users}/password"),
+            vec![("password", long(1024))],
+            "password",
+        ),
+        (
+            "/settings/cost".into(),
+            vec![
+                ("watts_per_busy_core", long(32)),
+                ("price_per_kwh", "0.2".into()),
+                ("currency", "EUR".into()),
+            ],
+            "watts_per_busy_core",
+        ),
+        (
+            "/settings/cost".into(),
+            vec![
+                ("watts_per_busy_core", "7".into()),
+                ("price_per_kwh", "0.2".into()),
+                ("currency", long(8)),
+            ],
+            "currency",
+        ),
+        (
+            "/alerts/silences".into(),
+            vec![
+                ("pattern", "web-*".into()),
+                ("hours", "1".into()),
+                ("reason", long(256)),
+            ],
+            "reason",
+        ),
+        (
+            "/alerts/rules".into(),
+            vec![
+                ("name", "r".into()),
+                ("kind", "guest_waste".into()),
+                ("scope", "name".into()),
+                ("scope_value", long(256)),
+                ("threshold", "1".into()),
+                ("minutes", "5".into()),
+                ("severity", "info".into()),
+            ],
+            "scope_value",
+        ),
+        (
+            "/alerts/receivers".into(),
+            vec![
+                ("name", "hook".into()),
+                ("url", format!("https://example.com/{}", long(2048))),
+                ("format", "json".into()),
+            ],
+            "url",
+        ),
+        (
+            "/account/password".into(),
+            vec![
+                ("current", long(1024)),
+                ("password", "another long password".into()),
+                ("again", "another long password".into()),
+            ],
+            "current",
+        ),
+        ("/logout".into(), vec![], "csrf"),
+    ];
+    for (path, fields, too_long) in cases {
+        let mut fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let forged_csrf = long(64);
+        fields.push((
+            "csrf",
+            if too_long == "csrf" {
+                &forged_csrf
+            } else {
+                csrf
+            },
+        ));
+        let reply = s.post_form(&admin, &path, &fields).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{path}: {}",
+            reply.body
+        );
+        assert!(
+            reply.body.contains(&format!("{too_long}: must be at most")),
+            "{path}: {}",
+            reply.body
+        );
+    }
+    // Nothing was made, and the session still works.
+    assert_eq!(s.db.users().await.unwrap().len(), 2);
+    assert_eq!(s.page("/settings", &admin).await.status, StatusCode::OK);
+    // A field no form of ours has is refused too.
+    let reply = s
+        .post_form(&admin, "/logout", &[("csrf", csrf), ("extra", "x")])
+        .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+#[tokio::test]
+async fn wrong_current_passwords_are_held_back_like_failed_logins() {
+    let s = server().await;
+    let alice = s.login("alice", "viewer").await;
+    let change = |current: &'static str| {
+        let alice = alice.clone();
+        let s = &s;
+        async move {
+            s.post_form(
+                &alice,
+                "/account/password",
+                &[
+                    ("csrf", &alice.csrf),
+                    ("current", current),
+                    ("password", "another long password"),
+                    ("again", "another long password"),
+                ],
+            )
+            .await
+        }
+    };
+    for _ in 0..5 {
+        let reply = change("a wrong guess").await;
+        assert_eq!(
+            reply.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{}",
+            reply.body
+        );
+    }
+    // Even the right password waits now, and the page says for how long.
+    let held = change(PASSWORD).await;
+    assert_eq!(held.status, StatusCode::TOO_MANY_REQUESTS, "{}", held.body);
+    assert!(held.body.contains("try again in 2 s"), "{}", held.body);
+    // The same password, whichever door: the login form holds the name back too.
+    assert_eq!(
+        s.submit_login("alice", PASSWORD).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // The password did not change.
+    let row = s.db.user_by_name("alice").await.unwrap().unwrap();
+    assert!(tickscope_server::auth::verify_password(
+        PASSWORD,
+        &row.password_hash
+    ));
+}
