@@ -4,9 +4,9 @@
 
 mod common;
 
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 
-use common::{PASSWORD, server};
+use common::{PASSWORD, form, server};
 
 #[tokio::test]
 async fn a_login_name_too_long_is_refused_before_the_throttle_and_nothing_is_kept() {
@@ -225,4 +225,88 @@ async fn wrong_current_passwords_are_held_back_like_failed_logins() {
         PASSWORD,
         &row.password_hash
     ));
+}
+
+#[tokio::test]
+async fn a_cross_site_post_is_refused_even_with_a_valid_session_and_token() {
+    let s = server().await;
+    let admin = s.login("alice", "admin").await;
+    let token_form =
+        |name: &str| form(&[("csrf", &admin.csrf), ("name", name), ("role", "viewer")]);
+    let post = |name: &'static str, headers: &'static [(&'static str, &'static str)]| {
+        let body = token_form(name);
+        let s = &s;
+        let cookie = admin.cookie.clone();
+        async move {
+            s.browse_with(
+                Method::POST,
+                "/settings/tokens",
+                Some(&cookie),
+                Some(body),
+                headers,
+            )
+            .await
+        }
+    };
+    let cross_site: [&[(&str, &str)]; 3] = [
+        &[("sec-fetch-site", "cross-site")],
+        // A sibling subdomain is another origin.
+        &[
+            ("sec-fetch-site", "same-site"),
+            ("origin", "https://other.tickscope.example"),
+            ("host", "tickscope.example"),
+        ],
+        // A browser without Sec-Fetch-Site: its Origin names another host.
+        &[
+            ("origin", "https://evil.example"),
+            ("host", "tickscope.example"),
+        ],
+    ];
+    for headers in cross_site {
+        let reply = post("forged", headers).await;
+        assert_eq!(reply.status, StatusCode::FORBIDDEN, "{headers:?}");
+    }
+    assert!(
+        s.db.tokens()
+            .await
+            .unwrap()
+            .iter()
+            .all(|t| t.name != "forged"),
+        "a cross-site form made a token"
+    );
+    let same_origin: [&[(&str, &str)]; 3] = [
+        &[("sec-fetch-site", "same-origin")],
+        &[
+            ("origin", "http://tickscope.example"),
+            ("host", "tickscope.example"),
+        ],
+        // No browser headers at all: a script, or an agent.
+        &[],
+    ];
+    for (i, headers) in same_origin.into_iter().enumerate() {
+        let name = ["ours-1", "ours-2", "ours-3"][i];
+        let reply = post(name, headers).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::SEE_OTHER,
+            "{headers:?}: {}",
+            reply.body
+        );
+    }
+    // The login form too: a cross-site login (login CSRF) is refused.
+    let reply = s
+        .browse_with(
+            Method::POST,
+            "/login",
+            None,
+            Some(form(&[("name", "alice"), ("password", PASSWORD)])),
+            &[("sec-fetch-site", "cross-site")],
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    // An agent's report carries neither header and is stored.
+    let reply = s
+        .post_report(Some(&s.agent_token), &common::fleet_report(1))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
 }
