@@ -310,3 +310,119 @@ async fn a_cross_site_post_is_refused_even_with_a_valid_session_and_token() {
         .await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
 }
+
+/// One HTTP/1.1 exchange over a new connection: the status, the `Set-Cookie` values and the body.
+fn http(url: &str, request: &str) -> (u16, Vec<String>, String) {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).unwrap();
+    let reply = String::from_utf8_lossy(&reply).to_string();
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let cookies = head
+        .lines()
+        .filter_map(|l| l.strip_prefix("set-cookie: "))
+        .map(|c| c.split(';').next().unwrap().to_string())
+        .collect();
+    (status, cookies, body.to_string())
+}
+
+/// The login form posted as a browser would (its CSRF cookie and token), over real HTTP.
+fn post_login(url: &str, name: &str) -> u16 {
+    let host = url.trim_start_matches("http://");
+    let (_, cookies, page) = http(
+        url,
+        &format!("GET /login HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+    );
+    let csrf = common::csrf_in(&page).expect("the login page carries a CSRF token");
+    let body = form(&[
+        ("name", name),
+        ("password", "a wrong guess"),
+        ("csrf", &csrf),
+    ]);
+    let (status, _, _) = http(
+        url,
+        &format!(
+            "POST /login HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nCookie: {}\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+            cookies.join("; "),
+            body.len()
+        ),
+    );
+    status
+}
+
+#[test]
+fn hostile_login_names_cannot_forge_colour_or_reverse_a_line_of_the_real_servers_log() {
+    use common::processes::{Processes, start_server_with_log};
+    let dir = tempfile::tempdir().unwrap();
+    let mut processes = Processes::default();
+    // The default log level: TICKSCOPE_LOG unset.
+    let (url, log) = start_server_with_log(&dir.path().join("t.db"), &[], &[], &mut processes);
+    let forged = "INFO tickscope_server::web::login: logged in user=alice";
+    let names = [
+        format!("mallory\n{forged}"),
+        format!("mallory\r{forged}"),
+        format!("mallory\r\n{forged}"),
+        "\u{1b}[31mred\u{1b}[0m\u{1b}[2K\u{1b}[1A".to_string(),
+        "nimda\u{202e}".to_string(),
+        "ali\u{200b}ce\u{2066}\u{feff}".to_string(),
+        "nul\0del\u{7f}c1\u{9b}".to_string(),
+    ];
+    for name in &names {
+        assert_eq!(post_login(&url, name), 401, "{name:?}");
+    }
+    // Too long to be anyone's name: refused unread, not logged.
+    assert_eq!(
+        post_login(&url, &format!("{}\n{forged}", "x".repeat(100))),
+        422
+    );
+    // Wait for the log to show every refusal (the server logs it before it answers).
+    let refused = || {
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|l| String::from_utf8_lossy(l).contains("login refused"))
+            .count()
+    };
+    for _ in 0..100 {
+        if refused() >= names.len() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let lines = log.lock().unwrap().clone();
+    assert_eq!(refused(), names.len(), "{lines:#?}");
+    for line in &lines {
+        let text = String::from_utf8(line.clone()).expect("the log is UTF-8");
+        let body = text
+            .strip_suffix('\n')
+            .expect("every line ends with a newline");
+        assert!(
+            !body.chars().any(tickscope_server::visible::must_escape),
+            "a control, bidi or zero-width character reached the log: {body:?}"
+        );
+        assert!(!body.starts_with("INFO"), "a forged line: {body:?}");
+        assert!(
+            !body.contains("logged in user=alice") || body.contains("login refused"),
+            "{body:?}"
+        );
+    }
+    // Each name is there, escaped, on its own line.
+    let log_text: String = lines.iter().map(|l| String::from_utf8_lossy(l)).collect();
+    for shown in [
+        r"mallory\nINFO",
+        r"mallory\rINFO",
+        r"\u{1b}[31mred",
+        r"nimda\u{202e}",
+        r"ali\u{200b}ce",
+    ] {
+        assert!(
+            log_text.contains(shown),
+            "{shown} is not in the log:\n{log_text}"
+        );
+    }
+}
