@@ -36,6 +36,9 @@ async fn a_login_name_too_long_is_refused_before_the_throttle_and_nothing_is_kep
     assert_eq!(s.state.login_throttle.names(), 1);
 }
 
+/// A form's path, its fields, and the one that is too long.
+type Case<'a> = (String, Vec<(&'a str, String)>, &'a str);
+
 #[tokio::test]
 async fn every_form_refuses_a_field_one_character_too_long() {
     let s = server().await;
@@ -47,7 +50,7 @@ async fn every_form_refuses_a_field_one_character_too_long() {
     let long = |n: usize| "x".repeat(n + 1);
     let csrf = admin.csrf.as_str();
     let users = format!("/settings/users/{bob_id}");
-    let cases: Vec<(String, Vec<(&str, String)>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "/settings/tokens".into(),
             vec![("name", long(64)), ("role", "agent".into())],
