@@ -7,6 +7,7 @@ use std::time::Duration as StdDuration;
 
 use axum::Router;
 use axum::http::{HeaderValue, StatusCode, header};
+use tower_http::csrf::CsrfLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -268,6 +269,10 @@ pub fn router(state: AppState) -> Router {
         .merge(web::router())
         .fallback(web::not_found)
         .layer(sessions)
+        // Behind the forms' CSRF tokens, the browser's word: a POST whose Sec-Fetch-Site or
+        // Origin says another site sent it is refused 403. Agents and scripts send neither
+        // header and pass (tower-http's scheme, after Go's CrossOriginProtection).
+        .layer(CsrfLayer::new())
         .layer(SetResponseHeaderLayer::if_not_present(
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),

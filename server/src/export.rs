@@ -3,12 +3,14 @@
 //!
 //! VM names and kernel strings come from machines we do not control: a cell that a spreadsheet
 //! would read as a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return) is
-//! prefixed with `'`, which spreadsheets show as text.
+//! prefixed with `'`, which spreadsheets show as text; bidi controls, zero-width and control
+//! characters are written as escapes (`\u{202e}`), so that a cell shows what was stored.
 
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::plan::PlanGroup;
 use crate::error::{AppError, AppResult};
 use crate::fleet::AnalysedGuest;
+use crate::visible::show_invisible;
 use std::sync::Arc;
 
 /// Columns of the guests export, in order.
@@ -47,11 +49,14 @@ pub const PLAN_COLUMNS: [&str; 9] = [
     "projected_saving_per_year",
 ];
 
-/// A text cell a spreadsheet cannot mistake for a formula.
+/// A text cell a spreadsheet cannot mistake for a formula, nor show reversed or blank.
 pub fn text_cell(text: &str) -> String {
+    // A leading tab or carriage return, which some spreadsheets also read as a formula's
+    // start, is written `\t` or `\r` here.
+    let text = show_invisible(text);
     match text.chars().next() {
-        Some('=' | '+' | '-' | '@' | '\t' | '\r') => format!("'{text}"),
-        _ => text.to_string(),
+        Some('=' | '+' | '-' | '@') => format!("'{text}"),
+        _ => text.into_owned(),
     }
 }
 
@@ -87,7 +92,7 @@ pub fn guests_csv(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> AppResult
             text_cell(&g.name),
             g.uuid.clone().unwrap_or_default(),
             text_cell(&g.host),
-            g.hypervisor.clone(),
+            text_cell(&g.hypervisor),
             g.vcpus.to_string(),
             v.rates.map_or(String::new(), |r| number(r.host_cpu_pct)),
             v.rates
@@ -143,7 +148,10 @@ mod tests {
             ("+1", "'+1"),
             ("-2+3", "'-2+3"),
             ("@SUM(A1)", "'@SUM(A1)"),
-            ("\tx", "'\tx"),
+            ("\tx", "\\tx"),
+            ("\r=1", "\\r=1"),
+            ("=\u{200b}1", "'=\\u{200b}1"),
+            ("evil\u{202e}gpj.exe", "evil\\u{202e}gpj.exe"),
             ("web-01", "web-01"),
             ("", ""),
         ];

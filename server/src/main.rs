@@ -205,9 +205,14 @@ async fn main() -> Result<()> {
         .with_env_filter(
             EnvFilter::try_from_env("TICKSCOPE_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr)
-        // Colours only on a terminal: not in the journal, nor in a test reading the log.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // Every event escaped on its way out: no field from outside can forge a line, an ANSI
+        // escape or reversed text.
+        .with_writer(tickscope_server::logging::EscapingWriter::new(
+            std::io::stderr,
+        ))
+        // No colours, even on a terminal: the escaping writer cannot tell the subscriber's own
+        // ANSI escapes from injected ones, so it would print them as `\u{1b}[2m` text.
+        .with_ansi(false)
         .init();
     match Cli::parse().command {
         Command::Serve {

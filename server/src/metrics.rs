@@ -16,6 +16,7 @@ use prometheus_client::registry::{Registry, Unit};
 use crate::db::AlertRow;
 use crate::error::{AppError, AppResult};
 use crate::fleet::{self, AnalysedGuest};
+use crate::visible::show_invisible;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
@@ -89,11 +90,12 @@ impl Metrics {
         let (cpu, waste, wakeups, vcpus) = (family(), family(), family(), family());
         for g in guests {
             let labels = GuestLabels {
-                guest: g.name.clone(),
+                // Names as sent by agents: a dashboard must not show them reversed or blank.
+                guest: show_invisible(&g.name).into_owned(),
                 guest_id: g.id.to_string(),
                 uuid: g.uuid.clone().unwrap_or_default(),
-                host: g.host.clone(),
-                hypervisor: g.hypervisor.clone(),
+                host: show_invisible(&g.host).into_owned(),
+                hypervisor: show_invisible(&g.hypervisor).into_owned(),
                 tick_mode: g.verdict.classification.mode.as_str().to_string(),
             };
             if let Some(rates) = g.verdict.rates {

@@ -3,10 +3,20 @@
 //! or not, so it tells nothing about which accounts exist; a correct login clears it.
 //!
 //! The password hashing semaphore bounds what guessing costs the server; this bounds how fast
-//! one account can be guessed at, whoever guesses.
+//! one account can be guessed at, whoever guesses. Guesses at a user's current password on the
+//! account page count against the same name: it is the same password, whichever door.
+//!
+//! Its memory is bounded in bytes, not only in names: the map is keyed by the SHA-256 of the
+//! normalised name, 32 bytes whatever was typed, so `MAX_NAMES` entries take at most about
+//! `MAX_NAMES` × 64 bytes (key, counts, the hash table's overhead), under 1 MiB. Counting the
+//! bytes of each name kept instead would bound the map as well, but every eviction would have to
+//! weigh names; a fixed-size key makes the count bound a byte bound. (Names longer than a user
+//! name can be are refused before they reach the throttle anyway: `web::form`.)
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+
+use sha2::{Digest, Sha256};
 
 /// Failures allowed before the first wait.
 pub const FREE_FAILURES: u32 = 5;
@@ -35,11 +45,15 @@ pub fn wait_s(count: u32) -> i64 {
 
 #[derive(Debug, Default)]
 pub struct LoginThrottle {
-    names: Mutex<HashMap<String, Failures>>,
+    names: Mutex<HashMap<Key, Failures>>,
 }
 
-fn key(name: &str) -> String {
-    name.trim().to_lowercase()
+/// A name as the throttle keeps it: the SHA-256 of its normalised form.
+type Key = [u8; 32];
+
+/// Names that differ only in case or surrounding space are one name.
+fn key(name: &str) -> Key {
+    Sha256::digest(name.trim().to_lowercase().as_bytes()).into()
 }
 
 impl LoginThrottle {
@@ -58,8 +72,9 @@ impl LoginThrottle {
     }
 
     pub fn failed(&self, name: &str, now_ms: i64) {
+        let key = key(name);
         let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-        if names.len() >= MAX_NAMES && !names.contains_key(&key(name)) {
+        if names.len() >= MAX_NAMES && !names.contains_key(&key) {
             // Forget those whose wait is long over, else the stalest half.
             names.retain(|_, f| now_ms - f.last_ms < MAX_WAIT_S * 1000);
             if names.len() >= MAX_NAMES {
@@ -69,7 +84,7 @@ impl LoginThrottle {
                 names.retain(|_, f| f.last_ms > cut);
             }
         }
-        let entry = names.entry(key(name)).or_insert(Failures {
+        let entry = names.entry(key).or_insert(Failures {
             count: 0,
             last_ms: now_ms,
         });
@@ -82,6 +97,11 @@ impl LoginThrottle {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&key(name));
+    }
+
+    /// How many names it remembers.
+    pub fn names(&self) -> usize {
+        self.names.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
@@ -130,6 +150,6 @@ mod tests {
         for i in 0..(MAX_NAMES as i64 + 10) {
             t.failed(&format!("n{i}"), i);
         }
-        assert!(t.names.lock().unwrap().len() <= MAX_NAMES);
+        assert!(t.names() <= MAX_NAMES);
     }
 }

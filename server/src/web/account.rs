@@ -2,7 +2,6 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::Form;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -10,9 +9,10 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::flash;
+use super::form::{BoundedForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
 use super::pages::PageError;
-use crate::app::AppState;
+use crate::app::{AppState, now_ms};
 use crate::auth::{self, PageUser, User};
 use crate::error::AppError;
 
@@ -68,12 +68,23 @@ pub struct PasswordChange {
     again: String,
 }
 
+impl FieldLimits for PasswordChange {
+    const MAX_CHARS: &'static [(&'static str, usize)] = &[
+        ("csrf", MAX_CSRF_CHARS),
+        ("current", MAX_PASSWORD_CHARS),
+        ("password", MAX_PASSWORD_CHARS),
+        ("again", MAX_PASSWORD_CHARS),
+    ];
+}
+
 /// Changes the user's own password once they proved the current one; their other sessions end
-/// (they were opened with the old password), this one is opened again with the new.
+/// (they were opened with the old password), this one is opened again with the new. Wrong
+/// current passwords are throttled like failed logins, under the same name: a stolen session
+/// must not become a way to guess the password faster than the login form allows.
 pub async fn change_password(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
-    Form(form): Form<PasswordChange>,
+    BoundedForm(form): BoundedForm<PasswordChange>,
 ) -> Result<Response, PageError> {
     auth::check_csrf(&session, form.csrf.as_deref()).await?;
     let changed = async {
@@ -82,9 +93,21 @@ pub async fn change_password(
             .user_by_id(user.id)
             .await?
             .ok_or_else(|| AppError::NotFound("there is no such user".into()))?;
+        if let Err(wait_s) = state.login_throttle.check(&row.name, now_ms()) {
+            tracing::info!(user = %row.name, wait_s, "password change held back after wrong current passwords");
+            return Err(AppError::TooManyRequests {
+                message: format!(
+                    "Too many wrong current passwords: try again in {wait_s} s."
+                ),
+                retry_after_s: wait_s.unsigned_abs(),
+            });
+        }
         if !auth::check_password(form.current, Some(row.password_hash)).await? {
+            state.login_throttle.failed(&row.name, now_ms());
+            tracing::info!(user = %row.name, "password change refused: wrong current password");
             return Err(AppError::invalid("current", "is not your current password"));
         }
+        state.login_throttle.succeeded(&row.name);
         if form.password != form.again {
             return Err(AppError::invalid("again", "differs from the new password"));
         }
@@ -111,6 +134,25 @@ pub async fn change_password(
                 e.to_string(),
             )
             .await
+        }
+        Err(AppError::TooManyRequests {
+            message,
+            retry_after_s,
+        }) => {
+            let mut page = render(
+                &state,
+                &user,
+                &session,
+                StatusCode::TOO_MANY_REQUESTS,
+                String::new(),
+                message,
+            )
+            .await?;
+            page.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(retry_after_s),
+            );
+            Ok(page)
         }
         Err(e) => Err(e.into()),
     }

@@ -3,7 +3,6 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::Form;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -12,7 +11,10 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::flash;
-use super::form::{admin_form, label, number};
+use super::form::{
+    BoundedForm, FieldLimits, MAX_CHOICE_CHARS, MAX_CSRF_CHARS, MAX_NUMBER_CHARS, admin_form,
+    label, number,
+};
 use super::frame::Frame;
 use super::login::CsrfForm;
 use super::pages::PageError;
@@ -284,7 +286,7 @@ pub async fn acknowledge(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    Form(form): Form<CsrfForm>,
+    BoundedForm(form): BoundedForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let id = id_of(id, "alert")?;
@@ -306,10 +308,27 @@ pub struct SilenceForm {
     reason: String,
 }
 
+/// Longest rule or receiver name, in characters.
+const MAX_NAME_CHARS: usize = 64;
+/// Longest silence pattern, rule scope value or silence reason, in characters.
+const MAX_PATTERN_CHARS: usize = 256;
+/// Longest webhook address, in characters.
+const MAX_URL_CHARS: usize = 2048;
+
+impl FieldLimits for SilenceForm {
+    const MAX_CHARS: &'static [(&'static str, usize)] = &[
+        ("csrf", MAX_CSRF_CHARS),
+        ("rule_id", MAX_NUMBER_CHARS),
+        ("pattern", MAX_PATTERN_CHARS),
+        ("hours", MAX_NUMBER_CHARS),
+        ("reason", MAX_PATTERN_CHARS),
+    ];
+}
+
 pub async fn create_silence(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
-    Form(form): Form<SilenceForm>,
+    BoundedForm(form): BoundedForm<SilenceForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let made = async {
@@ -327,10 +346,10 @@ pub async fn create_silence(
         };
         let pattern = match form.pattern.trim() {
             "" => String::new(),
-            p => label("pattern", p, 256)?,
+            p => label("pattern", p, MAX_PATTERN_CHARS)?,
         };
         let hours = number("hours", &form.hours, 0.1, 24.0 * 90.0)?;
-        let reason = label("reason", &form.reason, 256)?;
+        let reason = label("reason", &form.reason, MAX_PATTERN_CHARS)?;
         let now = now_ms();
         let ends = now + (hours * 3_600_000.0) as i64;
         state
@@ -348,7 +367,7 @@ pub async fn expire_silence(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    Form(form): Form<CsrfForm>,
+    BoundedForm(form): BoundedForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let id = id_of(id, "silence")?;
@@ -374,13 +393,29 @@ pub struct RuleForm {
     enabled: Option<String>,
 }
 
+impl FieldLimits for RuleForm {
+    const MAX_CHARS: &'static [(&'static str, usize)] = &[
+        ("csrf", MAX_CSRF_CHARS),
+        ("name", MAX_NAME_CHARS),
+        ("kind", MAX_CHOICE_CHARS),
+        ("scope", MAX_CHOICE_CHARS),
+        ("scope_value", MAX_PATTERN_CHARS),
+        ("threshold", MAX_NUMBER_CHARS),
+        ("minutes", MAX_NUMBER_CHARS),
+        ("severity", MAX_CHOICE_CHARS),
+        ("enabled", MAX_CHOICE_CHARS),
+    ];
+}
+
 impl RuleForm {
     fn rule(&self) -> AppResult<NewRule> {
-        let name = label("name", &self.name, 64)?;
+        let name = label("name", &self.name, MAX_NAME_CHARS)?;
         let kind = RuleKind::parse(&self.kind)
             .ok_or_else(|| AppError::invalid("kind", "must be guest_waste or host_silent"))?;
         let scope_value = self.scope_value.trim().to_string();
-        if scope_value.chars().count() > 256 || scope_value.chars().any(char::is_control) {
+        if scope_value.chars().count() > MAX_PATTERN_CHARS
+            || scope_value.chars().any(char::is_control)
+        {
             return Err(AppError::invalid(
                 "scope_value",
                 "must be at most 256 characters, without control characters",
@@ -427,7 +462,7 @@ impl RuleForm {
 pub async fn create_rule(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
-    Form(form): Form<RuleForm>,
+    BoundedForm(form): BoundedForm<RuleForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let made = async {
@@ -482,7 +517,7 @@ pub async fn save_rule(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    Form(form): Form<RuleForm>,
+    BoundedForm(form): BoundedForm<RuleForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let id = id_of(id, "rule")?;
@@ -513,7 +548,7 @@ pub async fn delete_rule(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    Form(form): Form<CsrfForm>,
+    BoundedForm(form): BoundedForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let rule = rule_by_id(&state, id_of(id, "rule")?).await?;
@@ -535,11 +570,20 @@ pub struct ReceiverForm {
     format: String,
 }
 
+impl FieldLimits for ReceiverForm {
+    const MAX_CHARS: &'static [(&'static str, usize)] = &[
+        ("csrf", MAX_CSRF_CHARS),
+        ("name", MAX_NAME_CHARS),
+        ("url", MAX_URL_CHARS),
+        ("format", MAX_CHOICE_CHARS),
+    ];
+}
+
 /// A webhook address: http or https, to a host, at most 2,048 characters.
 fn webhook_url(text: &str) -> AppResult<String> {
     let text = text.trim();
     let uri: Option<axum::http::Uri> = text.parse().ok();
-    let fits = text.len() <= 2048
+    let fits = text.len() <= MAX_URL_CHARS
         && uri.is_some_and(|u| {
             matches!(u.scheme_str(), Some("http" | "https"))
                 && u.host().is_some_and(|h| !h.is_empty())
@@ -556,11 +600,11 @@ fn webhook_url(text: &str) -> AppResult<String> {
 pub async fn create_receiver(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
-    Form(form): Form<ReceiverForm>,
+    BoundedForm(form): BoundedForm<ReceiverForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let made = async {
-        let name = label("name", &form.name, 64)?;
+        let name = label("name", &form.name, MAX_NAME_CHARS)?;
         let url = webhook_url(&form.url)?;
         let format = match form.format.as_str() {
             f @ ("alertmanager" | "json") => f,
@@ -583,7 +627,7 @@ pub async fn delete_receiver(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    Form(form): Form<CsrfForm>,
+    BoundedForm(form): BoundedForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let id = id_of(id, "receiver")?;

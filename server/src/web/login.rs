@@ -2,13 +2,13 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::Form;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use tower_sessions::Session;
 
+use super::form::{BoundedForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
 use super::pages::PageError;
 use crate::app::{AppState, now_ms};
@@ -70,11 +70,24 @@ pub struct LoginForm {
     csrf: Option<String>,
 }
 
+/// Longest `next` (the page to return to): a path with its filters.
+const MAX_NEXT_CHARS: usize = 2048;
+
+impl FieldLimits for LoginForm {
+    // A name longer than any user's is refused here, before the throttle or argon2 see it.
+    const MAX_CHARS: &'static [(&'static str, usize)] = &[
+        ("name", auth::MAX_USER_NAME_CHARS),
+        ("password", MAX_PASSWORD_CHARS),
+        ("next", MAX_NEXT_CHARS),
+        ("csrf", MAX_CSRF_CHARS),
+    ];
+}
+
 pub async fn submit(
     State(state): State<AppState>,
     session: Session,
     headers: HeaderMap,
-    Form(form): Form<LoginForm>,
+    BoundedForm(form): BoundedForm<LoginForm>,
 ) -> Result<Response, PageError> {
     auth::check_login_csrf(&headers, form.csrf.as_deref())?;
     let name = form.name.trim().to_string();
@@ -119,9 +132,13 @@ pub struct CsrfForm {
     pub csrf: Option<String>,
 }
 
+impl FieldLimits for CsrfForm {
+    const MAX_CHARS: &'static [(&'static str, usize)] = &[("csrf", MAX_CSRF_CHARS)];
+}
+
 pub async fn logout(
     PageUser(user, session): PageUser,
-    Form(form): Form<CsrfForm>,
+    BoundedForm(form): BoundedForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     auth::check_csrf(&session, form.csrf.as_deref()).await?;
     auth::log_out(&session).await?;

@@ -1,10 +1,12 @@
 //! The dashboard: server-rendered askama pages. Every string that came from a VM or a host is
-//! escaped by askama's HTML escaping, which is on for every `.html` template. Every page but
+//! escaped by askama's HTML escaping, which is on for every `.html` template, with bidi
+//! controls and invisible characters shown as escapes (`escape.rs`). Every page but
 //! `/login` needs a logged-in user, and every form carries the session's CSRF token.
 
 mod account;
 mod alerts;
 mod chart;
+mod escape;
 mod flash;
 mod form;
 mod frame;

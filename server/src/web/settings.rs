@@ -6,7 +6,6 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::Form;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -15,7 +14,10 @@ use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 
 use super::flash;
-use super::form::{admin_form, label, number};
+use super::form::{
+    BoundedForm, FieldLimits, MAX_CHOICE_CHARS, MAX_CSRF_CHARS, MAX_NUMBER_CHARS,
+    MAX_PASSWORD_CHARS, admin_form, label, number,
+};
 use super::frame::Frame;
 use super::login::CsrfForm;
 use super::pages::PageError;
@@ -180,14 +182,28 @@ pub struct TokenForm {
     host: String,
 }
 
+/// Longest token name, in characters.
+const MAX_TOKEN_NAME_CHARS: usize = 64;
+/// Longest currency, in characters (`EUR`, `USD`, `CHF`, or a symbol).
+const MAX_CURRENCY_CHARS: usize = 8;
+
+impl FieldLimits for TokenForm {
+    const MAX_CHARS: &'static [(&'static str, usize)] = &[
+        ("csrf", MAX_CSRF_CHARS),
+        ("name", MAX_TOKEN_NAME_CHARS),
+        ("role", MAX_CHOICE_CHARS),
+        ("host", tickscope_agent::wire::MAX_NAME_CHARS),
+    ];
+}
+
 pub async fn create_token(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
-    Form(form): Form<TokenForm>,
+    BoundedForm(form): BoundedForm<TokenForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let made = async {
-        let name = label("name", &form.name, 64)?;
+        let name = label("name", &form.name, MAX_TOKEN_NAME_CHARS)?;
         let role = Role::parse(&form.role)
             .ok_or_else(|| AppError::invalid("role", "must be agent, viewer or guest"))?;
         let host = match form.host.trim() {
@@ -232,7 +248,7 @@ pub async fn revoke_token(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    Form(form): Form<CsrfForm>,
+    BoundedForm(form): BoundedForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let Path(id) = id.map_err(|_| AppError::NotFound("There is no such token.".into()))?;
@@ -258,10 +274,19 @@ pub struct UserForm {
     password: String,
 }
 
+impl FieldLimits for UserForm {
+    const MAX_CHARS: &'static [(&'static str, usize)] = &[
+        ("csrf", MAX_CSRF_CHARS),
+        ("name", auth::MAX_USER_NAME_CHARS),
+        ("role", MAX_CHOICE_CHARS),
+        ("password", MAX_PASSWORD_CHARS),
+    ];
+}
+
 pub async fn create_user(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
-    Form(form): Form<UserForm>,
+    BoundedForm(form): BoundedForm<UserForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let made = async {
@@ -291,10 +316,19 @@ pub struct CostForm {
     currency: String,
 }
 
+impl FieldLimits for CostForm {
+    const MAX_CHARS: &'static [(&'static str, usize)] = &[
+        ("csrf", MAX_CSRF_CHARS),
+        ("watts_per_busy_core", MAX_NUMBER_CHARS),
+        ("price_per_kwh", MAX_NUMBER_CHARS),
+        ("currency", MAX_CURRENCY_CHARS),
+    ];
+}
+
 pub async fn save_cost(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
-    Form(form): Form<CostForm>,
+    BoundedForm(form): BoundedForm<CostForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let model = (|| {
@@ -306,7 +340,7 @@ pub async fn save_cost(
                 1000.0,
             )?,
             price_per_kwh: number("price_per_kwh", &form.price_per_kwh, 0.0, 100.0)?,
-            currency: label("currency", &form.currency, 8)?,
+            currency: label("currency", &form.currency, MAX_CURRENCY_CHARS)?,
         })
     })();
     match model {
@@ -344,11 +378,16 @@ pub struct RoleForm {
     role: String,
 }
 
+impl FieldLimits for RoleForm {
+    const MAX_CHARS: &'static [(&'static str, usize)] =
+        &[("csrf", MAX_CSRF_CHARS), ("role", MAX_CHOICE_CHARS)];
+}
+
 pub async fn set_role(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    Form(form): Form<RoleForm>,
+    BoundedForm(form): BoundedForm<RoleForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let changed = async {
@@ -372,11 +411,16 @@ pub struct PasswordForm {
     password: String,
 }
 
+impl FieldLimits for PasswordForm {
+    const MAX_CHARS: &'static [(&'static str, usize)] =
+        &[("csrf", MAX_CSRF_CHARS), ("password", MAX_PASSWORD_CHARS)];
+}
+
 pub async fn set_password(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    Form(form): Form<PasswordForm>,
+    BoundedForm(form): BoundedForm<PasswordForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let changed = async {
@@ -400,7 +444,7 @@ pub async fn remove_user(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    Form(form): Form<CsrfForm>,
+    BoundedForm(form): BoundedForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let removed = async {

@@ -174,7 +174,22 @@ impl Server {
         cookie: Option<&str>,
         form_body: Option<String>,
     ) -> Reply {
+        self.browse_with(method, path, cookie, form_body, &[]).await
+    }
+
+    /// [`Server::browse`] with more headers (`Origin`, `Sec-Fetch-Site`, `Host`).
+    pub async fn browse_with(
+        &self,
+        method: Method,
+        path: &str,
+        cookie: Option<&str>,
+        form_body: Option<String>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
         let mut request = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         if let Some(cookie) = cookie {
             request = request.header(header::COOKIE, cookie);
         }

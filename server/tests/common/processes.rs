@@ -86,11 +86,25 @@ pub fn repo_root() -> PathBuf {
 
 /// Starts the server on a free port with `args` after `serve`, and returns its base URL.
 pub fn start_server(db: &Path, args: &[&str], processes: &mut Processes) -> String {
+    start_server_with_log(db, args, &[("TICKSCOPE_LOG", "info")], processes).0
+}
+
+/// The server's log as it is written: each line's raw bytes, its final newline included.
+pub type ServerLog = std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>;
+
+/// Starts the server like [`start_server`], with `env` set, and also returns its log, which
+/// fills as the server writes it.
+pub fn start_server_with_log(
+    db: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    processes: &mut Processes,
+) -> (String, ServerLog) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
         .args(["serve", "--listen", "127.0.0.1:0", "--db"])
         .arg(db)
         .args(args)
-        .env("TICKSCOPE_LOG", "info")
+        .envs(env.iter().copied())
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -98,12 +112,20 @@ pub fn start_server(db: &Path, args: &[&str], processes: &mut Processes) -> Stri
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     processes.add("tickscope-server", child);
-    let mut lines = BufReader::new(stderr).lines();
+    let log = ServerLog::default();
+    let mut reader = BufReader::new(stderr);
+    // Raw lines: `lines()` would drop a `\r` before the newline, which the log tests look for.
+    let mut next_line = move || {
+        let mut line = Vec::new();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line),
+        }
+    };
     let url = loop {
-        let line = lines
-            .next()
-            .expect("the server exited before listening")
-            .unwrap();
+        let line = next_line().expect("the server exited before listening");
+        log.lock().unwrap().push(line.clone());
+        let line = String::from_utf8_lossy(&line);
         if let Some(at) = line
             .find("listening on http://")
             .or_else(|| line.find("listening on https://"))
@@ -116,8 +138,13 @@ pub fn start_server(db: &Path, args: &[&str], processes: &mut Processes) -> Stri
         }
     };
     // Keep draining the server's log so it never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    url
+    let kept = log.clone();
+    std::thread::spawn(move || {
+        while let Some(line) = next_line() {
+            kept.lock().unwrap().push(line);
+        }
+    });
+    (url, log)
 }
 
 pub fn add_token(db: &Path, role: &str) -> String {
