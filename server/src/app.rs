@@ -6,10 +6,9 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration as StdDuration;
 
 use axum::Router;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use tower_http::csrf::CsrfLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
-use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 use tower_sessions::cookie::SameSite;
 use tower_sessions::cookie::time::Duration;
@@ -295,13 +294,6 @@ pub fn router(state: AppState) -> Router {
         .layer(SetResponseHeaderLayer::if_not_present(
             header::X_FRAME_OPTIONS,
             HeaderValue::from_static("DENY"),
-        ))
-        // Work on a request that takes longer than this (a database that is stuck) ends with
-        // 408; an unfinished write transaction rolls back. The client's part, sending the
-        // body, is behind it already (admission).
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            state.options.request_timeout,
         ))
         // Bodies are read within their deadline before a request takes a slot; requests without
         // a credential have slots of their own; a full budget is answered 503, not queued for long.

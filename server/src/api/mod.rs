@@ -62,6 +62,7 @@ fn described() -> OpenApiRouter<AppState> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = described().into_openapi();
     openapi::state_edge_limits(&mut doc);
+    openapi::state_busy_answer(&mut doc);
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
 }

@@ -125,3 +125,42 @@ fn apply(field: &mut Object, limit: &Limit) {
         }
     }
 }
+
+/// Adds to every operation the answer any request may get when the server is saturated: every
+/// request slot of its kind was taken for over a second (see `http::admission`).
+pub fn state_busy_answer(doc: &mut OpenApi) {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, ResponseBuilder};
+    let busy = ResponseBuilder::new()
+        .description("The server is serving as many requests as it can; see Retry-After")
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        )
+        .header(
+            "Retry-After",
+            HeaderBuilder::new()
+                .schema(Some(ObjectBuilder::new().schema_type(Type::Integer)))
+                .description(Some("Seconds to wait"))
+                .build(),
+        )
+        .build();
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for operation in operations.into_iter().flatten() {
+            operation
+                .responses
+                .responses
+                .entry("503".to_string())
+                .or_insert_with(|| RefOr::T(busy.clone()));
+        }
+    }
+}

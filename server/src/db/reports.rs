@@ -83,6 +83,8 @@ impl Db {
         .fetch_optional(&mut *tx)
         .await?;
         if seen.is_some() {
+            // Nothing written: end cleanly, keeping the connection for the pool.
+            tx.rollback().await?;
             return Ok(StoreOutcome::Duplicate);
         }
 

@@ -118,8 +118,8 @@ fn has_session_cookie(parts: &Parts) -> bool {
         })
 }
 
-/// The middleware: authenticates tokens, reads the body within its deadline, then waits (briefly)
-/// for a slot of the request's budget.
+/// The middleware: authenticates tokens, reads the body within its deadline, waits (briefly) for
+/// a slot of the request's budget, then gives the server `request_timeout` to answer.
 pub async fn admit(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
     let budget = budget(&parts);
@@ -156,8 +156,17 @@ pub async fn admit(State(state): State<AppState>, request: Request, next: Next) 
         }
         .into_response();
     };
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    // The server's own part has its deadline too (a database that is stuck); a report's
+    // transaction that is cut off rolls back.
+    let work = next.run(Request::from_parts(parts, Body::from(bytes)));
+    match tokio::time::timeout(state.options.request_timeout, work).await {
+        Ok(response) => response,
+        Err(_) => AppError::TimedOut(format!(
+            "the server could not answer within {} s; nothing was changed",
+            state.options.request_timeout.as_secs()
+        ))
+        .into_response(),
+    }
 }
 
 async fn read_body(
