@@ -85,16 +85,9 @@ fn guest(name: &str, uuid: Option<&str>, cpu_pct: f64, wakeups_per_s: f64) -> Va
 
 /// Report `seq` of one host with 40 guests that tick while idle (a few pages of SQLite each).
 fn report(seq: u64) -> Value {
-    let end = chrono::Utc::now().timestamp_millis() - 1000;
     let mut guests = vec![guest("probe-guest", Some(UUID), 5.0, 650.0)];
     guests.extend((0..39).map(|i| guest(&format!("ticker-{i:02}"), None, 5.3, 650.0)));
-    json!({
-        "agent": {"id": "machine-1", "run_id": "run-1", "version": "0.1.0"},
-        "seq": seq,
-        "host": {"name": "hv1", "cpus": 8, "kernel": "6.1.0-57-cloud-amd64"},
-        "interval": {"start_ms": end - 10_000, "end_ms": end, "length_ns": 10_000_000_000u64},
-        "guests": guests
-    })
+    common::report(seq, guests)
 }
 
 /// Status, `Retry-After` and body of a POST.

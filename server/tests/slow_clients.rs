@@ -119,36 +119,31 @@ fn seventy_slow_bodies_keep_nobody_waiting() {
     trickle.join().unwrap();
 }
 
-#[test]
-fn a_body_larger_than_a_request_without_a_token_may_send_is_refused_before_it_is_read() {
+/// The start of the answer to a request sent raw (head, and perhaps part of a body) to a fresh
+/// server.
+fn first_answer(raw: &[u8]) -> String {
     let work = tempfile::tempdir().unwrap();
-    let db = work.path().join("t.db");
     let mut processes = Processes::default();
-    let url = start_server(&db, &[], &mut processes);
+    let url = start_server(&work.path().join("t.db"), &[], &mut processes);
     let mut s = connect(&url);
-    // Announced, never sent: the answer cannot wait for it.
-    s.write_all(b"POST /login HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
-        .unwrap();
+    s.write_all(raw).unwrap();
     let mut answer = [0; 512];
     let n = s.read(&mut answer).unwrap();
-    let answer = String::from_utf8_lossy(&answer[..n]);
+    String::from_utf8_lossy(&answer[..n]).into_owned()
+}
+
+#[test]
+fn a_body_larger_than_a_request_without_a_token_may_send_is_refused_before_it_is_read() {
+    // Announced, never sent: the answer cannot wait for it.
+    let answer = first_answer(b"POST /login HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
 }
 
 #[test]
 fn a_wrong_token_is_refused_before_the_body_is_read() {
-    let work = tempfile::tempdir().unwrap();
-    let db = work.path().join("t.db");
-    let mut processes = Processes::default();
-    let url = start_server(&db, &[], &mut processes);
-    let mut s = connect(&url);
-    s.write_all(
+    let answer = first_answer(
         b"POST /api/v1/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tks_not-a-token\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n{",
-    )
-    .unwrap();
-    let mut answer = [0; 512];
-    let n = s.read(&mut answer).unwrap();
-    let answer = String::from_utf8_lossy(&answer[..n]);
+    );
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
 }
 
