@@ -17,6 +17,7 @@ use tower_sessions_sqlx_store::SqliteStore;
 
 use crate::analysis::change::Change;
 use crate::analysis::cost::CostModel;
+use crate::auth::session_store::Sessions;
 use crate::auth::throttle::LoginThrottle;
 use crate::current::Current;
 use crate::db::{Db, StoreOutcome};
@@ -248,7 +249,8 @@ pub const SESSION_COOKIE: &str = "tickscope_session";
 pub const SESSION_IDLE_HOURS: i64 = 12;
 
 pub fn router(state: AppState) -> Router {
-    let sessions = SessionManagerLayer::new(SqliteStore::new(state.db.pool().clone()))
+    let store = Sessions::new(SqliteStore::new(state.db.pool().clone()));
+    let sessions = SessionManagerLayer::new(store)
         .with_name(SESSION_COOKIE)
         .with_http_only(true)
         .with_same_site(SameSite::Strict)

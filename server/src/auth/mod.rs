@@ -3,6 +3,7 @@
 
 mod passwords;
 mod session;
+pub mod session_store;
 pub mod throttle;
 mod tokens;
 
