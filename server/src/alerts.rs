@@ -565,7 +565,7 @@ pub async fn deliver_due(state: &AppState) -> AppResult<usize> {
                 Ok(()) => {
                     state.db.notification_delivered(n.id, now_ms).await?;
                     state.metrics.notification("delivered");
-                    tracing::info!(receiver = %n.receiver, alert = n.alert_id, transition = %n.transition, "notification delivered");
+                    tracing::info!(receiver = ?n.receiver, alert = n.alert_id, transition = %n.transition, "notification delivered");
                     delivered += 1;
                 }
                 Err(e) => {
@@ -580,7 +580,7 @@ pub async fn deliver_due(state: &AppState) -> AppResult<usize> {
                     } else {
                         "given_up"
                     });
-                    tracing::warn!(receiver = %n.receiver, alert = n.alert_id, attempts, error = %e, "notification failed");
+                    tracing::warn!(receiver = ?n.receiver, alert = n.alert_id, attempts, error = %e, "notification failed");
                 }
             }
         }

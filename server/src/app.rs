@@ -80,10 +80,15 @@ impl StorageStatus {
     fn record<T>(&self, result: &AppResult<T>) {
         let fault = match result {
             Ok(_) => None,
-            Err(e @ (AppError::StorageFull { .. } | AppError::Unavailable { .. })) => {
+            // A full disk may let the write probe through (SQLite reuses its write-ahead log's
+            // pages) while reports do not fit: remembered. A database that is read-only or
+            // failing fails the probe itself; one busy for a moment is no reason to be pulled
+            // from a load balancer.
+            Err(e @ AppError::StorageFull { .. }) => {
                 Some((std::time::Instant::now(), e.to_string()))
             }
-            // Refused for itself (a bad value, a wrong host): says nothing about the storage.
+            // Refused for itself (a bad value, a wrong host), or busy: says nothing lasting
+            // about the storage.
             Err(_) => return,
         };
         *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;

@@ -34,6 +34,10 @@ pub enum AppError {
     /// is taken): nothing was written; try again after `retry_after_s`.
     #[error("{message}")]
     Unavailable { message: String, retry_after_s: u64 },
+    /// Every request slot of the caller's kind is taken: nothing was done; try again after
+    /// `retry_after_s`. Not logged: under a flood there would be a line per request.
+    #[error("{message}")]
+    Busy { message: String, retry_after_s: u64 },
     /// The client took longer than it may to send its request.
     #[error("{0}")]
     TimedOut(String),
@@ -69,7 +73,7 @@ impl AppError {
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::StorageFull { .. } => StatusCode::INSUFFICIENT_STORAGE,
-            AppError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::Unavailable { .. } | AppError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::TimedOut(_) => StatusCode::REQUEST_TIMEOUT,
             AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => {
@@ -89,7 +93,7 @@ impl AppError {
             AppError::Conflict(_) => "conflict",
             AppError::TooManyRequests { .. } => "too_many_requests",
             AppError::StorageFull { .. } => "storage_full",
-            AppError::Unavailable { .. } => "unavailable",
+            AppError::Unavailable { .. } | AppError::Busy { .. } => "unavailable",
             AppError::TimedOut(_) => "timeout",
             AppError::Invalid { .. } => "invalid",
             AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => "internal",
@@ -102,14 +106,17 @@ impl AppError {
         match self {
             AppError::TooManyRequests { retry_after_s, .. }
             | AppError::StorageFull { retry_after_s, .. }
-            | AppError::Unavailable { retry_after_s, .. } => Some(*retry_after_s),
+            | AppError::Unavailable { retry_after_s, .. }
+            | AppError::Busy { retry_after_s, .. } => Some(*retry_after_s),
             _ => None,
         }
     }
 
     /// The message a client may see: internal details stay in the log.
     pub fn public_message(&self) -> String {
-        if let AppError::StorageFull { .. } | AppError::Unavailable { .. } = self {
+        if let AppError::Busy { .. } = self {
+            self.to_string()
+        } else if let AppError::StorageFull { .. } | AppError::Unavailable { .. } = self {
             // Written for the caller, and worth a line in the log: it is the server's problem.
             tracing::warn!(error = %self, "request refused for now");
             self.to_string()

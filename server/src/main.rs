@@ -92,6 +92,10 @@ enum Command {
         /// Seconds a client may take to send a request's whole body.
         #[arg(long, env = "TICKSCOPE_BODY_TIMEOUT", default_value_t = 20)]
         body_timeout: u64,
+        /// Seconds writing an answer may make no progress (a client that stopped reading)
+        /// before the connection is closed.
+        #[arg(long, env = "TICKSCOPE_WRITE_TIMEOUT", default_value_t = 30)]
+        write_timeout: u64,
     },
     /// Manage dashboard users.
     User {
@@ -235,6 +239,7 @@ async fn main() -> Result<()> {
             max_connections,
             header_timeout,
             body_timeout,
+            write_timeout,
         } => {
             let usable = |v: f64| v.is_finite() && v >= 0.0;
             if !(usable(watts_per_core) && usable(price_per_kwh)) {
@@ -248,15 +253,17 @@ async fn main() -> Result<()> {
             if alert_interval == 0 {
                 anyhow::bail!("--alert-interval must be at least 1 second");
             }
-            if header_timeout == 0 || body_timeout == 0 || max_connections == 0 {
+            if [header_timeout, body_timeout, write_timeout].contains(&0) || max_connections == 0 {
                 anyhow::bail!(
-                    "--header-timeout, --body-timeout and --max-connections must be at least 1"
+                    "--header-timeout, --body-timeout, --write-timeout and --max-connections must \
+                     be at least 1"
                 );
             }
             let limits = ConnectionLimits {
                 max_connections: connection_cap(max_connections),
                 header_read_timeout: std::time::Duration::from_secs(header_timeout),
                 tls_handshake_timeout: std::time::Duration::from_secs(header_timeout),
+                write_stall_timeout: std::time::Duration::from_secs(write_timeout),
             };
             let tls = tls_cert.zip(tls_key);
             let scheme = if tls.is_some() { "https" } else { "http" };

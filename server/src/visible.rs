@@ -22,10 +22,24 @@ pub fn is_zero_width(c: char) -> bool {
     matches!(c, '\u{200b}'..='\u{200d}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
 }
 
+/// Other characters that show as nothing, or break a line where no newline is: the line and
+/// paragraph separators, the soft hyphen, the combining grapheme joiner, the Hangul fillers, the
+/// Khmer inherent vowels, the Mongolian vowel separator and variation selectors, the deprecated
+/// format characters (U+206A-U+206F), the interlinear annotation marks, the tag characters and
+/// the variation selectors (which alone show nothing).
+pub fn is_other_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{2028}' | '\u{2029}' | '\u{00ad}' | '\u{034f}' | '\u{115f}' | '\u{1160}' | '\u{3164}'
+        | '\u{ffa0}' | '\u{17b4}' | '\u{17b5}' | '\u{180b}'..='\u{180f}' | '\u{206a}'..='\u{206f}'
+        | '\u{fff9}'..='\u{fffb}' | '\u{e0000}'..='\u{e007f}' | '\u{fe00}'..='\u{fe0f}'
+        | '\u{e0100}'..='\u{e01ef}')
+}
+
 /// Whether `c` must be written as an escape wherever outside text is shown or logged: a control
-/// character (C0 including ESC, DEL, C1), a bidi control or a zero-width character.
+/// character (C0 including ESC, DEL, C1), a bidi control, a zero-width character or another
+/// invisible one.
 pub fn must_escape(c: char) -> bool {
-    c.is_control() || is_bidi_control(c) || is_zero_width(c)
+    c.is_control() || is_bidi_control(c) || is_zero_width(c) || is_other_invisible(c)
 }
 
 /// Writes `c` as an escape: `\n`, `\r`, `\t` for the usual three, `\u{1b}` and the like for
@@ -79,6 +93,10 @@ mod tests {
             (
                 "\u{200c}\u{200d}\u{2060}\u{2064}\u{feff}",
                 "\\u{200c}\\u{200d}\\u{2060}\\u{2064}\\u{feff}",
+            ),
+            (
+                "web\u{ad}01\u{2028}\u{3164}\u{e0041}\u{fe0f}",
+                "web\\u{ad}01\\u{2028}\\u{3164}\\u{e0041}\\u{fe0f}",
             ),
             ("a\nb\rc\td", "a\\nb\\rc\\td"),
             ("\u{1b}[31mred", "\\u{1b}[31mred"),

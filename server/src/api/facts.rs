@@ -40,7 +40,7 @@ struct FactsAccepted {
         (status = 403, description = "Not a guest token, one bound to another guest, or a new token for a guest another token in use is bound to", body = ErrorBody),
         (status = 404, description = "No host agent has reported a VM with this UUID", body = ErrorBody),
         (status = 408, description = "The body did not arrive within the server's body timeout, or the server took longer than its own", body = ErrorBody),
-        (status = 413, description = "The body is over 2 MiB", body = ErrorBody),
+        (status = 413, description = "The body is over 256 KiB", body = ErrorBody),
         (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
         (status = 422, description = "A value is missing or not acceptable; `field` names it", body = ErrorBody),
         (status = 500, description = "The server failed; its log says why", body = ErrorBody),
@@ -56,7 +56,7 @@ async fn receive(
     body: Result<Json<FactsSubmission>, JsonRejection>,
 ) -> AppResult<Json<FactsAccepted>> {
     caller.require(Role::Guest)?;
-    let submission = super::json_body(body, super::DEFAULT_BODY_LIMIT_BYTES)?;
+    let submission = super::json_body(body, crate::http::admission::MAX_OTHER_TOKEN_BODY_BYTES)?;
     let facts = facts::validate("facts", "probe_direct", submission.facts)?;
     let uuid = facts.facts.dmi_uuid.clone().ok_or_else(|| {
         AppError::invalid(

@@ -41,9 +41,6 @@ pub(crate) fn json_body<T>(
     })
 }
 
-/// axum's default request body limit, which every route without its own keeps.
-pub(crate) const DEFAULT_BODY_LIMIT_BYTES: usize = 2 * 1024 * 1024;
-
 /// Where the OpenAPI document is served, to anyone: it describes the API, not the fleet.
 pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 

@@ -164,6 +164,7 @@ impl Db {
                 .await?;
         match bound {
             Some(bound) if bound != uuid => {
+                tx.rollback().await?;
                 return Err(AppError::Forbidden(format!(
                     "this guest token submits facts for the guest with UUID {bound}, not {uuid}; give each guest its own token"
                 )));
@@ -185,6 +186,7 @@ impl Db {
                 .fetch_one(&mut *tx)
                 .await?;
                 if taken {
+                    tx.rollback().await?;
                     return Err(AppError::Forbidden(format!(
                         "the guest with UUID {uuid} submits its facts with another guest token; revoke that one to give the guest a new token"
                     )));

@@ -43,6 +43,7 @@ impl Db {
                 .await?;
         match bound_host {
             Some(bound) if bound != report.host.name => {
+                tx.rollback().await?;
                 return Err(AppError::Forbidden(format!(
                     "this agent token reports for host {bound:?}, not {:?}; give each host its own token",
                     report.host.name
@@ -63,6 +64,7 @@ impl Db {
                 .fetch_one(&mut *tx)
                 .await?;
                 if taken {
+                    tx.rollback().await?;
                     return Err(AppError::Forbidden(format!(
                         "host {0:?} reports with another agent token; to give it this one, an admin makes a token bound to it (tickscope-server token add NAME --role agent --host {0}, or on the settings page)",
                         report.host.name

@@ -27,9 +27,21 @@ impl Db {
     /// Begins a write transaction. IMMEDIATE takes SQLite's write lock up front, so two writers
     /// queue behind each other (busy timeout) instead of one failing at its first write.
     pub(super) async fn begin_write(&self) -> AppResult<WriteTx> {
-        let mut conn = self.pool.acquire().await?;
-        sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
-        Ok(WriteTx { conn, ended: false })
+        // The guard exists before BEGIN is sent: if this future is dropped while BEGIN waits
+        // for the write lock, SQLite's worker still opens the transaction, and the connection
+        // must be closed rather than pooled.
+        let mut tx = WriteTx {
+            conn: self.pool.acquire().await?,
+            ended: false,
+        };
+        match sqlx::query("BEGIN IMMEDIATE").execute(&mut *tx.conn).await {
+            Ok(_) => Ok(tx),
+            Err(e) => {
+                // No transaction was opened: the connection is fine as it is.
+                tx.ended = true;
+                Err(e.into())
+            }
+        }
     }
 }
 

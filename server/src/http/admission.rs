@@ -4,11 +4,13 @@
 //!
 //! A client that sends its body one byte a second holds no slot anyone else needs: it is cut off
 //! with 408 when its body deadline passes, and meanwhile costs a connection and a buffer of at
-//! most its body limit. A request with an agent's token is authenticated before its body is
-//! read (a wrong token is answered 401 at once, so only real agents may send the large bodies
-//! reports need). Logins and other requests without a credential share a smaller budget, so a
-//! flood of them cannot take the slots agents and logged-in users need. A request that finds its
-//! budget full waits briefly, then is answered 503 with `Retry-After`: never a silent stall.
+//! most its body limit, taken from a budget of bytes for all bodies being read. A request with a
+//! token is authenticated before its body is read (a wrong token is answered 401 at once, and
+//! only agent tokens may send the large bodies reports need); token lookups have a few slots of
+//! their own, so a flood of made-up tokens cannot take the database from everyone else. Logins
+//! and other requests without a credential share a smaller budget, so a flood of them cannot take
+//! the slots agents and logged-in users need. A request that finds its budget full waits
+//! briefly, then is answered 503 with `Retry-After`: never a silent stall.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +25,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::sync::Semaphore;
 
 use crate::app::{AppState, SESSION_COOKIE};
-use crate::auth::Caller;
+use crate::auth::{Caller, Role};
 use crate::error::AppError;
 
 /// How many requests of each kind are served at once, and how long a client may take.
@@ -52,13 +54,22 @@ impl Default for AdmissionLimits {
     }
 }
 
-/// The largest body any request with a token may send: a report of 10,000 guests is about 3 MB.
-pub const MAX_TOKEN_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// The largest body an agent token may send: a report of 10,000 guests is about 3 MB.
+pub const MAX_AGENT_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// The largest body any other token may send: a guest's facts are a few KiB (and guest tokens
+/// live inside guests, which are not to be trusted with the server's memory).
+pub const MAX_OTHER_TOKEN_BODY_BYTES: usize = 256 * 1024;
 /// The largest body of a request without a token: the dashboard's forms are a few hundred
 /// bytes. With the connection cap this bounds the memory slow clients can make the server hold.
 pub const MAX_FORM_BODY_BYTES: usize = 64 * 1024;
 /// How long a client that found no free slot is asked to wait.
 const BUSY_RETRY_AFTER_S: u64 = 2;
+/// Token lookups at once: each is one indexed read, so a few keep up with any fleet, and leave
+/// the database's other connections to the requests already admitted.
+const TOKEN_LOOKUP_SLOTS: usize = 4;
+/// Bodies being read at once may hold this much memory in all: every connection's 64 KiB at the
+/// default cap, or a few dozen of the largest reports.
+const MAX_BUFFERED_BODY_KIB: usize = 256 * 1024;
 
 /// The slots, shared by every request of one server.
 #[derive(Debug)]
@@ -66,6 +77,9 @@ pub struct Admission {
     limits: AdmissionLimits,
     credentialed: Arc<Semaphore>,
     anonymous: Arc<Semaphore>,
+    token_lookups: Arc<Semaphore>,
+    /// One permit per KiB of body being read or handled.
+    body_kib: Arc<Semaphore>,
 }
 
 impl Admission {
@@ -74,6 +88,8 @@ impl Admission {
             limits,
             credentialed: Arc::new(Semaphore::new(limits.credentialed_slots)),
             anonymous: Arc::new(Semaphore::new(limits.anonymous_slots)),
+            token_lookups: Arc::new(Semaphore::new(TOKEN_LOOKUP_SLOTS)),
+            body_kib: Arc::new(Semaphore::new(MAX_BUFFERED_BODY_KIB)),
         }
     }
 }
@@ -126,35 +142,49 @@ pub async fn admit(State(state): State<AppState>, request: Request, next: Next) 
     if budget == Budget::None {
         return next.run(Request::from_parts(parts, body)).await;
     }
-    let limits = state.admission.limits;
+    let admission = &state.admission;
+    let limits = admission.limits;
     let body_limit = if parts.headers.contains_key(header::AUTHORIZATION) {
+        let Some(_lookup) = wait_for(&admission.token_lookups, 1, limits.queue_timeout).await
+        else {
+            return busy().into_response();
+        };
         match Caller::from_request_parts(&mut parts, &state).await {
             Ok(caller) => {
+                let limit = match caller {
+                    Caller::Token {
+                        role: Role::Agent, ..
+                    } => MAX_AGENT_BODY_BYTES,
+                    _ => MAX_OTHER_TOKEN_BODY_BYTES,
+                };
                 // The handler's extractor takes it from here instead of looking it up again.
                 parts.extensions.insert(caller);
-                MAX_TOKEN_BODY_BYTES
+                limit
             }
             Err(e) => return e.into_response(),
         }
     } else {
         MAX_FORM_BODY_BYTES
     };
+    let Some(_body_kib) = wait_for(
+        &admission.body_kib,
+        body_kib(&parts, body_limit),
+        limits.queue_timeout,
+    )
+    .await
+    else {
+        return busy().into_response();
+    };
     let bytes = match read_body(&parts, body, body_limit, limits.body_timeout).await {
         Ok(bytes) => bytes,
         Err(e) => return e.into_response(),
     };
     let slots = match budget {
-        Budget::Anonymous => &state.admission.anonymous,
-        _ => &state.admission.credentialed,
+        Budget::Anonymous => &admission.anonymous,
+        _ => &admission.credentialed,
     };
-    let Ok(Ok(_slot)) =
-        tokio::time::timeout(limits.queue_timeout, slots.clone().acquire_owned()).await
-    else {
-        return AppError::Unavailable {
-            message: "the server is serving as many requests as it can; retry shortly".into(),
-            retry_after_s: BUSY_RETRY_AFTER_S,
-        }
-        .into_response();
+    let Some(_slot) = wait_for(slots, 1, limits.queue_timeout).await else {
+        return busy().into_response();
     };
     // The server's own part has its deadline too (a database that is stuck); a report's
     // transaction that is cut off rolls back.
@@ -162,11 +192,46 @@ pub async fn admit(State(state): State<AppState>, request: Request, next: Next) 
     match tokio::time::timeout(state.options.request_timeout, work).await {
         Ok(response) => response,
         Err(_) => AppError::TimedOut(format!(
-            "the server could not answer within {} s; nothing was changed",
+            "the server could not answer within {} s; what the request changed may or may not \
+             have been kept (a report sent again is stored once)",
             state.options.request_timeout.as_secs()
         ))
         .into_response(),
     }
+}
+
+/// `permits` of `semaphore`, if they come within `patience`.
+async fn wait_for(
+    semaphore: &Arc<Semaphore>,
+    permits: u32,
+    patience: Duration,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    tokio::time::timeout(patience, semaphore.clone().acquire_many_owned(permits))
+        .await
+        .ok()?
+        .ok()
+}
+
+fn busy() -> AppError {
+    AppError::Busy {
+        message: "the server is serving as many requests as it can; retry shortly".into(),
+        retry_after_s: BUSY_RETRY_AFTER_S,
+    }
+}
+
+/// KiB of the body budget a request reserves: what it announces, or its limit if it does not say
+/// (a chunked body); at least one, so that every request counts.
+fn body_kib(parts: &Parts, limit_bytes: usize) -> u32 {
+    let bytes = declared_length(parts).map_or(limit_bytes as u64, |n| n.min(limit_bytes as u64));
+    u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX)
+}
+
+fn declared_length(parts: &Parts) -> Option<u64> {
+    parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
 }
 
 async fn read_body(
@@ -180,12 +245,7 @@ async fn read_body(
             "the request body is over {limit_bytes} bytes, the most this request may send"
         ))
     };
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit_bytes as u64) {
+    if declared_length(parts).is_some_and(|n| n > limit_bytes as u64) {
         return Err(too_large());
     }
     match tokio::time::timeout(deadline, Limited::new(body, limit_bytes).collect()).await {

@@ -6,7 +6,9 @@
 //! after which `accept` fails for everyone. Here each connection takes a slot (the listener stops
 //! accepting while all are taken, so the kernel's backlog holds newcomers instead of `accept`
 //! failing), and hyper closes a connection whose request headers do not arrive in time, counted
-//! from when it opened or from its previous response (so it is the idle keep-alive timeout too).
+//! from when it opened or from its previous response (so it is the idle keep-alive timeout too),
+//! and a connection whose client stops reading what it is sent is closed once writing to it has
+//! made no progress for a while.
 //! Bodies are the admission middleware's concern (`super::admission`).
 
 use std::future::Future;
@@ -21,6 +23,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_io_timeout::TimeoutStream;
 use tokio_rustls::TlsAcceptor;
 
 /// What one listener allows each client.
@@ -33,6 +36,9 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     /// A TLS client must finish its handshake within this long.
     pub tls_handshake_timeout: Duration,
+    /// A connection is closed when writing to it makes no progress for this long: a client that
+    /// stops reading (or pipelines requests and never reads the answers) cannot hold its slot.
+    pub write_stall_timeout: Duration,
 }
 
 /// Request headers larger than this are answered 431: far above any browser's or agent's, and
@@ -74,6 +80,9 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
+        let mut stream = TimeoutStream::new(stream);
+        stream.set_write_timeout(Some(limits.write_stall_timeout));
+        let stream = Box::pin(stream);
         let watcher = graceful.watcher();
         let app = app.clone();
         let tls = tls.clone();

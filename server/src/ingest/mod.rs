@@ -224,7 +224,7 @@ fn validate_guest(
             facts::validate(&field("facts"), delivered.source.as_str(), delivered.facts)
         };
         checked
-            .inspect_err(|e| tracing::warn!(host = %host.name, guest = %name, error = %e, "guest facts left out"))
+            .inspect_err(|e| tracing::warn!(host = ?host.name, guest = ?name, error = %e, "guest facts left out"))
             .ok()
     });
     let totals = match g.totals {

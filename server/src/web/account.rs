@@ -94,7 +94,7 @@ pub async fn change_password(
             .await?
             .ok_or_else(|| AppError::NotFound("there is no such user".into()))?;
         if let Err(wait_s) = state.login_throttle.check(&row.name, now_ms()) {
-            tracing::info!(user = %row.name, wait_s, "password change held back after wrong current passwords");
+            tracing::info!(user = ?row.name, wait_s, "password change held back after wrong current passwords");
             return Err(AppError::TooManyRequests {
                 message: format!(
                     "Too many wrong current passwords: try again in {wait_s} s."
@@ -104,7 +104,7 @@ pub async fn change_password(
         }
         if !auth::check_password(form.current, Some(row.password_hash)).await? {
             state.login_throttle.failed(&row.name, now_ms());
-            tracing::info!(user = %row.name, "password change refused: wrong current password");
+            tracing::info!(user = ?row.name, "password change refused: wrong current password");
             return Err(AppError::invalid("current", "is not your current password"));
         }
         state.login_throttle.succeeded(&row.name);
@@ -119,7 +119,7 @@ pub async fn change_password(
     .await;
     match changed {
         Ok(()) => {
-            tracing::info!(user = %user.name, "password changed");
+            tracing::info!(user = ?user.name, "password changed");
             let notice = "Password changed. Your other sessions are logged out.";
             flash::redirect(&session, NOTICE_KEY, notice, "/account").await
         }

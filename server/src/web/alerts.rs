@@ -293,7 +293,7 @@ pub async fn acknowledge(
     if !state.db.acknowledge_alert(id, &user.name, now_ms()).await? {
         return Err(AppError::NotFound("There is no such open alert.".into()).into());
     }
-    tracing::info!(admin = %user.name, alert = id, "alert acknowledged");
+    tracing::info!(admin = ?user.name, alert = id, "alert acknowledged");
     done(&session, "Alert acknowledged.".into(), "firing").await
 }
 
@@ -356,7 +356,7 @@ pub async fn create_silence(
             .db
             .insert_silence(rule_id, &pattern, now, ends, &reason, &user.name, now)
             .await?;
-        tracing::info!(admin = %user.name, pattern = %pattern, hours, "silence created");
+        tracing::info!(admin = ?user.name, pattern = ?pattern, hours, "silence created");
         Ok(format!("Silenced until {}.", view::time(ends)))
     }
     .await;
@@ -374,7 +374,7 @@ pub async fn expire_silence(
     if !state.db.expire_silence(id, now_ms()).await? {
         return Err(AppError::NotFound("There is no such silence still running.".into()).into());
     }
-    tracing::info!(admin = %user.name, silence = id, "silence expired");
+    tracing::info!(admin = ?user.name, silence = id, "silence expired");
     done(&session, "Silence ended.".into(), "silences").await
 }
 
@@ -471,7 +471,7 @@ pub async fn create_rule(
             .db
             .save_alert_rule(None, &rule, &user.name, now_ms())
             .await?;
-        tracing::info!(admin = %user.name, rule = %rule.name, "alert rule added");
+        tracing::info!(admin = ?user.name, rule = ?rule.name, "alert rule added");
         Ok(format!("Rule {} added.", rule.name))
     }
     .await;
@@ -528,7 +528,7 @@ pub async fn save_rule(
                 .db
                 .save_alert_rule(Some(id), &new, &user.name, now_ms())
                 .await?;
-            tracing::info!(admin = %user.name, rule = %new.name, "alert rule changed");
+            tracing::info!(admin = ?user.name, rule = ?new.name, "alert rule changed");
             done(&session, format!("Rule {} saved.", new.name), "rules").await
         }
         Err(e @ AppError::Invalid { .. }) => {
@@ -553,7 +553,7 @@ pub async fn delete_rule(
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let rule = rule_by_id(&state, id_of(id, "rule")?).await?;
     state.db.delete_alert_rule(rule.id).await?;
-    tracing::info!(admin = %user.name, rule = %rule.name, "alert rule deleted");
+    tracing::info!(admin = ?user.name, rule = ?rule.name, "alert rule deleted");
     done(
         &session,
         format!("Rule {} deleted, with its alerts.", rule.name),
@@ -614,7 +614,7 @@ pub async fn create_receiver(
             .db
             .insert_receiver(&name, &url, format, now_ms())
             .await?;
-        tracing::info!(admin = %user.name, receiver = %name, "receiver added");
+        tracing::info!(admin = ?user.name, receiver = ?name, "receiver added");
         Ok(format!(
             "Receiver {name} added: it gets every alert that fires or resolves from now on."
         ))
@@ -632,7 +632,7 @@ pub async fn delete_receiver(
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let id = id_of(id, "receiver")?;
     state.db.delete_receiver(id).await?;
-    tracing::info!(admin = %user.name, receiver = id, "receiver deleted");
+    tracing::info!(admin = ?user.name, receiver = id, "receiver deleted");
     done(&session, "Receiver deleted.".into(), "receivers").await
 }
 

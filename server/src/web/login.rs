@@ -92,7 +92,7 @@ pub async fn submit(
     auth::check_login_csrf(&headers, form.csrf.as_deref())?;
     let name = form.name.trim().to_string();
     if let Err(wait_s) = state.login_throttle.check(&name, now_ms()) {
-        tracing::info!(name = %name, wait_s, "login held back after repeated failures");
+        tracing::info!(name = ?name, wait_s, "login held back after repeated failures");
         let mut page = login_page(
             &state,
             StatusCode::TOO_MANY_REQUESTS,
@@ -110,7 +110,7 @@ pub async fn submit(
     let matches = auth::check_password(form.password, phc).await?;
     let Some(user) = user.filter(|_| matches) else {
         state.login_throttle.failed(&name, now_ms());
-        tracing::info!(name = %name, "login refused");
+        tracing::info!(name = ?name, "login refused");
         return login_page(
             &state,
             StatusCode::UNAUTHORIZED,
@@ -122,7 +122,7 @@ pub async fn submit(
     state.login_throttle.succeeded(&name);
     auth::log_in(&session, user.id, &user.password_hash).await?;
     state.db.record_login(user.id, now_ms()).await?;
-    tracing::info!(user = %user.name, "logged in");
+    tracing::info!(user = ?user.name, "logged in");
     Ok(Redirect::to(auth::safe_next(form.next.as_deref())).into_response())
 }
 
@@ -142,6 +142,6 @@ pub async fn logout(
 ) -> Result<Response, PageError> {
     auth::check_csrf(&session, form.csrf.as_deref()).await?;
     auth::log_out(&session).await?;
-    tracing::info!(user = %user.name, "logged out");
+    tracing::info!(user = ?user.name, "logged out");
     Ok(Redirect::to("/login").into_response())
 }

@@ -227,7 +227,7 @@ pub async fn create_token(
                 now_ms(),
             )
             .await?;
-        tracing::info!(admin = %user.name, token = %name, role = role.as_str(), "token created");
+        tracing::info!(admin = ?user.name, token = ?name, role = role.as_str(), "token created");
         Ok((name, token))
     }
     .await;
@@ -257,7 +257,7 @@ pub async fn revoke_token(
             AppError::NotFound("There is no such token, or it was revoked before.".into()).into(),
         );
     }
-    tracing::info!(admin = %user.name, token = id, "token revoked");
+    tracing::info!(admin = ?user.name, token = id, "token revoked");
     done(
         &session,
         notice("Token revoked: it is refused from now on.".into()),
@@ -298,7 +298,7 @@ pub async fn create_user(
             .db
             .insert_user(&name, role.as_str(), &hash, now_ms())
             .await?;
-        tracing::info!(admin = %user.name, user = %name, role = role.as_str(), "user created");
+        tracing::info!(admin = ?user.name, user = ?name, role = role.as_str(), "user created");
         Ok(name)
     }
     .await;
@@ -346,7 +346,7 @@ pub async fn save_cost(
     match model {
         Ok(model) => {
             state.set_cost_model(model, &user.name).await?;
-            tracing::info!(admin = %user.name, "cost model saved");
+            tracing::info!(admin = ?user.name, "cost model saved");
             let saved = notice("Cost model saved: every figure now uses it.".into());
             done(&session, saved, "cost").await
         }
@@ -395,7 +395,7 @@ pub async fn set_role(
         let role = UserRole::parse(&form.role)
             .ok_or_else(|| AppError::invalid("role", "must be admin or viewer"))?;
         state.db.set_role(other.id, role.as_str()).await?;
-        tracing::info!(admin = %user.name, user = %other.name, role = role.as_str(), "role changed");
+        tracing::info!(admin = ?user.name, user = ?other.name, role = role.as_str(), "role changed");
         Ok(format!("{} is now {}.", other.name, role.as_str()))
     }
     .await;
@@ -427,7 +427,7 @@ pub async fn set_password(
         let other = other_user(&state, &user, id).await?;
         let hash = auth::hash_password_async(form.password).await?;
         state.db.set_password(other.id, &hash).await?;
-        tracing::info!(admin = %user.name, user = %other.name, "password set by an admin");
+        tracing::info!(admin = ?user.name, user = ?other.name, "password set by an admin");
         Ok(format!(
             "New password set for {}; their open sessions are logged out.",
             other.name
@@ -450,7 +450,7 @@ pub async fn remove_user(
     let removed = async {
         let other = other_user(&state, &user, id).await?;
         state.db.delete_user(other.id).await?;
-        tracing::info!(admin = %user.name, user = %other.name, "user removed");
+        tracing::info!(admin = ?user.name, user = ?other.name, "user removed");
         Ok(format!("User {} removed and logged out.", other.name))
     }
     .await;
