@@ -26,6 +26,8 @@ pub fn host_info(name_override: Option<&str>) -> HostInfo {
         kvm_halt_poll_ns: read_trimmed("/sys/module/kvm/parameters/halt_poll_ns")
             .and_then(|v| v.parse().ok()),
         boot_id: read_trimmed("/proc/sys/kernel/random/boot_id"),
+        // The sampler's, filled in with the report.
+        blind_spots: Vec::new(),
     }
 }
 

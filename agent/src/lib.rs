@@ -8,6 +8,8 @@ pub mod simulate;
 pub mod wire;
 
 #[cfg(feature = "cli")]
+pub mod blind_spots;
+#[cfg(feature = "cli")]
 pub mod channel;
 #[cfg(feature = "cli")]
 pub mod client;

@@ -192,6 +192,14 @@ struct MeasureArgs {
         default_value = "/run/tickscope/channels"
     )]
     channel_dir: PathBuf,
+    /// The libvirt connection to ask guest agents of libvirt domains through (its guest-info
+    /// API, which never taints a domain).
+    #[arg(
+        long,
+        env = "TICKSCOPE_LIBVIRT_URI",
+        default_value = tickscope_agent::sampler::DEFAULT_LIBVIRT_URI
+    )]
+    libvirt_uri: String,
     /// Where procfs is mounted.
     #[arg(long, default_value = "/proc", hide = true)]
     proc_root: PathBuf,
@@ -205,6 +213,7 @@ impl MeasureArgs {
     fn sampler(&self) -> Sampler {
         Sampler::new(&self.proc_root, host::clock_ticks_per_second())
             .with_channel_dir(&self.channel_dir)
+            .with_libvirt_uri(&self.libvirt_uri)
     }
 }
 
@@ -386,8 +395,16 @@ fn once(args: &MeasureArgs) -> Result<()> {
         .cycle()
         .context("cannot read the process table")?
         .context("the sampler gave no interval")?;
+    let mut seen = BlindSpotLog::default();
+    seen.note(&measured.blind_spots);
+    let learnt = measured.guests.iter().filter(|g| g.facts.is_some()).count();
     let report = Reporter::new(host::agent_info())
         .report(host::host_info(args.host_name.as_deref()), measured);
+    eprintln!(
+        "tickscope-agent once: {} VM(s), {learnt} with facts from the guest, {} blind spot(s)",
+        report.guests.len(),
+        report.host.blind_spots.len()
+    );
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }
@@ -420,8 +437,10 @@ fn run(
     // Deadlines advance by exactly one interval so the schedule does not drift with the time
     // each cycle takes; between them the agent sleeps and wakes once.
     let mut deadline = Instant::now();
+    let mut blind_spots = BlindSpotLog::default();
     loop {
         if let Some(measured) = sampler.cycle().context("cannot read the process table")? {
+            blind_spots.note(&measured.blind_spots);
             let guests = measured.guests.len();
             let report = reporter.report(host::host_info(args.host_name.as_deref()), measured);
             let delivery = sender
@@ -447,6 +466,33 @@ fn run(
             // Fell behind (suspend, overload): start a fresh schedule rather than burst.
             deadline = now;
         }
+    }
+}
+
+/// Says once what the agent cannot see, with the fix, and again when it can.
+#[derive(Default)]
+struct BlindSpotLog {
+    logged: Vec<tickscope_agent::wire::BlindSpotCheck>,
+}
+
+impl BlindSpotLog {
+    fn note(&mut self, spots: &[tickscope_agent::wire::BlindSpot]) {
+        for spot in spots.iter().filter(|s| !self.logged.contains(&s.check)) {
+            eprintln!(
+                "tickscope-agent: blind spot {}: {} Fix: {}",
+                spot.check.as_str(),
+                spot.detail,
+                spot.fix
+            );
+        }
+        for gone in self
+            .logged
+            .iter()
+            .filter(|c| !spots.iter().any(|s| s.check == **c))
+        {
+            eprintln!("tickscope-agent: blind spot {} resolved", gone.as_str());
+        }
+        self.logged = spots.iter().map(|s| s.check).collect();
     }
 }
 

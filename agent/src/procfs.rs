@@ -123,6 +123,11 @@ impl ProcFs {
         }
     }
 
+    /// Where this `/proc` is.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// Process ids present now.
     pub fn pids(&self) -> std::io::Result<Vec<u32>> {
         numeric_entries(&self.root)

@@ -14,7 +14,8 @@ impl Reporter {
         Reporter { agent, next_seq: 0 }
     }
 
-    pub fn report(&mut self, host: HostInfo, measured: Measured) -> Report {
+    pub fn report(&mut self, mut host: HostInfo, measured: Measured) -> Report {
+        host.blind_spots = measured.blind_spots;
         let seq = self.next_seq;
         self.next_seq += 1;
         Report {

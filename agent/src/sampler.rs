@@ -11,24 +11,23 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::blind_spots::{self, Seen};
 use crate::channel::Channel;
 use crate::discover::{self, Family, ProcessView, VmIdentity};
-use crate::guest_agent::{self, qga};
+use crate::guest_agent::schedule::{GuestAgent, Via};
 use crate::procfs::{OpenFile, ProcFs, SwitchesFile};
 use crate::wire::{
-    DeliveredFacts, FactsSource, GuestFacts, GuestSample, Hypervisor, MAX_BOOT_ARGS_CHARS,
-    MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, ProcessTotals, WakeupsSource, clean_text,
+    BlindSpot, DeliveredFacts, FactsSource, GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS,
+    MAX_NAME_CHARS, MAX_VCPUS, ProcessTotals, WakeupsSource, clean_text,
 };
 
 /// Every this many cycles, processes remembered as "not a VM" are looked at again (a pid may have
 /// been reused by a new VM between two cycles), and VMs' thread names are read again.
 const FULL_RESCAN_EVERY_CYCLES: u64 = 30;
-/// Cycles between two questions to a VM's guest agent once it answered (10 min at 10 s).
-const GUEST_AGENT_EVERY_CYCLES: u64 = 60;
+/// The libvirt connection of the system's VMs (libvirtd or virtqemud as root).
+pub const DEFAULT_LIBVIRT_URI: &str = "qemu:///system";
 /// Longest time one cycle spends asking guest agents.
 const GUEST_AGENT_BUDGET: Duration = Duration::from_secs(2);
-/// Longest wait before asking a guest agent that did not answer again (1 h at 10 s).
-const GUEST_AGENT_MAX_BACKOFF_CYCLES: u64 = 360;
 /// Cycles during which a new process that is not a VM is looked at again: launchers (libvirt,
 /// Proxmox) fork, prepare, then exec QEMU under the same pid, which changes its name.
 const NEW_PROCESS_RECHECKS: u8 = 3;
@@ -44,6 +43,8 @@ pub struct Measured {
     pub length: Duration,
     /// VMs present at both cycles.
     pub guests: Vec<GuestSample>,
+    /// What the agent could not see this cycle, with the fixes.
+    pub blind_spots: Vec<BlindSpot>,
 }
 
 pub struct Sampler {
@@ -51,10 +52,16 @@ pub struct Sampler {
     /// Where probe channel sockets are found by convention (`<uuid>.sock` or `<name>.sock`),
     /// for VMs whose command line does not name one.
     channel_dir: Option<PathBuf>,
+    /// The libvirt connection guest agents of libvirt domains are asked through.
+    libvirt_uri: String,
     clk_tck: f64,
     processes: HashMap<u32, Tracked>,
     cycles: u64,
     last: Option<(Instant, i64)>,
+    /// Whether `/proc` hides other users' processes, and why libvirt could not be reached:
+    /// looked at on the first cycle and on every full rescan.
+    proc_hidden: bool,
+    libvirt_error: Option<String>,
 }
 
 enum Tracked {
@@ -86,77 +93,13 @@ struct VmState {
     /// Facts received and not yet reported.
     unreported_facts: Option<DeliveredFacts>,
     /// Whether the process holds a KVM VM; looked at again on full rescans until it does (QEMU
-    /// creates its VM just after it starts).
+    /// creates its VM just after it starts). `None`: its descriptors could not be read.
     uses_kvm: Option<bool>,
-}
-
-/// How to ask a VM's guest agent, and when next.
-struct GuestAgent {
-    via: GuestAgentVia,
-    next_cycle: u64,
-    failures: u32,
-}
-
-enum GuestAgentVia {
-    /// qemu-guest-agent's socket, free to connect to.
-    QgaSocket(String),
-    /// qemu-guest-agent behind libvirt, which holds the socket: `virsh qemu-agent-command`.
-    Virsh(String),
-    /// VirtualBox guest properties, by VM UUID or name.
-    VirtualBox(String),
-}
-
-impl GuestAgent {
-    fn for_vm(identity: &VmIdentity, first_cycle: u64) -> Option<GuestAgent> {
-        let via = match (identity.hypervisor, &identity.guest_agent_socket) {
-            // libvirt holds the agent's socket itself.
-            (Hypervisor::Qemu, _)
-                if identity.guest_agent_port
-                    && identity.management.as_deref() == Some("libvirt") =>
-            {
-                GuestAgentVia::Virsh(identity.name.clone())
-            }
-            (Hypervisor::Qemu, Some(socket)) => GuestAgentVia::QgaSocket(socket.clone()),
-            (Hypervisor::Virtualbox, _) => GuestAgentVia::VirtualBox(
-                identity
-                    .uuid
-                    .clone()
-                    .unwrap_or_else(|| identity.name.clone()),
-            ),
-            _ => return None,
-        };
-        Some(GuestAgent {
-            via,
-            next_cycle: first_cycle,
-            failures: 0,
-        })
-    }
-
-    /// Asks, if it is time; schedules the next question either way.
-    fn ask(&mut self, cycle: u64) -> Option<(GuestFacts, FactsSource)> {
-        if cycle < self.next_cycle {
-            return None;
-        }
-        let answer = match &self.via {
-            GuestAgentVia::QgaSocket(path) => qga::osinfo_from_socket(Path::new(path), cycle)
-                .map(|f| (f, FactsSource::QemuGuestAgent)),
-            GuestAgentVia::Virsh(domain) => {
-                qga::osinfo_from_virsh(domain).map(|f| (f, FactsSource::QemuGuestAgent))
-            }
-            GuestAgentVia::VirtualBox(vm) => guest_agent::virtualbox::os_properties(vm)
-                .map(|f| (f, FactsSource::VirtualboxProperties)),
-        };
-        if answer.is_some() {
-            self.failures = 0;
-            self.next_cycle = cycle + GUEST_AGENT_EVERY_CYCLES;
-        } else {
-            self.failures = (self.failures + 1).min(10);
-            self.next_cycle = cycle
-                + (GUEST_AGENT_EVERY_CYCLES << (self.failures - 1))
-                    .min(GUEST_AGENT_MAX_BACKOFF_CYCLES);
-        }
-        answer
-    }
+    /// Its probe or guest agent sockets this agent may not connect to; looked at on full rescans.
+    channels_denied: Vec<String>,
+    /// What QEMU's vCPU thread names say ran them (`CPU 0/KVM`: true, `CPU 0/TCG`: false), for
+    /// when the process's descriptors cannot be read.
+    kvm_by_thread_names: Option<bool>,
 }
 
 struct Thread {
@@ -177,10 +120,13 @@ impl Sampler {
         Sampler {
             proc: ProcFs::new(proc_root.as_ref()),
             channel_dir: None,
+            libvirt_uri: DEFAULT_LIBVIRT_URI.to_string(),
             clk_tck: clk_tck.max(1) as f64,
             processes: HashMap::new(),
             cycles: 0,
             last: None,
+            proc_hidden: false,
+            libvirt_error: None,
         }
     }
 
@@ -188,6 +134,12 @@ impl Sampler {
     /// `<dir>/<name>.sock` (VirtualBox and VMware serial ports set to a host pipe, say).
     pub fn with_channel_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.channel_dir = Some(dir.into());
+        self
+    }
+
+    /// Asks libvirt's guest-info API over `uri` instead of `qemu:///system`.
+    pub fn with_libvirt_uri(mut self, uri: impl Into<String>) -> Self {
+        self.libvirt_uri = uri.into();
         self
     }
 
@@ -238,6 +190,7 @@ impl Sampler {
                         if vm.uses_kvm != Some(true) {
                             vm.uses_kvm = self.proc.holds_kvm_vm(pid);
                         }
+                        vm.channels_denied = denied_sockets(&vm.identity);
                     }
                     self.proc
                         .read_stat(&vm.stat)
@@ -290,7 +243,7 @@ impl Sampler {
                     vcpu_wakeups: wakeups_between(previous, &counters),
                     wakeups_source: counted.source,
                     boot_args: vm.identity.boot_args.clone(),
-                    uses_kvm: vm.uses_kvm,
+                    uses_kvm: vm.uses_kvm.or(vm.kvm_by_thread_names),
                     facts: vm.unreported_facts.take(),
                     totals: Some(ProcessTotals {
                         start_ticks: vm.start_ticks,
@@ -323,14 +276,51 @@ impl Sampler {
             }
         }
 
+        let blind_spots = self.blind_spots(full_rescan);
         let measured = self.last.map(|(then, then_ms)| Measured {
             start_ms: then_ms,
             end_ms: now_ms,
             length: now.duration_since(then),
             guests,
+            blind_spots,
         });
         self.last = Some((now, now_ms));
         Ok(measured)
+    }
+
+    /// What this cycle could not see. `/proc`'s mount and libvirt are looked at again only on
+    /// the first cycle and on full rescans (every few minutes).
+    fn blind_spots(&mut self, full_rescan: bool) -> Vec<BlindSpot> {
+        let vms: Vec<&VmState> = self
+            .processes
+            .values()
+            .filter_map(|t| match t {
+                Tracked::Vm(vm) => Some(vm.as_ref()),
+                Tracked::Other { .. } => None,
+            })
+            .collect();
+        let libvirt_domains = vms
+            .iter()
+            .filter(|vm| vm.identity.management.as_deref() == Some("libvirt"))
+            .count();
+        if self.cycles == 1 || full_rescan {
+            self.proc_hidden = blind_spots::proc_hidden(self.proc.root());
+            self.libvirt_error = (libvirt_domains > 0)
+                .then(|| blind_spots::libvirt_unreachable(&self.libvirt_uri))
+                .flatten();
+        }
+        let unreadable: Vec<&&VmState> = vms.iter().filter(|vm| vm.uses_kvm.is_none()).collect();
+        let denied: Vec<&String> = vms.iter().flat_map(|vm| &vm.channels_denied).collect();
+        blind_spots::blind_spots(&Seen {
+            proc_hidden: self.proc_hidden,
+            vm_fds_unreadable: unreadable.len(),
+            vm_fds_example: unreadable.first().map(|vm| vm.identity.name.clone()),
+            channels_denied: denied.len(),
+            channel_example: denied.first().map(|p| p.to_string()),
+            libvirt_domains,
+            libvirt_error: self.libvirt_error.clone(),
+            libvirt_uri: self.libvirt_uri.clone(),
+        })
     }
 
     fn identify(&mut self, pid: u32, comm: &str, start_ticks: u64, stat: OpenFile) -> Tracked {
@@ -380,9 +370,14 @@ impl Sampler {
                     threads: HashMap::new(),
                     previous: None,
                     channel: identity.probe_channel.clone().map(Channel::new),
-                    guest_agent: GuestAgent::for_vm(&identity, self.cycles + 1),
+                    // Asked in this very cycle: its answer goes out with the VM's first
+                    // sample (what `once` prints), and a slow agent is asked again soon.
+                    guest_agent: Via::for_vm(&identity, &self.libvirt_uri)
+                        .map(|via| GuestAgent::new(via, self.cycles)),
                     unreported_facts: None,
                     uses_kvm: self.proc.holds_kvm_vm(pid),
+                    kvm_by_thread_names: None,
+                    channels_denied: denied_sockets(&identity),
                     identity,
                 }))
             }
@@ -409,9 +404,13 @@ fn count_threads(proc: &mut ProcFs, pid: u32, vm: &mut VmState, num_threads: u64
         vm.threads.retain(|tid, _| tids.contains(tid));
         for &tid in &tids {
             if !vm.threads.contains_key(&tid) {
-                let is_vcpu = proc
-                    .thread_name(pid, tid)
-                    .is_some_and(|name| (vm.family.vcpu_index)(&name).is_some());
+                let name = proc.thread_name(pid, tid);
+                let is_vcpu = name
+                    .as_deref()
+                    .is_some_and(|name| (vm.family.vcpu_index)(name).is_some());
+                if is_vcpu && let Some(name) = &name {
+                    vm.kvm_by_thread_names = kvm_by_thread_name(name).or(vm.kvm_by_thread_names);
+                }
                 vm.threads.insert(
                     tid,
                     Thread {
@@ -461,6 +460,40 @@ fn count_threads(proc: &mut ProcFs, pid: u32, vm: &mut VmState, num_threads: u64
         vcpus,
         source,
         switches,
+    }
+}
+
+/// The VM's probe and guest agent sockets that exist but refuse this agent: connecting to a
+/// UNIX socket needs write permission on it.
+fn denied_sockets(identity: &VmIdentity) -> Vec<String> {
+    [&identity.probe_channel, &identity.guest_agent_socket]
+        .into_iter()
+        .flatten()
+        .filter(|path| {
+            let Ok(c_path) = std::ffi::CString::new(path.as_bytes()) else {
+                return false;
+            };
+            // SAFETY: faccessat only reads the NUL-terminated path we own.
+            let denied = unsafe {
+                libc::faccessat(
+                    libc::AT_FDCWD,
+                    c_path.as_ptr(),
+                    libc::W_OK,
+                    libc::AT_EACCESS,
+                )
+            } != 0;
+            denied && std::io::Error::last_os_error().kind() == std::io::ErrorKind::PermissionDenied
+        })
+        .cloned()
+        .collect()
+}
+
+/// The accelerator a QEMU vCPU thread's name gives (`CPU 0/KVM`, `CPU 1/TCG`): whether it is KVM.
+fn kvm_by_thread_name(name: &str) -> Option<bool> {
+    match name.rsplit_once('/')?.1 {
+        "KVM" => Some(true),
+        "TCG" => Some(false),
+        _ => None,
     }
 }
 

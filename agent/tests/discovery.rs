@@ -51,6 +51,7 @@ fn recorded_qemu_tcg_guest_is_measured_from_its_vcpu_threads() {
     );
     assert_eq!(g.vcpu_wakeups, 1369 + 1382);
     assert_eq!(g.boot_args.as_deref(), Some("console=ttyS0 quiet nohz=off"));
+    assert_eq!(g.uses_kvm, Some(false), "`CPU n/TCG` threads");
     // The running totals are the counters at t1 themselves, with the process's start time.
     let totals = g.totals.as_ref().expect("totals are sent");
     assert!((totals.host_cpu_seconds - 9.64).abs() < 1e-9, "{totals:?}");
@@ -575,14 +576,11 @@ fn a_schedstat_that_counts_nothing_falls_back_to_status() {
     assert_eq!(g.vcpu_wakeups, 60);
 }
 
-#[test]
-fn facts_from_qemu_guest_agent_ride_along_with_the_next_report() {
+/// A minimal qemu-guest-agent on `listener`: answers guest-sync with its id and
+/// guest-get-osinfo with a RHEL 8 kernel, for one client.
+fn fake_guest_agent(listener: std::os::unix::net::UnixListener) -> std::thread::JoinHandle<()> {
     use std::io::{BufRead, BufReader, Write};
-    let proc = tempfile::tempdir().unwrap();
-    let socket = proc.path().join("qga.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
-    // A minimal qemu-guest-agent: answers guest-sync with its id, guest-get-osinfo with facts.
-    let agent = std::thread::spawn(move || {
+    std::thread::spawn(move || {
         let (stream, _) = listener.accept().unwrap();
         let mut writer = stream.try_clone().unwrap();
         let mut lines = BufReader::new(stream).lines();
@@ -597,7 +595,11 @@ fn facts_from_qemu_guest_agent_ride_along_with_the_next_report() {
             };
             writer.write_all(format!("{reply}\n").as_bytes()).unwrap();
         }
-    });
+    })
+}
+
+/// A QEMU VM with a qemu-guest-agent socket at `socket`.
+fn write_vm_with_guest_agent(root: &Path, socket: &Path) {
     let chardev = format!(
         "socket,id=qga0,path={},server=on,wait=off",
         socket.display()
@@ -619,17 +621,23 @@ fn facts_from_qemu_guest_agent_ride_along_with_the_next_report() {
         threads: &[(9501, "CPU 0/KVM", 1)],
         schedstat: true,
     };
-    write_process(proc.path(), &vm);
+    write_process(root, &vm);
+}
+
+#[test]
+fn facts_from_qemu_guest_agent_ride_along_with_the_first_report() {
+    let proc = tempfile::tempdir().unwrap();
+    let socket = proc.path().join("qga.sock");
+    let agent = fake_guest_agent(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    write_vm_with_guest_agent(proc.path(), &socket);
     let mut sampler = Sampler::new(proc.path(), CLK_TCK);
-    sampler.cycle().unwrap(); // identifies the VM
-    let second = sampler.cycle().unwrap().unwrap(); // asks the guest agent, after the counters
-    assert!(second.guests[0].facts.is_none());
+    sampler.cycle().unwrap(); // identifies the VM and asks its guest agent, after the counters
     agent.join().unwrap();
-    let third = sampler.cycle().unwrap().unwrap();
-    let delivered = third.guests[0]
+    let first = sampler.cycle().unwrap().unwrap();
+    let delivered = first.guests[0]
         .facts
         .as_ref()
-        .expect("the guest agent's facts");
+        .expect("the guest agent's facts, in the first report (what `once` prints)");
     assert_eq!(
         delivered.source,
         tickscope_agent::wire::FactsSource::QemuGuestAgent
@@ -643,6 +651,64 @@ fn facts_from_qemu_guest_agent_ride_along_with_the_next_report() {
         sampler.cycle().unwrap().unwrap().guests[0].facts.is_none(),
         "sent once"
     );
+}
+
+#[test]
+fn a_guest_agent_that_comes_up_after_its_vm_is_heard_at_once() {
+    let proc = tempfile::tempdir().unwrap();
+    let socket = proc.path().join("qga.sock");
+    write_vm_with_guest_agent(proc.path(), &socket);
+    let mut sampler = Sampler::new(proc.path(), CLK_TCK);
+    sampler.cycle().unwrap(); // the guest is still booting: nobody answers
+    assert!(sampler.cycle().unwrap().unwrap().guests[0].facts.is_none());
+    // qemu-ga starts in the guest; the agent asks again within a few cycles, not 10 minutes.
+    let agent = fake_guest_agent(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    let heard_at = (1..=8).find(|_| {
+        sampler.cycle().unwrap().unwrap().guests[0]
+            .facts
+            .as_ref()
+            .is_some_and(|d| d.facts.kernel_release.is_some())
+    });
+    // Before joining: had it never been asked, the fake agent would wait for ever.
+    assert!(
+        heard_at.is_some_and(|cycles| cycles <= 4),
+        "heard after {heard_at:?} cycles"
+    );
+    agent.join().unwrap();
+}
+
+#[test]
+fn the_accelerator_is_read_from_vcpu_thread_names_when_descriptors_are_hidden() {
+    let proc = tempfile::tempdir().unwrap();
+    for (pid, thread) in [(9800, "CPU 0/KVM"), (9900, "CPU 0/TCG")] {
+        let name = format!("guest=vm{pid}");
+        write_process(
+            proc.path(),
+            &FakeProcess {
+                pid,
+                comm: "qemu-system-x86",
+                argv: &["qemu-system-x86_64", "-name", &name],
+                cpu_ticks: 1,
+                start_ticks: 1,
+                threads: &[(pid + 1, thread, 1)],
+                schedstat: true,
+            },
+        );
+    }
+    let mut sampler = Sampler::new(proc.path(), CLK_TCK);
+    sampler.cycle().unwrap();
+    let measured = sampler.cycle().unwrap().unwrap();
+    let uses_kvm = |name: &str| {
+        measured
+            .guests
+            .iter()
+            .find(|g| g.name == name)
+            .unwrap()
+            .uses_kvm
+    };
+    // The fake /proc has no fd directories, as when they cannot be read.
+    assert_eq!(uses_kvm("vm9800"), Some(true));
+    assert_eq!(uses_kvm("vm9900"), Some(false));
 }
 
 #[test]

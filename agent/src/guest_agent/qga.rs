@@ -1,5 +1,8 @@
-//! qemu-guest-agent over its virtio-serial socket, or through libvirt (`virsh
-//! qemu-agent-command`), which holds the socket itself for the VMs it manages.
+//! qemu-guest-agent over its virtio-serial socket, or through libvirt's guest-info API (`virsh
+//! guestinfo --os`) for the VMs libvirt manages, since libvirt holds their agent's socket.
+//!
+//! Never `virsh qemu-agent-command`: libvirt marks every domain it is used on as tainted
+//! (`custom-ga-command`), and admins and vendors treat tainted domains as unsupported.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -33,14 +36,41 @@ pub fn osinfo_from_socket(path: &Path, sync_id: u64) -> Option<GuestFacts> {
     osinfo_facts(&agent.reply()?)
 }
 
-/// Asks through libvirt, for a domain libvirt manages.
-pub fn osinfo_from_virsh(domain: &str) -> Option<GuestFacts> {
+/// Asks through libvirt, for a domain libvirt manages: `virsh -c URI guestinfo --os DOMAIN`,
+/// which answers from the same `guest-get-osinfo` and taints nothing. `domain` is the UUID
+/// where there is one (a numeric name would be read as a domain id).
+pub fn osinfo_from_libvirt(uri: &str, domain: &str) -> Option<GuestFacts> {
     let mut command = Command::new("virsh");
     command
-        .args(["--quiet", "qemu-agent-command", "--timeout", "1", domain])
-        .arg(r#"{"execute":"guest-get-osinfo"}"#);
+        .args([
+            "--quiet",
+            "-c",
+            uri,
+            "guestinfo",
+            "--os",
+            "--domain",
+            domain,
+        ])
+        .env("LC_ALL", "C");
     let stdout = super::run_with_timeout(command, TIMEOUT * 3)?;
-    osinfo_facts(&serde_json::from_slice(&stdout).ok()?)
+    guestinfo_facts(std::str::from_utf8(&stdout).ok()?)
+}
+
+/// The facts in `virsh guestinfo --os` output: `os.kernel-release : 6.1.0-28-cloud-amd64`
+/// lines, the same keys as `guest-get-osinfo` under `os.`.
+pub fn guestinfo_facts(text: &str) -> Option<GuestFacts> {
+    let info: serde_json::Map<String, Value> = text
+        .lines()
+        .filter_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            let key = key.trim().strip_prefix("os.")?;
+            Some((key.to_string(), Value::String(value.trim().to_string())))
+        })
+        .collect();
+    if info.is_empty() {
+        return None;
+    }
+    osinfo_facts(&json!({ "return": info }))
 }
 
 /// One exchange with a guest agent, under one deadline for all of it: an agent that answers a
@@ -166,6 +196,39 @@ mod tests {
         assert_eq!(
             facts.config.hz, None,
             "a guest agent does not know CONFIG_HZ"
+        );
+    }
+
+    #[test]
+    fn libvirt_guestinfo_output_comes_back_as_the_same_facts() {
+        // `virsh guestinfo --os` of a Debian 12 guest running qemu-ga 7.2.
+        let text = "os.id               : debian\n\
+                    os.name             : Debian GNU/Linux\n\
+                    os.pretty-name      : Debian GNU/Linux 12 (bookworm)\n\
+                    os.version          : 12 (bookworm)\n\
+                    os.version-id       : 12\n\
+                    os.machine          : x86_64\n\
+                    os.kernel-release   : 6.1.0-28-cloud-amd64\n\
+                    os.kernel-version   : #1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1 (2024-11-22)\n\n";
+        let facts = guestinfo_facts(text).unwrap();
+        assert_eq!(
+            facts.kernel_release.as_deref(),
+            Some("6.1.0-28-cloud-amd64")
+        );
+        assert_eq!(
+            facts.kernel_version.as_deref(),
+            Some("#1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1 (2024-11-22)"),
+            "a value may itself hold colons"
+        );
+        assert_eq!(facts.distro_id.as_deref(), Some("debian"));
+        assert_eq!(
+            facts.distro_name.as_deref(),
+            Some("Debian GNU/Linux 12 (bookworm)")
+        );
+        assert_eq!(guestinfo_facts(""), None);
+        assert_eq!(
+            guestinfo_facts("error: Guest agent is not responding\n"),
+            None
         );
     }
 

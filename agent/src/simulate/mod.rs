@@ -364,6 +364,7 @@ impl SimulatedHost {
                 kernel: "6.1.0-57-amd64 (simulated)".into(),
                 kvm_halt_poll_ns: Some(200_000),
                 boot_id: Some(self.boot_id.clone()),
+                blind_spots: Vec::new(),
             },
             interval: Interval {
                 start_ms,

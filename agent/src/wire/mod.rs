@@ -101,6 +101,56 @@ pub struct HostInfo {
     /// after a reboot is never taken for one before it, even with the same pid and start time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_id: Option<String>,
+    /// What the agent cannot see on this host, each with the fix; empty when it sees all it
+    /// looks for. Sent with every report, so a fixed one disappears with the next.
+    #[serde(default)]
+    pub blind_spots: Vec<BlindSpot>,
+}
+
+/// Most blind spots one report carries, and the longest text of each, in characters.
+pub const MAX_BLIND_SPOTS: usize = 16;
+pub const MAX_BLIND_SPOT_TEXT_CHARS: usize = 1024;
+
+/// Something the agent could not see on its host, and how to let it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BlindSpot {
+    pub check: BlindSpotCheck,
+    /// What is missing, with the numbers (how many VMs, which path).
+    pub detail: String,
+    /// What gives the agent the access, in a sentence.
+    pub fix: String,
+}
+
+/// What the agent looks at on every host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum BlindSpotCheck {
+    /// `/proc` mounted with `hidepid=`: other users' processes (the VMs) are hidden.
+    ProcHidden,
+    /// `/proc/<pid>/fd` of VM processes: whether they run on KVM, and the probe and guest agent
+    /// channels libvirt passes as descriptors.
+    VmFds,
+    /// The probe or guest agent sockets of VMs, owned by the hypervisor's user.
+    ChannelAccess,
+    /// libvirt's API (`virsh -c URI`), which answers for the guest agents of its domains.
+    Libvirt,
+    /// A check this version does not know (sent by a newer agent).
+    #[serde(other)]
+    Other,
+}
+
+impl BlindSpotCheck {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlindSpotCheck::ProcHidden => "proc_hidden",
+            BlindSpotCheck::VmFds => "vm_fds",
+            BlindSpotCheck::ChannelAccess => "channel_access",
+            BlindSpotCheck::Libvirt => "libvirt",
+            BlindSpotCheck::Other => "other",
+        }
+    }
 }
 
 /// The measured interval. Wall-clock ends are for display and storage; the exact length comes from
