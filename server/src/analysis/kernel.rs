@@ -120,6 +120,16 @@ impl KernelFacts {
         }
     }
 
+    /// The facts with the command line the host sees (a directly booted kernel's, which the
+    /// host reads from the VM process every interval): when it differs from the one the guest
+    /// reported, the guest was booted again since, and the host's is the current one.
+    pub fn with_host_seen_cmdline(mut self, host_seen: Option<&str>) -> Self {
+        if let Some(cmdline) = host_seen {
+            self.cmdline = Some(cmdline.to_string());
+        }
+        self
+    }
+
     /// The timer-related parameters on the command line, as written (`nohz=off`, `idle=poll`).
     pub fn cmdline_flags(&self) -> Vec<String> {
         self.cmdline
@@ -134,6 +144,19 @@ impl KernelFacts {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Whether the kernel cannot stop its tick: its configuration says it was built without
+    /// NO_HZ, or, where the configuration could not be read, the kernel reports the tick
+    /// running on every CPU (dynticks off) while nothing on its command line asks for that.
+    pub fn built_without_nohz(&self) -> bool {
+        match self.nohz {
+            NohzBuilt::None => true,
+            NohzBuilt::Unknown => {
+                self.dynticks_active == Some(false) && !self.has_param("nohz", "off")
+            }
+            NohzBuilt::Idle | NohzBuilt::Full | NohzBuilt::Legacy => false,
+        }
     }
 
     pub fn has_param(&self, key: &str, value: &str) -> bool {

@@ -342,16 +342,20 @@ fn check_guest_kernel(input: &Input) -> Option<Suggestion> {
     {
         return None; // no NO_HZ kernel of that age exists: upgrade_pre_nohz_kernel says so
     }
-    if let Some(k) = facts.filter(|k| k.nohz == NohzBuilt::None) {
+    if let Some(k) = facts.filter(|k| k.built_without_nohz()) {
         let release = k.kernel_release.as_deref().unwrap_or("this kernel");
-        let hz = k
-            .config_hz
-            .map_or(String::new(), |hz| format!(", CONFIG_HZ={hz}"));
+        let built = match (k.nohz, k.config_hz) {
+            (NohzBuilt::None, Some(hz)) => format!("built without NO_HZ, CONFIG_HZ={hz}"),
+            (NohzBuilt::None, None) => "built without NO_HZ".to_string(),
+            // Its configuration could not be read: the tick it reports running says it.
+            _ => "which keeps its tick running on idle CPUs without `nohz=off`".to_string(),
+        };
         return Some(Suggestion {
             rule: "check_guest_kernel",
             title: "Make the guest kernel tickless",
             change: format!(
-                "Boot a kernel built with CONFIG_NO_HZ_IDLE=y instead of {release} (built without NO_HZ{hz}). Where the kernel cannot change, one with CONFIG_HZ=100 ticks less."
+                "Boot a kernel built with CONFIG_NO_HZ_IDLE=y instead of {release} ({built}).{}",
+                lower_hz_advice(k.config_hz)
             ),
             why: "A kernel built without NO_HZ ticks on every vCPU HZ times a second even when idle, and no boot parameter can stop it.".into(),
             confidence: Confidence::High,
@@ -368,7 +372,10 @@ fn check_guest_kernel(input: &Input) -> Option<Suggestion> {
     Some(Suggestion {
         rule: "check_guest_kernel",
         title: "Make the guest kernel tickless",
-        change: "In the guest, run `grep -E '^CONFIG_(HZ|NO_HZ)' /boot/config-$(uname -r); cat /proc/cmdline`. If the kernel has CONFIG_HZ_PERIODIC=y (or no NO_HZ option at all), move to a kernel built with CONFIG_NO_HZ_IDLE=y; if the command line has `nohz=off`, remove it. Where the kernel cannot change, a kernel with a lower CONFIG_HZ (100) ticks less.".into(),
+        change: format!(
+            "In the guest, run `grep -E '^CONFIG_(HZ|NO_HZ)' /boot/config-$(uname -r); cat /proc/cmdline`. If the kernel has CONFIG_HZ_PERIODIC=y (or no NO_HZ option at all), move to a kernel built with CONFIG_NO_HZ_IDLE=y; if the command line has `nohz=off`, remove it.{}",
+            lower_hz_advice(facts.and_then(|k| k.config_hz))
+        ),
         why: format!(
             "The vCPUs wake about {:.0} times per vCPU per second while the guest is idle, the pattern of a periodic tick.{seen_args}",
             input.rates.map_or(0.0, |r| r.wakeups_per_vcpu_s)
@@ -376,6 +383,15 @@ fn check_guest_kernel(input: &Input) -> Option<Suggestion> {
         confidence: Confidence::Medium.min(input.classification.confidence),
         saving_cpu_pct: Some(input.waste.wasted_cpu_pct),
     })
+}
+
+/// Where the kernel cannot change, a lower CONFIG_HZ ticks less: said only to a guest whose
+/// CONFIG_HZ is not already the lowest (or is not known).
+fn lower_hz_advice(config_hz: Option<u32>) -> &'static str {
+    match config_hz {
+        Some(hz) if hz <= 100 => "",
+        _ => " Where the kernel cannot change, one with CONFIG_HZ=100 ticks less.",
+    }
 }
 
 /// Head-room kept above a guest's busiest interval when counting the vCPUs it needs.
@@ -641,6 +657,51 @@ mod tests {
             let s = rules_with_facts(cpu, wakeups, facts);
             assert_eq!(rule_names(&s), expected, "{what}: {s:#?}");
         }
+    }
+
+    #[test]
+    fn no_advice_the_facts_already_refute() {
+        let check = |facts: KernelFacts| {
+            rules_with_facts(3.0, 297.0, facts)
+                .into_iter()
+                .find(|s| s.rule == "check_guest_kernel")
+                .unwrap()
+        };
+        // A kernel built without NO_HZ at 100 Hz is not told that 100 Hz ticks less.
+        let at_100 = check(guest("6.1.192", NohzBuilt::None, 100, "console=ttyS0"));
+        assert!(
+            at_100.change.contains("CONFIG_NO_HZ_IDLE=y"),
+            "{}",
+            at_100.change
+        );
+        assert!(
+            !at_100.change.contains("CONFIG_HZ=100 ticks less"),
+            "{}",
+            at_100.change
+        );
+        let at_1000 = check(guest("6.1.192", NohzBuilt::None, 1000, "console=ttyS0"));
+        assert!(
+            at_1000.change.contains("CONFIG_HZ=100 ticks less"),
+            "{}",
+            at_1000.change
+        );
+        // Its configuration unreadable, but the tick running on every CPU with no `nohz=off`:
+        // a kernel built without NO_HZ, told so, not the generic advice.
+        let mut unreadable = guest("6.1.192", NohzBuilt::Unknown, 1000, "console=ttyS0");
+        unreadable.config_hz = None;
+        unreadable.dynticks_active = Some(false);
+        let told = check(unreadable.clone());
+        assert!(
+            told.change
+                .starts_with("Boot a kernel built with CONFIG_NO_HZ_IDLE=y instead of 6.1.192"),
+            "{}",
+            told.change
+        );
+        assert_eq!(told.confidence, Confidence::High);
+        // With `nohz=off` it is that parameter's doing instead.
+        unreadable.cmdline = Some("console=ttyS0 nohz=off".into());
+        let rules = rule_names(&rules_with_facts(3.0, 297.0, unreadable));
+        assert_eq!(rules, ["remove_nohz_off"]);
     }
 
     #[test]

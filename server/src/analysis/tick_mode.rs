@@ -10,6 +10,8 @@
 
 use serde::Serialize;
 
+use tickscope_agent::wire::Hypervisor;
+
 use super::boot_args;
 use super::kernel::{KernelFacts, NohzBuilt};
 use super::{Rates, Span, Window};
@@ -23,8 +25,47 @@ pub const PERIODIC_MIN_WAKEUPS_PER_VCPU_S: f64 = 90.0;
 pub const MIN_WINDOW_S: f64 = 2.0;
 /// CONFIG_HZ values Linux offers on x86 and most architectures.
 pub const KERNEL_HZ_VALUES: [u32; 4] = [100, 250, 300, 1000];
-/// How close a wake-up rate must be to a HZ value to be read as that HZ, as a fraction.
+/// How close a rate must be to a HZ value to be read as that HZ, as a fraction: for a tick rate
+/// the guest measured itself, and for a host-side rate under an accelerator that wakes a vCPU
+/// thread once per tick.
 const HZ_MATCH_TOLERANCE: f64 = 0.12;
+
+/// The accelerator that ran a VM's vCPUs, as far as the host-side figures are concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accelerator {
+    /// QEMU's TCG: an emulated vCPU thread wakes several times per guest tick.
+    Tcg,
+    /// KVM: a halted vCPU is woken once per tick.
+    Kvm,
+}
+
+impl Accelerator {
+    /// What ran a window's vCPUs, when the agent could tell (a KVM VM descriptor held by the
+    /// process, or vCPU threads named `CPU n/KVM` or `CPU n/TCG`).
+    pub fn of(window: &Window) -> Option<Accelerator> {
+        match (window.hypervisor, window.uses_kvm) {
+            (Hypervisor::Qemu, Some(false)) => Some(Accelerator::Tcg),
+            (_, Some(true)) => Some(Accelerator::Kvm),
+            _ => None,
+        }
+    }
+
+    /// Host-side vCPU wake-ups per guest tick, lowest and highest, as measured on real idle
+    /// periodic guests (docs/calibration.md); `None` where it has not been measured.
+    pub fn wakeups_per_tick(self) -> Option<(f64, f64)> {
+        match self {
+            // CONFIG_HZ_PERIODIC kernels at 100, 250 and 1000 Hz and Debian's 250 Hz kernel
+            // with `nohz=off`, 1 and 2 vCPUs, under qemu-system-x86_64 7.2 -accel tcg.
+            Accelerator::Tcg => Some(TCG_WAKEUPS_PER_TICK),
+            // Expected near one, but no KVM host was at hand to measure it on: no estimate
+            // rather than an unmeasured one.
+            Accelerator::Kvm => None,
+        }
+    }
+}
+
+/// Host-side vCPU wake-ups per guest tick under TCG, lowest and highest seen.
+pub const TCG_WAKEUPS_PER_TICK: (f64, f64) = (2.1, 3.05);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -151,6 +192,10 @@ fn classify_from_facts(
                     format!("{measured}{config} built in but `nohz=off` on the command line")
                 } else if k.nohz == NohzBuilt::None {
                     format!("{measured}built without NO_HZ ({config})")
+                } else if k.built_without_nohz() {
+                    format!(
+                        "{measured}no `nohz=off` on the command line, so a kernel built without NO_HZ ({config})"
+                    )
                 } else {
                     format!("{measured}{config}")
                 };
@@ -201,8 +246,10 @@ fn classify_from_facts(
         ));
     }
     evidence.extend(from_host.evidence.into_iter().take(1));
+    // The kernel's own CONFIG_HZ; else the tick rate the guest measured, when it sits on a
+    // value CONFIG_HZ can have.
     let estimated_hz = match mode {
-        TickMode::Periodic => k.measured_hz.map(|hz| hz.round() as u32).or(k.config_hz),
+        TickMode::Periodic => k.config_hz.or_else(|| k.measured_hz.and_then(estimate_hz)),
         _ => None,
     };
     Classification {
@@ -288,13 +335,31 @@ fn classify_from_host(window: &Window, measured: &Span, rates: Option<&Rates>) -
             rate_confidence(rates.wakeups_per_vcpu_s <= PERIODIC_MIN_WAKEUPS_PER_VCPU_S / 2.0),
         )
     };
-    let estimated_hz = if mode == TickMode::Periodic {
-        estimate_hz(rates.wakeups_per_vcpu_s)
-    } else {
-        None
+    let accelerator = Accelerator::of(window);
+    let estimated_hz = match (mode, accelerator) {
+        // Without high-resolution timers a TCG vCPU wakes about once per tick instead of three
+        // times (Debian's 250 Hz kernel with `highres=off`: 252-274 a second): the calibration
+        // holds only for the default.
+        (TickMode::Periodic, Some(accelerator))
+            if !boot_args::has(window.cmdline(), "highres", "off") =>
+        {
+            hz_from_host_rate(rates.wakeups_per_vcpu_s, accelerator)
+        }
+        _ => None,
     };
-    if let Some(hz) = estimated_hz {
-        evidence.push(format!("The wake-up rate matches CONFIG_HZ={hz}."));
+    match (estimated_hz, accelerator) {
+        (Some(hz), Some(accelerator)) => evidence.push(format!(
+            "The wake-up rate matches CONFIG_HZ={hz} and no other value, at the {} wake-ups per tick measured under {}.",
+            accelerator
+                .wakeups_per_tick()
+                .map_or(String::new(), |(low, high)| format!("{low}-{high}")),
+            accelerator.name()
+        )),
+        (None, _) if mode == TickMode::Periodic => evidence.push(
+            "The host-side rate alone does not tell this kernel's CONFIG_HZ (the accelerator is unknown, not calibrated, or the rate fits more than one value)."
+                .into(),
+        ),
+        _ => {}
     }
     Classification {
         mode,
@@ -313,12 +378,37 @@ fn capitalised(text: String) -> String {
     }
 }
 
-/// The CONFIG_HZ value a wake-up rate matches, if it sits within the tolerance of one.
-/// Emulators that wake a vCPU thread more than once per tick give rates that match none.
-pub fn estimate_hz(wakeups_per_vcpu_s: f64) -> Option<u32> {
-    KERNEL_HZ_VALUES.into_iter().find(|&hz| {
-        (wakeups_per_vcpu_s - f64::from(hz)).abs() <= HZ_MATCH_TOLERANCE * f64::from(hz)
-    })
+impl Accelerator {
+    pub fn name(self) -> &'static str {
+        match self {
+            Accelerator::Tcg => "TCG",
+            Accelerator::Kvm => "KVM",
+        }
+    }
+}
+
+/// The CONFIG_HZ value a tick rate (ticks per second) matches, if it sits within the tolerance
+/// of one.
+pub fn estimate_hz(ticks_per_s: f64) -> Option<u32> {
+    KERNEL_HZ_VALUES
+        .into_iter()
+        .find(|&hz| (ticks_per_s - f64::from(hz)).abs() <= HZ_MATCH_TOLERANCE * f64::from(hz))
+}
+
+/// The CONFIG_HZ a host-side vCPU wake-up rate stands for under `accelerator`: the one value
+/// whose tick, at the accelerator's measured wake-ups per tick, gives this rate. `None` when the
+/// accelerator was not calibrated, or when no value or more than one fits (under TCG, 250 and
+/// 300 Hz overlap for some rates).
+pub fn hz_from_host_rate(wakeups_per_vcpu_s: f64, accelerator: Accelerator) -> Option<u32> {
+    let (low, high) = accelerator.wakeups_per_tick()?;
+    let mut fitting = KERNEL_HZ_VALUES.into_iter().filter(|&hz| {
+        let hz = f64::from(hz);
+        (hz * low..=hz * high).contains(&wakeups_per_vcpu_s)
+    });
+    match (fitting.next(), fitting.next()) {
+        (Some(hz), None) => Some(hz),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -356,12 +446,12 @@ mod tests {
                 Some("nohz=off highres=off"),
                 Periodic,
                 High,
-                Some(250),
+                None,
             ),
             (1, 99.3, 485.0, Some("idle=poll"), Polling, High, None),
             (1, 99.3, 485.0, None, Busy, Low, None),
-            (4, 3.0, 1004.0, None, Periodic, Medium, Some(1000)),
-            (1, 1.0, 101.0, None, Periodic, Low, Some(100)),
+            (4, 3.0, 1004.0, None, Periodic, Medium, None),
+            (1, 1.0, 101.0, None, Periodic, Low, None),
             (1, 0.5, 60.0, None, Tickless, Low, None),
         ];
         for (vcpus, cpu, wakeups, args, mode, confidence, hz) in cases {
@@ -398,6 +488,46 @@ mod tests {
         w.intervals.clear();
         assert_eq!(w.total().rates(), None);
         assert_eq!(classify_window(&w).mode, TickMode::Unknown);
+    }
+
+    #[test]
+    fn host_side_rates_tell_hz_only_under_a_calibrated_accelerator_and_without_doubt() {
+        use Accelerator::{Kvm, Tcg};
+        // Rates from real idle periodic guests under TCG (docs/calibration.md).
+        let cases = [
+            (297.0, Tcg, Some(100)),    // CONFIG_HZ=100
+            (2_935.0, Tcg, Some(1000)), // CONFIG_HZ=1000, 1 vCPU
+            (2_200.0, Tcg, Some(1000)), // CONFIG_HZ=1000, 2 vCPUs
+            (560.0, Tcg, Some(250)),    // Debian's 250 Hz kernel with nohz=off
+            (744.0, Tcg, None),         // 250 Hz, but 300 Hz would fit as well
+            (150.0, Tcg, None),         // no value fits
+            (1_004.0, Kvm, None),       // not measured under KVM
+        ];
+        for (rate, accelerator, hz) in cases {
+            assert_eq!(
+                hz_from_host_rate(rate, accelerator),
+                hz,
+                "{rate} under {accelerator:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tcg_guests_host_side_rate_gives_its_hz_and_says_on_what() {
+        let mut w = window(1, 3.0, 297.0, None);
+        w.uses_kvm = Some(false);
+        let c = classify_window(&w);
+        assert_eq!((c.mode, c.estimated_hz), (TickMode::Periodic, Some(100)));
+        assert!(
+            c.evidence.iter().any(|e| e.contains("under TCG")),
+            "{:#?}",
+            c.evidence
+        );
+        // The same rate from a VM whose accelerator the agent could not tell: no figure.
+        w.uses_kvm = None;
+        let c = classify_window(&w);
+        assert_eq!(c.estimated_hz, None);
+        assert!(c.evidence.iter().any(|e| e.contains("does not tell")));
     }
 
     #[test]

@@ -295,7 +295,9 @@ mod tests {
     use crate::analysis::{analyse_host, test_window};
 
     fn guest(id: i64, name: &str, host: &str, cpu_pct: f64, wakeups: f64) -> Arc<AnalysedGuest> {
-        let window = test_window(1, cpu_pct, wakeups, None);
+        let mut window = test_window(1, cpu_pct, wakeups, None);
+        // Under TCG, where a host-side rate tells the HZ: 2935 wake-ups a second are 1000 Hz.
+        window.uses_kvm = Some(false);
         let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
         Arc::new(AnalysedGuest {
             id,
@@ -320,7 +322,7 @@ mod tests {
     fn fleet() -> Vec<Arc<AnalysedGuest>> {
         vec![
             guest(1, "web-01", "hv-a", 0.3, 20.0),
-            guest(2, "DB-legacy", "hv-a", 4.1, 1004.0),
+            guest(2, "DB-legacy", "hv-a", 4.1, 2935.0),
             guest(3, "ci-runner", "hv-b", 5.3, 650.0),
             guest(4, "build-box", "hv-b", 78.0, 300.0),
         ]
