@@ -99,6 +99,7 @@ fn host_info(name: &str) -> HostInfo {
         kernel: "6.1.0".into(),
         kvm_halt_poll_ns: Some(200_000),
         boot_id: Some("5c7e1a52-3f0b-4b7e-9d51-0d5a7c9e2b11".into()),
+        blind_spots: Vec::new(),
     }
 }
 

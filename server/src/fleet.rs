@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::Serialize;
-use tickscope_agent::wire::{FactsSource, GuestFacts, Hypervisor};
+use tickscope_agent::wire::{BlindSpot, FactsSource, GuestFacts, Hypervisor};
 
 use crate::analysis::change::{self, Change};
 use crate::analysis::cost::{self, CostModel};
@@ -13,7 +13,7 @@ use crate::analysis::kernel::KernelFacts;
 use crate::analysis::plan::{PlanGroup, PlanGuest};
 use crate::analysis::{self, Interval, Verdict, Window, idle};
 use crate::db::{
-    Db, FactsRow, FactsSpanRow, GuestRow, GuestScope, IdleReading, IntervalRow, RollupRow,
+    Db, FactsRow, FactsSpanRow, GuestRow, GuestScope, HostRow, IdleReading, IntervalRow, RollupRow,
 };
 use crate::error::AppResult;
 
@@ -68,10 +68,17 @@ fn source_rank(source: &str) -> u8 {
 
 /// Each guest's facts from its best fresh source; but when a newer source reports another
 /// kernel release, the guest was upgraded since the better source last spoke, and the newer
-/// one wins.
+/// one wins. Facts received before the guest's current VM process was first reported belong
+/// to an earlier boot and are not used at all.
 fn best_facts(rows: Vec<FactsRow>, now_ms: i64) -> HashMap<i64, KernelFacts> {
     let mut by_guest: HashMap<i64, Vec<(String, i64, GuestFacts)>> = HashMap::new();
     for row in rows {
+        if row
+            .process_since_ms
+            .is_some_and(|since_ms| row.received_ms < since_ms)
+        {
+            continue;
+        }
         if let Ok(facts) = serde_json::from_str::<GuestFacts>(&row.facts_json) {
             by_guest
                 .entry(row.guest_id)
@@ -162,7 +169,9 @@ fn windows(
                 intervals: intervals(&samples, &readings),
                 wakeups_from_vcpu_threads: samples.iter().all(|s| s.from_vcpu_threads),
                 boot_args: g.boot_args.clone(),
-                facts: facts.remove(&g.id),
+                facts: facts
+                    .remove(&g.id)
+                    .map(|f| f.with_host_seen_cmdline(g.boot_args.as_deref())),
                 uses_kvm: g.uses_kvm,
                 host_halt_poll_ns: g.host_halt_poll_ns.and_then(|ns| u64::try_from(ns).ok()),
             };
@@ -605,7 +614,13 @@ mod tests {
             source: source.into(),
             received_ms,
             facts_json: serde_json::json!({"kernel_release": release}).to_string(),
+            process_since_ms: None,
         }
+    }
+
+    fn since(mut row: FactsRow, process_since_ms: i64) -> FactsRow {
+        row.process_since_ms = Some(process_since_ms);
+        row
     }
 
     #[test]
@@ -648,6 +663,33 @@ mod tests {
                 vec![row(1, "probe_channel", now - FACTS_MAX_AGE_MS - 1, "6.1")],
                 None,
             ),
+            // The VM process was restarted after the probe last spoke: its facts describe the
+            // previous boot, and the guest agent's, received since, are all there is.
+            (
+                vec![
+                    since(row(1, "probe_channel", now - 60_000, "6.1"), now - 30_000),
+                    since(
+                        row(1, "qemu_guest_agent", now - 10_000, "6.12"),
+                        now - 30_000,
+                    ),
+                ],
+                Some(("qemu_guest_agent", "6.12")),
+            ),
+            (
+                vec![since(
+                    row(1, "probe_channel", now - 60_000, "6.1"),
+                    now - 30_000,
+                )],
+                None,
+            ),
+            // Facts received with the report that first showed the process belong to it.
+            (
+                vec![since(
+                    row(1, "probe_channel", now - 30_000, "6.1"),
+                    now - 30_000,
+                )],
+                Some(("probe_channel", "6.1")),
+            ),
         ];
         for (rows, expected) in cases {
             let best = best_facts(rows, now);
@@ -682,6 +724,31 @@ pub struct HostTotals {
     pub wasted_kwh_per_year: f64,
     pub wasted_cost_per_year: f64,
     pub baselines: Vec<HostBaseline>,
+    /// What the host's agent says it cannot see, each with its fix.
+    pub blind_spots: Vec<BlindSpot>,
+}
+
+/// Adds to the hosts' totals what their agents said they cannot see, and the hosts that
+/// reported lately without any guest (an agent that sees no VM at all may be the blindest).
+pub fn with_host_rows(hosts: &mut Vec<HostTotals>, rows: &[HostRow], now_ms: i64) {
+    for row in rows {
+        match hosts.iter_mut().find(|h| h.host_id == row.id) {
+            Some(totals) => totals.blind_spots = row.blind_spots(),
+            None if now_ms - row.last_report_ms <= ACTIVE_WITHIN_MS => hosts.push(HostTotals {
+                host_id: row.id,
+                host: row.name.clone(),
+                guests: 0,
+                ticking: 0,
+                wasted_cpu_pct: 0.0,
+                wasted_core_hours_per_day: 0.0,
+                wasted_kwh_per_year: 0.0,
+                wasted_cost_per_year: 0.0,
+                baselines: Vec::new(),
+                blind_spots: row.blind_spots(),
+            }),
+            None => {}
+        }
+    }
 }
 
 /// Totals per host of the active guests, most wasteful host first.
@@ -717,6 +784,7 @@ pub fn host_totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Vec<Host
                 wasted_kwh_per_year: yearly.kwh_per_year,
                 wasted_cost_per_year: yearly.money_per_year,
                 baselines: baselines.into_values().collect(),
+                blind_spots: Vec::new(),
             }
         })
         .collect();

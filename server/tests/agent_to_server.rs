@@ -65,6 +65,7 @@ async fn agent_reports_reach_the_ranking_and_a_resend_is_stored_once() {
             kernel: "6.1.0-test".into(),
             kvm_halt_poll_ns: None,
             boot_id: None,
+            blind_spots: Vec::new(),
         };
         let report = reporter.report(host, measured);
         // The same report twice, as after an agent died between the server storing it and the

@@ -375,3 +375,74 @@ async fn the_guests_own_idle_time_decides_which_intervals_are_waste() {
         "{g}"
     );
 }
+
+/// `report_with`, from a host that names its boot and a ticker-1 process with its totals.
+fn from_process(seq: u64, pid: u32, start_ticks: u64, facts: Option<Value>) -> Value {
+    let mut r = report_with(seq, facts);
+    r["host"]["boot_id"] = json!("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+    r["guests"][1]["pid"] = json!(pid);
+    r["guests"][1]["totals"] = json!({
+        "start_ticks": start_ticks,
+        "host_cpu_seconds": 100.0 + 0.53 * seq as f64,
+        "vcpu_wakeups": 1_000_000 + 6_500 * seq,
+    });
+    r
+}
+
+#[tokio::test]
+async fn facts_of_an_earlier_boot_are_dropped_when_the_vm_process_is_new() {
+    let s = server().await;
+    let facts = probe_facts("6.1.0-57-cloud-amd64", "console=ttyS0 nohz=off", &[0]);
+    for (seq, report) in [
+        (1, from_process(1, 5000, 100, Some(facts))),
+        (2, from_process(2, 5000, 100, None)),
+    ] {
+        let reply = s.post_report(Some(&s.agent_token), &report).await;
+        assert_eq!(reply.status, StatusCode::OK, "report {seq}: {}", reply.body);
+    }
+    let g = by_name(&ranked(&s).await, "ticker-1").clone();
+    assert_eq!(
+        g["kernel_release"], "6.1.0-57-cloud-amd64",
+        "the same process keeps its facts: {g:#}"
+    );
+
+    // The VM was destroyed and started again: another pid and start time.
+    let reply = s
+        .post_report(Some(&s.agent_token), &from_process(3, 7000, 90_000, None))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let g = by_name(&ranked(&s).await, "ticker-1").clone();
+    assert_eq!(g["kernel_release"], Value::Null, "{g:#}");
+    assert_eq!(g["facts_source"], Value::Null, "{g:#}");
+
+    // The new boot's own facts count again.
+    let facts = probe_facts("6.1.0-58-cloud-amd64", "console=ttyS0", &[1]);
+    let reply = s
+        .post_report(
+            Some(&s.agent_token),
+            &from_process(4, 7000, 90_000, Some(facts)),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let g = by_name(&ranked(&s).await, "ticker-1").clone();
+    assert_eq!(g["kernel_release"], "6.1.0-58-cloud-amd64", "{g:#}");
+}
+
+#[tokio::test]
+async fn the_command_line_the_host_sees_wins_over_the_one_the_facts_carry() {
+    let s = server().await;
+    let facts = probe_facts("6.1.0-57-cloud-amd64", "console=ttyS0 nohz=off", &[0]);
+    let mut report = report_with(1, Some(facts));
+    report["guests"][1]["boot_args"] = json!("console=ttyS0");
+    let reply = s.post_report(Some(&s.agent_token), &report).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let g = by_name(&ranked(&s).await, "ticker-1").clone();
+    assert_eq!(g["cmdline_flags"], json!([]), "{g:#}");
+    let rules: Vec<&str> = g["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["rule"].as_str())
+        .collect();
+    assert!(!rules.contains(&"remove_nohz_off"), "{g:#}");
+}

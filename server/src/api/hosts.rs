@@ -23,14 +23,16 @@ struct HostList {
     generated_ms: i64,
 }
 
-/// Each host's share of the waste, most wasteful first, with the tickless baselines it learned.
+/// Each host's share of the waste, most wasteful first, with the tickless baselines it learned
+/// and what its agent cannot see (`blind_spots`, each with its fix); hosts that reported in the
+/// last 15 minutes without a guest come last.
 #[utoipa::path(
     get,
     path = "/api/v1/hosts",
     tag = "fleet",
     security(("token" = [])),
     responses(
-        (status = 200, description = "The hosts with active guests", body = HostList),
+        (status = 200, description = "The hosts with active guests, and those that reported lately without any", body = HostList),
         (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
         (status = 403, description = "The token is not a viewer token", body = ErrorBody),
         (status = 408, description = "The request took longer than the server's timeout"),
@@ -41,8 +43,10 @@ async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<H
     caller.require(Role::Viewer)?;
     let now = now_ms();
     let guests = state.ranked(now).await;
+    let mut hosts = fleet::host_totals(&guests, &state.cost_model());
+    fleet::with_host_rows(&mut hosts, &state.db.hosts().await?, now);
     Ok(Json(HostList {
-        hosts: fleet::host_totals(&guests, &state.cost_model()),
+        hosts,
         cost_model: state.cost_model().clone(),
         generated_ms: now,
     }))

@@ -11,6 +11,9 @@ pub struct FactsRow {
     pub source: String,
     pub received_ms: i64,
     pub facts_json: String,
+    /// When the guest's current VM process was first reported (server clock), if known: facts
+    /// received before then are from an earlier boot.
+    pub process_since_ms: Option<i64>,
 }
 
 /// One distinct set of facts of one guest and source, with the time it covers.
@@ -226,7 +229,10 @@ impl Db {
     /// The newest facts from every source of every guest, or of one host's guests.
     pub async fn latest_facts(&self, host_id: Option<i64>) -> AppResult<Vec<FactsRow>> {
         Ok(sqlx::query_as(
-            "SELECT guest_id, source, received_ms, facts_json FROM guest_facts
+            "SELECT guest_id, source, received_ms, facts_json,
+                    (SELECT vm_process_since_ms FROM guests WHERE guests.id = guest_id)
+                        AS process_since_ms
+             FROM guest_facts
              WHERE id IN (SELECT MAX(id) FROM guest_facts GROUP BY guest_id, source)
                AND (?1 IS NULL OR guest_id IN (SELECT id FROM guests WHERE host_id = ?1))",
         )

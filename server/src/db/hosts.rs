@@ -16,6 +16,15 @@ pub struct HostRow {
     pub last_report_ms: i64,
     /// Reports the agent's spool dropped unsent (the largest count it reported).
     pub agent_dropped_reports: i64,
+    /// What the agent last said it cannot see: a JSON array of `wire::BlindSpot`.
+    pub blind_spots_json: String,
+}
+
+impl HostRow {
+    /// The agent's blind spots, as stored (checked at ingest).
+    pub fn blind_spots(&self) -> Vec<tickscope_agent::wire::BlindSpot> {
+        serde_json::from_str(&self.blind_spots_json).unwrap_or_default()
+    }
 }
 
 impl Db {
@@ -23,7 +32,7 @@ impl Db {
     pub async fn hosts(&self) -> AppResult<Vec<HostRow>> {
         Ok(sqlx::query_as(
             "SELECT id, name, cpus, kernel, agent_version, kvm_halt_poll_ns, first_seen_ms,
-                    last_report_ms, agent_dropped_reports
+                    last_report_ms, agent_dropped_reports, blind_spots_json
              FROM hosts ORDER BY name",
         )
         .fetch_all(&self.pool)

@@ -12,7 +12,7 @@ use crate::ingest::{CPU_TICK_SLACK_S, MAX_WAKEUPS_PER_VCPU_S, ValidGuest, ValidR
 const NEWER_TOTALS: &str = "(excluded.totals_at_ms IS NULL OR totals_at_ms IS NULL
     OR excluded.totals_at_ms >= totals_at_ms)";
 
-/// Guests written per statement: 16 values each, well under SQLite's 32,766 variables.
+/// Guests written per statement: 18 values each, well under SQLite's 32,766 variables.
 const ROWS_PER_STATEMENT: usize = 1000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,9 +93,10 @@ impl Db {
         let host = &report.host;
         let host_id: i64 = sqlx::query_scalar(
             "INSERT INTO hosts (name, cpus, kernel, agent_version, kvm_halt_poll_ns, first_seen_ms,
-                last_report_ms, agent_dropped_reports)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                last_report_ms, agent_dropped_reports, blind_spots_json)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
              ON CONFLICT (name) DO UPDATE SET
+                blind_spots_json = excluded.blind_spots_json,
                 cpus = excluded.cpus, kernel = excluded.kernel,
                 agent_version = excluded.agent_version, kvm_halt_poll_ns = excluded.kvm_halt_poll_ns,
                 last_report_ms = MAX(last_report_ms, excluded.last_report_ms),
@@ -110,6 +111,7 @@ impl Db {
         .bind(now_ms)
         .bind(now_ms)
         .bind(report.dropped_reports)
+        .bind(&host.blind_spots_json)
         .fetch_one(&mut *tx)
         .await?;
 
@@ -194,7 +196,7 @@ impl Db {
             let mut upsert = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO guests (host_id, hypervisor, identity, name, uuid, management, vcpus, pid,
                     boot_args, uses_kvm, first_seen_ms, last_seen_ms, process_key, cpu_s_total,
-                    wakeups_total, totals_at_ms) ",
+                    wakeups_total, totals_at_ms, vm_process, vm_process_since_ms) ",
             );
             upsert.push_values(guests, |mut row, guest| {
                 let totals = guest.totals.as_ref();
@@ -213,7 +215,9 @@ impl Db {
                     .push_bind(totals.map(|t| &t.process_key))
                     .push_bind(totals.map(|t| t.host_cpu_s))
                     .push_bind(totals.map(|t| t.vcpu_wakeups))
-                    .push_bind(totals.map(|_| report.end_ms));
+                    .push_bind(totals.map(|_| report.end_ms))
+                    .push_bind(&guest.vm_process)
+                    .push_bind(now_ms);
             });
             upsert.push(
                 " ON CONFLICT (host_id, hypervisor, identity) DO UPDATE SET
@@ -224,7 +228,12 @@ impl Db {
                     process_key = CASE WHEN {NEWER} THEN excluded.process_key ELSE process_key END,
                     cpu_s_total = CASE WHEN {NEWER} THEN excluded.cpu_s_total ELSE cpu_s_total END,
                     wakeups_total = CASE WHEN {NEWER} THEN excluded.wakeups_total ELSE wakeups_total END,
-                    totals_at_ms = CASE WHEN {NEWER} THEN excluded.totals_at_ms ELSE totals_at_ms END
+                    totals_at_ms = CASE WHEN {NEWER} THEN excluded.totals_at_ms ELSE totals_at_ms END,
+                    vm_process = CASE WHEN {NEWER} THEN excluded.vm_process ELSE vm_process END,
+                    vm_process_since_ms = CASE
+                        WHEN NOT {NEWER} OR vm_process IS NULL OR vm_process IS excluded.vm_process
+                            THEN vm_process_since_ms
+                        ELSE excluded.vm_process_since_ms END
                  RETURNING hypervisor, identity, id"
                     .replace("{NEWER}", NEWER_TOTALS),
             );

@@ -9,8 +9,9 @@ pub mod totals;
 use std::collections::HashSet;
 
 use tickscope_agent::wire::{
-    FactsSource, GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS,
-    Report, WakeupsSource, normalise_uuid,
+    BlindSpot, FactsSource, GuestSample, MAX_BLIND_SPOT_TEXT_CHARS, MAX_BLIND_SPOTS,
+    MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, Report, WakeupsSource,
+    normalise_uuid,
 };
 
 use crate::error::{AppError, AppResult};
@@ -60,6 +61,8 @@ pub struct ValidHost {
     /// The host's boot id, lower-case; without it a process's totals cannot be told apart from
     /// those of a process before a reboot, and are not used.
     pub boot_id: Option<String>,
+    /// What the agent cannot see, as JSON (`[]` for nothing).
+    pub blind_spots_json: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +86,9 @@ pub struct ValidGuest {
     pub facts: Option<ValidFacts>,
     /// The VM process's running totals, named by host boot, pid and start time.
     pub totals: Option<ReportedTotals>,
+    /// Names the VM process (host boot, pid, start time where the agent sent them): a new one
+    /// is a new boot of the guest, and the facts of the old one no longer hold.
+    pub vm_process: String,
 }
 
 /// The most cores a VM process can keep busy at once: its vCPUs and its other threads, and never
@@ -124,6 +130,7 @@ pub fn validate(report: Report, now_ms: i64) -> AppResult<ValidReport> {
                     .ok_or_else(|| AppError::invalid("host.boot_id", "is not a UUID"))
             })
             .transpose()?,
+        blind_spots_json: blind_spots(report.host.blind_spots)?,
     };
 
     let length_ms = interval::check(&report.interval, now_ms)?;
@@ -227,6 +234,11 @@ fn validate_guest(
             .inspect_err(|e| tracing::warn!(host = ?host.name, guest = ?name, error = %e, "guest facts left out"))
             .ok()
     });
+    let vm_process = match (&host.boot_id, &g.totals) {
+        (Some(boot_id), Some(t)) => format!("{boot_id}:{}:{}", g.pid, t.start_ticks),
+        (None, Some(t)) => format!("{}:{}", g.pid, t.start_ticks),
+        (_, None) => g.pid.to_string(),
+    };
     let totals = match g.totals {
         Some(t) => {
             if !(t.host_cpu_seconds.is_finite()
@@ -269,6 +281,7 @@ fn validate_guest(
         uses_kvm: g.uses_kvm,
         facts,
         totals,
+        vm_process,
     })
 }
 
@@ -284,6 +297,27 @@ fn in_range(field: &str, value: u32, min: u32, max: u32) -> AppResult<u32> {
 }
 
 /// A non-empty string of at most `max_chars` characters without control characters.
+/// The agent's blind spots, checked like every string from a host, as stored.
+fn blind_spots(spots: Vec<BlindSpot>) -> AppResult<String> {
+    if spots.len() > MAX_BLIND_SPOTS {
+        return Err(AppError::invalid(
+            "host.blind_spots",
+            format!("more than {MAX_BLIND_SPOTS}"),
+        ));
+    }
+    let mut checked = Vec::with_capacity(spots.len());
+    for (i, spot) in spots.into_iter().enumerate() {
+        let field = |name: &str| format!("host.blind_spots[{i}].{name}");
+        checked.push(BlindSpot {
+            check: spot.check,
+            detail: text(&field("detail"), spot.detail, MAX_BLIND_SPOT_TEXT_CHARS)?,
+            fix: text(&field("fix"), spot.fix, MAX_BLIND_SPOT_TEXT_CHARS)?,
+        });
+    }
+    serde_json::to_string(&checked)
+        .map_err(|e| AppError::Internal(format!("blind spots to JSON: {e}")))
+}
+
 fn text(field: &str, value: String, max_chars: usize) -> AppResult<String> {
     if value.trim().is_empty() {
         return Err(AppError::invalid(field, "must not be empty"));

@@ -16,6 +16,7 @@ use crate::auth::PageUser;
 use crate::db::HostRow;
 use crate::error::{AppError, AppResult};
 use crate::fleet::{self, AnalysedGuest, HostTotals};
+use tickscope_agent::wire::BlindSpot;
 
 /// A host whose agent has not reported for this long is shown as silent (agents report every
 /// 10 s by default; a few missed reports can be a restart, minutes of them are not).
@@ -39,6 +40,8 @@ pub struct HostLine {
     pub(super) waste: String,
     pub(super) money: String,
     pub(super) baselines: String,
+    /// What its agent says it cannot see, with the fixes.
+    pub(super) blind_spots: Vec<BlindSpot>,
 }
 
 impl HostLine {
@@ -69,6 +72,7 @@ impl HostLine {
                 totals.map_or(0.0, |t| t.wasted_cost_per_year)
             ),
             baselines: totals.map_or("—".into(), view::baselines),
+            blind_spots: host.blind_spots(),
         }
     }
 }
@@ -79,6 +83,7 @@ pub struct HostsPage {
     frame: Frame,
     host_rows: Vec<HostLine>,
     silent: usize,
+    blind: usize,
     generated: String,
 }
 
@@ -119,6 +124,10 @@ pub async fn list(
     Ok(HostsPage {
         frame: Frame::new(&state, &user, &session).await?,
         silent: host_rows.iter().filter(|r| r.silent).count(),
+        blind: host_rows
+            .iter()
+            .filter(|r| !r.blind_spots.is_empty())
+            .count(),
         host_rows,
         generated: view::time(now),
     })

@@ -72,6 +72,8 @@ pub struct OverviewPage {
     /// The most wasteful hosts (and any silent one); all of them are on `/hosts`.
     host_rows: Vec<HostLine>,
     all_hosts: usize,
+    /// Hosts whose agents cannot see everything they look for.
+    blind_hosts: usize,
     /// Guests per tick mode and per kernel HZ, largest group first.
     modes: Vec<Share>,
     hz: Vec<Share>,
@@ -183,6 +185,10 @@ pub async fn overview(
             |hz| ListQuery::default().with(|q| q.hz = hz.into()),
         ),
         all_hosts: host_rows.len(),
+        blind_hosts: host_rows
+            .iter()
+            .filter(|h| !h.blind_spots.is_empty())
+            .count(),
         host_rows: host_rows.into_iter().take(OVERVIEW_TOP).collect(),
         generated: view::time(now),
     })
