@@ -46,6 +46,11 @@ pub fn parse_schedstat_switches(text: &str) -> Option<u64> {
     text.split_ascii_whitespace().nth(2)?.parse().ok()
 }
 
+/// A thread's run time so far from its `schedstat` (the first field), in nanoseconds.
+pub fn parse_schedstat_run_ns(text: &str) -> Option<u64> {
+    text.split_ascii_whitespace().next()?.parse().ok()
+}
+
 /// Sums `voluntary_ctxt_switches` and `nonvoluntary_ctxt_switches` from a `status` file.
 pub fn parse_context_switches(status: &str) -> Option<u64> {
     let mut voluntary = None;
@@ -185,6 +190,28 @@ impl ProcFs {
             SwitchesFile::Schedstat => parse_schedstat_switches(text),
             SwitchesFile::Status => parse_context_switches(text),
         }
+    }
+
+    /// Opens a thread's `schedstat`, for its run time.
+    pub fn open_thread_schedstat(&self, pid: u32, tid: u32) -> Option<OpenFile> {
+        OpenFile::open(&self.root.join(format!("{pid}/task/{tid}/schedstat")))
+    }
+
+    /// A thread's run time so far in nanoseconds, from its open `schedstat`.
+    pub fn read_run_ns(&mut self, file: &OpenFile) -> Option<u64> {
+        parse_schedstat_run_ns(file.read(&mut self.buf)?)
+    }
+
+    /// `/proc/<pid>/cgroup`: the cgroups the process is in.
+    pub fn cgroups(&mut self, pid: u32) -> Option<String> {
+        let path = self.root.join(format!("{pid}/cgroup"));
+        self.read_text(&path).map(str::to_string)
+    }
+
+    /// `/proc/self/mountinfo` of this `/proc` (absent from recorded fixtures).
+    pub fn own_mountinfo(&mut self) -> Option<String> {
+        let path = self.root.join("self/mountinfo");
+        self.read_text(&path).map(str::to_string)
     }
 
     pub fn open_stat(&self, pid: u32) -> Option<OpenFile> {

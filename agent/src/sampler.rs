@@ -13,12 +13,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::blind_spots::{self, Seen};
 use crate::channel::Channel;
+use crate::cpu::{CgroupCpu, CgroupMounts};
 use crate::discover::{self, Family, ProcessView, VmIdentity};
 use crate::guest_agent::schedule::{GuestAgent, Via};
 use crate::procfs::{OpenFile, ProcFs, SwitchesFile};
 use crate::wire::{
-    BlindSpot, DeliveredFacts, FactsSource, GuestSample, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS,
-    MAX_NAME_CHARS, MAX_VCPUS, ProcessTotals, WakeupsSource, clean_text,
+    BlindSpot, CpuSource, DeliveredFacts, FactsSource, GuestSample, MAX_BOOT_ARGS_CHARS,
+    MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, ProcessTotals, WakeupsSource, clean_text,
 };
 
 /// Every this many cycles, processes remembered as "not a VM" are looked at again (a pid may have
@@ -62,6 +63,8 @@ pub struct Sampler {
     /// looked at on the first cycle and on every full rescan.
     proc_hidden: bool,
     libvirt_error: Option<String>,
+    /// Where the cgroup hierarchies that count CPU are mounted, if anywhere.
+    cgroup_mounts: CgroupMounts,
 }
 
 enum Tracked {
@@ -92,6 +95,8 @@ struct VmState {
     guest_agent: Option<GuestAgent>,
     /// Facts received and not yet reported.
     unreported_facts: Option<DeliveredFacts>,
+    /// Where its CPU time is read.
+    cpu: CpuCounter,
     /// Whether the process holds a KVM VM; looked at again on full rescans until it does (QEMU
     /// creates its VM just after it starts). `None`: its descriptors could not be read.
     uses_kvm: Option<bool>,
@@ -102,14 +107,38 @@ struct VmState {
     kvm_by_thread_names: Option<bool>,
 }
 
+/// A VM process's CPU counter, chosen when it is first seen.
+enum CpuCounter {
+    Cgroup(CgroupCpu),
+    /// Its threads' run times: the last reading of each, and the running total so far.
+    Schedstat {
+        last_run_ns: HashMap<u32, u64>,
+        total_ns: u64,
+    },
+    StatTicks,
+}
+
+impl CpuCounter {
+    fn source(&self) -> CpuSource {
+        match self {
+            CpuCounter::Cgroup(_) => CpuSource::Cgroup,
+            CpuCounter::Schedstat { .. } => CpuSource::Schedstat,
+            CpuCounter::StatTicks => CpuSource::StatTicks,
+        }
+    }
+}
+
 struct Thread {
     is_vcpu: bool,
+    /// Its `schedstat`, open for its run time when the VM's CPU is counted from its threads.
+    run: Option<OpenFile>,
     /// Where its context switches are read, opened when it is first counted.
     switches: Option<(OpenFile, SwitchesFile)>,
 }
 
 struct Counters {
-    cpu_ticks: u64,
+    /// CPU time the process used so far, in nanoseconds, from its `CpuCounter`.
+    cpu_ns: u64,
     /// Context switches so far of each counted thread.
     switches: HashMap<u32, u64>,
 }
@@ -117,8 +146,14 @@ struct Counters {
 impl Sampler {
     /// `clk_tck` is the kernel's `USER_HZ` (`sysconf(_SC_CLK_TCK)`, 100 on Linux).
     pub fn new(proc_root: impl AsRef<Path>, clk_tck: u64) -> Self {
+        let mut proc = ProcFs::new(proc_root.as_ref());
+        let cgroup_mounts = proc
+            .own_mountinfo()
+            .map(|m| CgroupMounts::from_mountinfo(&m))
+            .unwrap_or_default();
         Sampler {
-            proc: ProcFs::new(proc_root.as_ref()),
+            proc,
+            cgroup_mounts,
             channel_dir: None,
             libvirt_uri: DEFAULT_LIBVIRT_URI.to_string(),
             clk_tck: clk_tck.max(1) as f64,
@@ -219,8 +254,12 @@ impl Sampler {
                 continue;
             };
             let counted = count_threads(&mut self.proc, pid, vm, stat.num_threads);
+            let Some(cpu_ns) = read_cpu_ns(&mut self.proc, pid, vm, stat.cpu_ticks, self.clk_tck)
+            else {
+                continue; // its cgroup went away with it: the process is ending
+            };
             let counters = Counters {
-                cpu_ticks: stat.cpu_ticks,
+                cpu_ns,
                 switches: counted.switches,
             };
             if let Some(facts) = vm.channel.as_mut().and_then(Channel::poll) {
@@ -238,8 +277,8 @@ impl Sampler {
                     uuid: vm.identity.uuid.clone(),
                     pid,
                     vcpus: counted.vcpus,
-                    host_cpu_seconds: counters.cpu_ticks.saturating_sub(previous.cpu_ticks) as f64
-                        / self.clk_tck,
+                    host_cpu_seconds: counters.cpu_ns.saturating_sub(previous.cpu_ns) as f64 / 1e9,
+                    cpu_source: Some(vm.cpu.source()),
                     vcpu_wakeups: wakeups_between(previous, &counters),
                     wakeups_source: counted.source,
                     boot_args: vm.identity.boot_args.clone(),
@@ -247,7 +286,7 @@ impl Sampler {
                     facts: vm.unreported_facts.take(),
                     totals: Some(ProcessTotals {
                         start_ticks: vm.start_ticks,
-                        host_cpu_seconds: counters.cpu_ticks as f64 / self.clk_tck,
+                        host_cpu_seconds: counters.cpu_ns as f64 / 1e9,
                         vcpu_wakeups: counters.switches.values().sum(),
                     }),
                 });
@@ -362,8 +401,28 @@ impl Sampler {
                     .boot_args
                     .map(|args| clean_text(&args, MAX_BOOT_ARGS_CHARS));
                 identity.management = identity.management.map(|m| clean_text(&m, MAX_LABEL_CHARS));
+                let cpu = match self
+                    .proc
+                    .cgroups(pid)
+                    .and_then(|text| self.cgroup_mounts.vm_counter(pid, &text))
+                {
+                    Some(counter) => CpuCounter::Cgroup(counter),
+                    None if self
+                        .proc
+                        .open_thread_schedstat(pid, pid)
+                        .and_then(|f| self.proc.read_run_ns(&f))
+                        .is_some_and(|ns| ns > 0) =>
+                    {
+                        CpuCounter::Schedstat {
+                            last_run_ns: HashMap::new(),
+                            total_ns: 0,
+                        }
+                    }
+                    None => CpuCounter::StatTicks,
+                };
                 Tracked::Vm(Box::new(VmState {
                     start_ticks,
+                    cpu,
                     family,
                     stat,
                     listed_threads: None,
@@ -415,6 +474,7 @@ fn count_threads(proc: &mut ProcFs, pid: u32, vm: &mut VmState, num_threads: u64
                     tid,
                     Thread {
                         is_vcpu,
+                        run: None,
                         switches: None,
                     },
                 );
@@ -494,6 +554,41 @@ fn kvm_by_thread_name(name: &str) -> Option<bool> {
         "KVM" => Some(true),
         "TCG" => Some(false),
         _ => None,
+    }
+}
+
+/// The VM process's CPU time so far in nanoseconds, from its counter. Counted from threads, a
+/// thread seen for the first time adds all its run time (it started since the last cycle, or
+/// this is the first), and one that ended loses its run since it was last read.
+fn read_cpu_ns(
+    proc: &mut ProcFs,
+    pid: u32,
+    vm: &mut VmState,
+    stat_ticks: u64,
+    clk_tck: f64,
+) -> Option<u64> {
+    match &mut vm.cpu {
+        CpuCounter::Cgroup(counter) => counter.read_ns(&mut Vec::new()),
+        CpuCounter::StatTicks => Some((stat_ticks as f64 * 1e9 / clk_tck) as u64),
+        CpuCounter::Schedstat {
+            last_run_ns,
+            total_ns,
+        } => {
+            let mut now_run_ns = HashMap::with_capacity(vm.threads.len());
+            for (&tid, thread) in vm.threads.iter_mut() {
+                if thread.run.is_none() {
+                    thread.run = proc.open_thread_schedstat(pid, tid);
+                }
+                let Some(run_ns) = thread.run.as_ref().and_then(|f| proc.read_run_ns(f)) else {
+                    continue;
+                };
+                let before = last_run_ns.get(&tid).copied().unwrap_or(0);
+                *total_ns = total_ns.saturating_add(run_ns.saturating_sub(before));
+                now_run_ns.insert(tid, run_ns);
+            }
+            *last_run_ns = now_run_ns;
+            Some(*total_ns)
+        }
     }
 }
 

@@ -427,6 +427,7 @@ impl SimulatedHost {
             pid: g.process.pid,
             vcpus: g.spec.vcpus,
             host_cpu_seconds: host_cpu_s,
+            cpu_source: None,
             vcpu_wakeups,
             wakeups_source: WakeupsSource::VcpuThreads,
             boot_args,

@@ -183,9 +183,13 @@ pub struct GuestSample {
     pub pid: u32,
     /// Number of virtual CPUs.
     pub vcpus: u32,
-    /// Host CPU time the whole VM process used in the interval (utime + stime of all its threads),
-    /// in core-seconds.
+    /// Host CPU time the whole VM process used in the interval, in core-seconds, from the
+    /// counter `cpu_source` names.
     pub host_cpu_seconds: f64,
+    /// Where `host_cpu_seconds` (and the totals' CPU) was read; absent from older agents, which
+    /// always counted `/proc/<pid>/stat` ticks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_source: Option<CpuSource>,
     /// Context switches (voluntary + involuntary) of the threads counted, summed over the interval:
     /// each one is a wake-up of a vCPU thread on the host.
     pub vcpu_wakeups: u64,
@@ -265,6 +269,33 @@ impl Hypervisor {
         .into_iter()
         .find(|h| h.as_str() == name)
         .unwrap_or(Hypervisor::Other)
+    }
+}
+
+/// Which counter a VM's CPU time was read from, most exact first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum CpuSource {
+    /// The CPU counter of the VM's own cgroup (libvirt, Proxmox, systemd): exact.
+    Cgroup,
+    /// The sum of its threads' run time from `/proc/<pid>/task/<tid>/schedstat`, in
+    /// nanoseconds; a thread that ends inside an interval loses its run since the last cycle.
+    Schedstat,
+    /// `/proc/<pid>/stat` utime + stime, in clock ticks (10 ms).
+    StatTicks,
+    #[serde(other)]
+    Other,
+}
+
+impl CpuSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CpuSource::Cgroup => "cgroup",
+            CpuSource::Schedstat => "schedstat",
+            CpuSource::StatTicks => "stat_ticks",
+            CpuSource::Other => "other",
+        }
     }
 }
 
