@@ -60,6 +60,7 @@ fn guest_sample(host: usize, i: usize, seq: u64) -> GuestSample {
         pid: 10_000 + i as u32,
         vcpus: 2,
         host_cpu_seconds: cpu_pct * jitter / 100.0 * 2.0 * 10.0,
+        cpu_source: None,
         vcpu_wakeups: (wakeups * jitter * 2.0 * 10.0) as u64,
         wakeups_source: WakeupsSource::VcpuThreads,
         boot_args: args.map(str::to_string),

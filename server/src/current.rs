@@ -188,6 +188,7 @@ mod tests {
                     pid: 1,
                     boot_args: None,
                     uses_kvm: None,
+                    cpu_source: None,
                     last_seen_ms: 1_000,
                     intervals: 6,
                     window_s: 60.0,

@@ -37,6 +37,8 @@ pub struct AnalysedGuest {
     pub boot_args: Option<String>,
     /// Whether it runs on KVM (false: another accelerator, such as QEMU's TCG), when known.
     pub uses_kvm: Option<bool>,
+    /// Where the agent read its CPU time (`cgroup`, `schedstat`, `stat_ticks`), when it said.
+    pub cpu_source: Option<String>,
     pub last_seen_ms: i64,
     /// How many report intervals the figures average over.
     pub intervals: i64,
@@ -222,6 +224,7 @@ pub(crate) async fn analyse(
                 pid: row.pid,
                 boot_args: row.boot_args,
                 uses_kvm: row.uses_kvm,
+                cpu_source: row.cpu_source,
                 last_seen_ms: row.last_seen_ms,
                 intervals,
                 verdict,

@@ -34,6 +34,9 @@ struct GuestJson {
     vcpus: u32,
     /// Whether it runs on KVM (false: e.g. QEMU's TCG); absent when the agent could not tell.
     uses_kvm: Option<bool>,
+    /// Where the agent read its CPU time: `cgroup` (exact), `schedstat` (threads' run time,
+    /// nanoseconds) or `stat_ticks` (10 ms ticks); absent from older agents.
+    cpu_source: Option<String>,
     /// Host CPU used, in % of one host core.
     host_cpu_pct: Option<f64>,
     /// vCPU wake-ups per vCPU per second.
@@ -145,6 +148,7 @@ impl GuestJson {
             management: g.management,
             vcpus: g.vcpus,
             uses_kvm: g.uses_kvm,
+            cpu_source: g.cpu_source,
             host_cpu_pct: v.rates.map(|r| r.host_cpu_pct),
             wakeups_per_vcpu: v.rates.map(|r| r.wakeups_per_vcpu_s),
             idle_share: v.activity.idle_share(),

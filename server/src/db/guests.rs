@@ -18,6 +18,8 @@ pub struct GuestRow {
     pub pid: i64,
     pub boot_args: Option<String>,
     pub uses_kvm: Option<bool>,
+    /// Where its CPU time was last read (`wire::CpuSource` names).
+    pub cpu_source: Option<String>,
     pub last_seen_ms: i64,
 }
 
@@ -116,7 +118,7 @@ impl Db {
         let sql = format!(
             "SELECT g.id, g.host_id, h.name AS host_name, h.kvm_halt_poll_ns AS host_halt_poll_ns,
                     g.hypervisor, g.name, g.uuid, g.management, g.vcpus, g.pid, g.boot_args,
-                    g.uses_kvm, g.last_seen_ms
+                    g.uses_kvm, g.cpu_source, g.last_seen_ms
              FROM guests g JOIN hosts h ON h.id = g.host_id
              WHERE {condition}"
         );

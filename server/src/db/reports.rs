@@ -12,7 +12,7 @@ use crate::ingest::{CPU_TICK_SLACK_S, MAX_WAKEUPS_PER_VCPU_S, ValidGuest, ValidR
 const NEWER_TOTALS: &str = "(excluded.totals_at_ms IS NULL OR totals_at_ms IS NULL
     OR excluded.totals_at_ms >= totals_at_ms)";
 
-/// Guests written per statement: 18 values each, well under SQLite's 32,766 variables.
+/// Guests written per statement: 19 values each, well under SQLite's 32,766 variables.
 const ROWS_PER_STATEMENT: usize = 1000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,7 +195,7 @@ impl Db {
         {
             let mut upsert = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO guests (host_id, hypervisor, identity, name, uuid, management, vcpus, pid,
-                    boot_args, uses_kvm, first_seen_ms, last_seen_ms, process_key, cpu_s_total,
+                    boot_args, uses_kvm, cpu_source, first_seen_ms, last_seen_ms, process_key, cpu_s_total,
                     wakeups_total, totals_at_ms, vm_process, vm_process_since_ms) ",
             );
             upsert.push_values(guests, |mut row, guest| {
@@ -210,6 +210,7 @@ impl Db {
                     .push_bind(guest.pid)
                     .push_bind(&guest.boot_args)
                     .push_bind(guest.uses_kvm)
+                    .push_bind(guest.cpu_source)
                     .push_bind(now_ms)
                     .push_bind(now_ms)
                     .push_bind(totals.map(|t| &t.process_key))
@@ -223,7 +224,7 @@ impl Db {
                 " ON CONFLICT (host_id, hypervisor, identity) DO UPDATE SET
                     name = excluded.name, uuid = excluded.uuid, management = excluded.management,
                     vcpus = excluded.vcpus, pid = excluded.pid, boot_args = excluded.boot_args,
-                    uses_kvm = excluded.uses_kvm,
+                    uses_kvm = excluded.uses_kvm, cpu_source = excluded.cpu_source,
                     last_seen_ms = MAX(last_seen_ms, excluded.last_seen_ms),
                     process_key = CASE WHEN {NEWER} THEN excluded.process_key ELSE process_key END,
                     cpu_s_total = CASE WHEN {NEWER} THEN excluded.cpu_s_total ELSE cpu_s_total END,

@@ -82,6 +82,8 @@ pub struct ValidGuest {
     pub wakeups_source: &'static str,
     pub boot_args: Option<String>,
     pub uses_kvm: Option<bool>,
+    /// Where the agent read its CPU time (`wire::CpuSource` names).
+    pub cpu_source: Option<&'static str>,
     /// What the guest said about itself, delivered through the host agent.
     pub facts: Option<ValidFacts>,
     /// The VM process's running totals, named by host boot, pid and start time.
@@ -279,6 +281,7 @@ fn validate_guest(
         wakeups_source: g.wakeups_source.as_str(),
         boot_args,
         uses_kvm: g.uses_kvm,
+        cpu_source: g.cpu_source.map(|s| s.as_str()),
         facts,
         totals,
         vm_process,

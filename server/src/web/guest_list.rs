@@ -311,6 +311,7 @@ mod tests {
             pid: 1000 + id,
             boot_args: None,
             uses_kvm: None,
+            cpu_source: None,
             last_seen_ms: 0,
             intervals: 6,
             window_s: 60.0,
