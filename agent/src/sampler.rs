@@ -575,11 +575,13 @@ fn read_cpu_ns(
             total_ns,
         } => {
             let mut now_run_ns = HashMap::with_capacity(vm.threads.len());
+            let mut gone = Vec::new();
             for (&tid, thread) in vm.threads.iter_mut() {
                 if thread.run.is_none() {
                     thread.run = proc.open_thread_schedstat(pid, tid);
                 }
                 let Some(run_ns) = thread.run.as_ref().and_then(|f| proc.read_run_ns(f)) else {
+                    gone.push(tid);
                     continue;
                 };
                 let before = last_run_ns.get(&tid).copied().unwrap_or(0);
@@ -587,6 +589,14 @@ fn read_cpu_ns(
                 now_run_ns.insert(tid, run_ns);
             }
             *last_run_ns = now_run_ns;
+            if !gone.is_empty() {
+                // A thread ended: another may have started in its place with the count
+                // unchanged, so the threads are listed again next cycle.
+                for tid in gone {
+                    vm.threads.remove(&tid);
+                }
+                vm.listed_threads = None;
+            }
             Some(*total_ns)
         }
     }

@@ -114,7 +114,12 @@ async fn blind_spots_with_control_characters_or_too_many_are_refused_whole() {
             &with_blind_spots(fleet_report(1), forged),
         )
         .await;
-    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.body
+    );
     assert!(
         reply.body.contains("host.blind_spots[0].detail"),
         "{}",
@@ -127,7 +132,12 @@ async fn blind_spots_with_control_characters_or_too_many_are_refused_whole() {
             &with_blind_spots(fleet_report(1), many),
         )
         .await;
-    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+    assert_eq!(
+        reply.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        reply.body
+    );
     assert_eq!(
         s.stored().await,
         (0, 0),
