@@ -6,7 +6,7 @@ mod common;
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use common::{Server, fleet_report, report, server};
+use common::{Reply, Server, fleet_report, report, server};
 
 fn with_blind_spots(mut r: Value, spots: Value) -> Value {
     r["host"]["blind_spots"] = spots;
@@ -21,6 +21,10 @@ fn vm_fds() -> Value {
     }])
 }
 
+async fn send(s: &Server, report: Value) -> Reply {
+    s.post_report(Some(&s.agent_token), &report).await
+}
+
 async fn hosts(s: &Server) -> Vec<Value> {
     let reply = s
         .call(Method::GET, "/api/v1/hosts", Some(&s.viewer_token), None)
@@ -32,12 +36,7 @@ async fn hosts(s: &Server) -> Vec<Value> {
 #[tokio::test]
 async fn a_hosts_blind_spots_are_listed_with_their_fix_until_a_report_without_them() {
     let s = server().await;
-    let reply = s
-        .post_report(
-            Some(&s.agent_token),
-            &with_blind_spots(fleet_report(1), vm_fds()),
-        )
-        .await;
+    let reply = send(&s, with_blind_spots(fleet_report(1), vm_fds())).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     let listed = hosts(&s).await;
     assert_eq!(listed[0]["host"], "hv1");
@@ -73,7 +72,7 @@ async fn a_hosts_blind_spots_are_listed_with_their_fix_until_a_report_without_th
     );
 
     // The agent was given the access: its next report has none, and they are gone.
-    let reply = s.post_report(Some(&s.agent_token), &fleet_report(2)).await;
+    let reply = send(&s, fleet_report(2)).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     assert_eq!(hosts(&s).await[0]["blind_spots"], json!([]));
     assert!(!s.page("/", &login).await.body.contains("with blind spots"));
@@ -87,12 +86,7 @@ async fn an_agent_that_sees_no_vm_at_all_still_shows_its_host_and_why() {
         "detail": "/proc is mounted with hidepid=.",
         "fix": "Run the agent with CAP_SYS_PTRACE."
     }]);
-    let reply = s
-        .post_report(
-            Some(&s.agent_token),
-            &with_blind_spots(report(1, vec![]), hidden),
-        )
-        .await;
+    let reply = send(&s, with_blind_spots(report(1, vec![]), hidden)).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
     let listed = hosts(&s).await;
     assert_eq!(listed.len(), 1, "{listed:#?}");
@@ -108,36 +102,20 @@ async fn blind_spots_with_control_characters_or_too_many_are_refused_whole() {
         "detail": "ok\nlogged in user=alice",
         "fix": "none"
     }]);
-    let reply = s
-        .post_report(
-            Some(&s.agent_token),
-            &with_blind_spots(fleet_report(1), forged),
-        )
-        .await;
-    assert_eq!(
-        reply.status,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "{}",
-        reply.body
-    );
-    assert!(
-        reply.body.contains("host.blind_spots[0].detail"),
-        "{}",
-        reply.body
-    );
+    let reply = send(&s, with_blind_spots(fleet_report(1), forged)).await;
+    let refused = |reply: &Reply, field: &str| {
+        assert_eq!(
+            reply.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{}",
+            reply.body
+        );
+        assert!(reply.body.contains(field), "{}", reply.body);
+    };
+    refused(&reply, "host.blind_spots[0].detail");
     let many = Value::Array(vec![vm_fds()[0].clone(); 17]);
-    let reply = s
-        .post_report(
-            Some(&s.agent_token),
-            &with_blind_spots(fleet_report(1), many),
-        )
-        .await;
-    assert_eq!(
-        reply.status,
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "{}",
-        reply.body
-    );
+    let reply = send(&s, with_blind_spots(fleet_report(1), many)).await;
+    refused(&reply, "host.blind_spots");
     assert_eq!(
         s.stored().await,
         (0, 0),
