@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 
 # chromium and chromium-driver: the browser tests (server/tests/browser.rs).
 # python3-venv and curl: schemathesis against the OpenAPI document (scripts/schemathesis.sh).
-packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl)
+# systemd (systemd-analyze), adduser and strace: the Debian packages' test (scripts/packages.sh).
+packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl systemd adduser strace)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,3 +28,4 @@ scripts/guest-assets.sh >/dev/null
 cargo build --workspace --bins
 cargo test --workspace -- --include-ignored
 scripts/schemathesis.sh
+scripts/packages.sh
