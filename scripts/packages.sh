@@ -337,37 +337,36 @@ fi
 say "a paused QEMU VM run by $(stat -c %U /proc/"$vm_pid"), uses_kvm=$vm_kvm"
 
 mapfile -t unit_environment < <(unit_env tickscope-agent /etc/tickscope/agent.env)
-# What `once` says about the VM: "kvm=true" or "kvm=false" from its descriptors, "kvm=unknown"
-# when the agent could not list them, "missing" when it did not find the VM.
+# What `once` says about the VM: "missing" when it did not find it, else "kvm=true|false|unknown
+# fds=readable|unreadable": whether it runs on KVM (from its descriptors, or its vCPU threads'
+# names), and whether the agent reported the `vm_fds` blind spot (descriptors it cannot read).
 vm_seen_with() { # caps
     as_user tickscope-agent "$1" /usr/bin/tickscope-agent once --interval 1 --host-name "$TEST_HOST" \
         >"$work/once.json" 2>>"$work/agent-once.log" || fail "tickscope-agent once failed with capabilities '${1:-none}'"
     python3 -c '
 import json, sys
 uuid = sys.argv[1]
-vms = [g for g in json.load(open(sys.argv[2]))["guests"] if g.get("uuid") == uuid]
+report = json.load(open(sys.argv[2]))
+vms = [g for g in report["guests"] if g.get("uuid") == uuid]
+blind = any(b["check"] == "vm_fds" for b in report["host"].get("blind_spots", []))
 if not vms:
     print("missing")
-elif "uses_kvm" in vms[0]:
-    print("kvm=" + str(vms[0]["uses_kvm"]).lower())
 else:
-    print("kvm=unknown")
+    kvm = str(vms[0]["uses_kvm"]).lower() if "uses_kvm" in vms[0] else "unknown"
+    print("kvm=" + kvm + " fds=" + ("unreadable" if blind else "readable"))
 ' "$vm_uuid" "$work/once.json"
 }
 seen=$(vm_seen_with "$unit_caps")
-[ "$seen" = "kvm=$vm_kvm" ] || fail "with the unit's capabilities ($unit_caps) the agent says $seen of the VM, expected kvm=$vm_kvm"
+[ "$seen" = "kvm=$vm_kvm fds=readable" ] || fail "with the unit's capabilities ($unit_caps) the agent says $seen of the VM, expected kvm=$vm_kvm fds=readable"
 say "agent with $unit_caps: $seen"
-# Each capability alone, and none: the agent cannot tell. CAP_DAC_READ_SEARCH alone lists the
-# descriptors but cannot read where they lead, and the agent then answers "false" (for a
-# KVM VM, wrongly): only a KVM VM tells that case apart.
+# Each capability alone, and none: the descriptors cannot be read, and the agent says so (the
+# vm_fds blind spot). CAP_DAC_READ_SEARCH alone lists them but cannot read where they lead.
 for caps in "" "+sys_ptrace" "+dac_read_search"; do
     seen=$(vm_seen_with "$caps")
-    if [ "$caps" = "+dac_read_search" ] && [ "$vm_kvm" = false ]; then
-        say "agent with $caps: $seen (not told apart under TCG)"
-        continue
-    fi
-    [ "$seen" != "kvm=$vm_kvm" ] && [ "$seen" != missing ] ||
-        fail "with capabilities '${caps:-none}' the agent says $seen of the VM: the unit would hold a capability it does not need"
+    case "$seen" in
+        *fds=unreadable | missing) ;;
+        *) fail "with capabilities '${caps:-none}' the agent says $seen of the VM: the unit would hold a capability it does not need" ;;
+    esac
     say "agent with ${caps:-no capabilities}: $seen"
 done
 

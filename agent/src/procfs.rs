@@ -238,12 +238,21 @@ impl ProcFs {
 
     /// Whether the process holds a KVM virtual machine (a descriptor linked to
     /// `anon_inode:kvm-vm`): QEMU under TCG, or any process without KVM, holds none. `None` when
-    /// its descriptors cannot be listed (no permission, or it exited).
+    /// its descriptors cannot be listed or their links read (no permission, or it exited).
     pub fn holds_kvm_vm(&self, pid: u32) -> Option<bool> {
         let fds = fs::read_dir(self.root.join(format!("{pid}/fd"))).ok()?;
-        Some(fds.flatten().any(|fd| {
-            fs::read_link(fd.path()).is_ok_and(|link| link.as_os_str() == "anon_inode:kvm-vm")
-        }))
+        let mut unreadable = false;
+        for fd in fds.flatten() {
+            match fs::read_link(fd.path()) {
+                Ok(link) if link.as_os_str() == "anon_inode:kvm-vm" => return Some(true),
+                Ok(_) => {}
+                // Listing the directory takes CAP_DAC_READ_SEARCH, reading the links the ptrace
+                // check too: with the first alone every link is refused, which tells nothing.
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => unreadable = true,
+                Err(_) => {} // closed since the listing
+            }
+        }
+        (!unreadable).then_some(false)
     }
 
     /// Reads a VM's configuration file (VMware's `.vmx`) as the VM process sees it: through its
