@@ -9,20 +9,25 @@ cd "$(dirname "$0")/.."
 
 # chromium and chromium-driver: the browser tests (server/tests/browser.rs).
 # python3-venv and curl: schemathesis against the OpenAPI document (scripts/schemathesis.sh).
-packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl)
+# libvirt-daemon-system, libvirt-clients, qemu-guest-agent, dbus and kmod: the libvirt test
+# (server/tests/libvirt.rs, scripts/libvirt-assets.sh); setpriv comes with util-linux.
+packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl
+    libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod)
+as_root=()
+[ "$(id -u)" -eq 0 ] || as_root=(sudo)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     echo "test.sh: installing ${missing[*]}" >&2
-    as_root=()
-    [ "$(id -u)" -eq 0 ] || as_root=(sudo)
     "${as_root[@]}" apt-get update -qq
     DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
 scripts/guest-assets.sh >/dev/null
+# Starts libvirtd and what it needs, adds the agent's test user, keeps the virtio modules.
+"${as_root[@]}" scripts/libvirt-assets.sh >/dev/null
 # The real-guest test runs the agent binary, which belongs to another package of the workspace.
 cargo build --workspace --bins
 cargo test --workspace -- --include-ignored
