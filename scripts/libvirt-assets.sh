@@ -35,6 +35,16 @@ running() { # NAME PIDFILE
     [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$1" ]
 }
 
+# Without udev, /dev/kvm keeps the kernel's root-only 0600. libvirt then judges KVM usable or not
+# inconsistently (it probed QEMU with KVM, then finds /dev/kvm closed to its QEMU user), takes
+# its capability cache for stale on every lookup and probes QEMU again, ten times or so: each
+# `virsh define` took about 50 s. Give it the group and mode Debian's udev rules give it.
+if [ -c /dev/kvm ] && [ ! -d /run/udev ] && getent group kvm >/dev/null &&
+    [ "$(stat -c %G /dev/kvm)" = root ]; then
+    chgrp kvm /dev/kvm
+    chmod 0660 /dev/kvm
+fi
+
 if [ -d /run/systemd/system ]; then
     for unit in dbus virtlogd libvirtd; do
         systemctl is-active --quiet "$unit" || systemctl start "$unit" >&2
