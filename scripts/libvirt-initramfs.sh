@@ -58,7 +58,7 @@ for port in /sys/class/virtio-ports/*; do
     [ -r "$port/name" ] || continue
     ln -sf "../$(basename "$port")" "/dev/virtio-ports/$(cat "$port/name")"
 done
-echo "tickscope-guest: ports: $(ls /dev/virtio-ports)"
+echo "tickscope-guest: ports:" $(ls /dev/virtio-ports)
 qga=/dev/virtio-ports/org.qemu.guest_agent.0
 if [ -e $qga ]; then
     /usr/sbin/qemu-ga --method virtio-serial --path $qga --pidfile /run/qemu-ga.pid &
