@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test, including the real-guest end-to-end test, on a fresh Debian machine.
 # Installs what the tests need (Debian packages, so it must run as root or with sudo), prepares
-# the guest kernel and initramfs (cached in .cache/guest), then runs the whole test suite and
-# schemathesis against the API's OpenAPI document (installed from PyPI into .cache).
+# the guest kernel and initramfs (cached in .cache/guest and .cache/libvirt), then runs the whole
+# test suite and schemathesis against the API's OpenAPI document (installed from PyPI into
+# .cache). The libvirt and disk-full tests need root themselves.
 # `cargo test` alone runs the fast tests and skips (marks ignored) the real-guest one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
