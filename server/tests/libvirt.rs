@@ -504,6 +504,9 @@ fn a_libvirt_domain_is_found_and_its_probe_and_guest_agent_facts_arrive_without_
         "{chardev}"
     );
 
+    // The agent starts once the guests have booted: it asks a VM's guest agent as soon as it
+    // finds the VM, and one that does not answer yet (qemu-ga still booting) is asked again only
+    // 60 cycles later.
     let work = tempfile::tempdir().unwrap();
     let mut processes = Processes::default();
     let server = server(work.path(), &mut processes);
