@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test, including the real-guest end-to-end test, on a fresh Debian machine.
 # Installs what the tests need (Debian packages, so it must run as root or with sudo), prepares
-# the guest kernel and initramfs (cached in .cache/guest), then runs the whole test suite and
-# schemathesis against the API's OpenAPI document (installed from PyPI into .cache).
+# the guest kernel and initramfs (cached in .cache/guest and .cache/libvirt), then runs the whole
+# test suite and schemathesis against the API's OpenAPI document (installed from PyPI into
+# .cache). The libvirt and disk-full tests need root themselves.
 # `cargo test` alone runs the fast tests and skips (marks ignored) the real-guest one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,20 +11,25 @@ cd "$(dirname "$0")/.."
 # chromium and chromium-driver: the browser tests (server/tests/browser.rs).
 # python3-venv and curl: schemathesis against the OpenAPI document (scripts/schemathesis.sh).
 # systemd (systemd-analyze), adduser and strace: the Debian packages' test (scripts/packages.sh).
-packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl systemd adduser strace)
+# libvirt-daemon-system, libvirt-clients, qemu-guest-agent, dbus and kmod: the libvirt test
+# (server/tests/libvirt.rs, scripts/libvirt-assets.sh); setpriv comes with util-linux.
+packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl
+    systemd adduser strace libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod)
+as_root=()
+[ "$(id -u)" -eq 0 ] || as_root=(sudo)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     echo "test.sh: installing ${missing[*]}" >&2
-    as_root=()
-    [ "$(id -u)" -eq 0 ] || as_root=(sudo)
     "${as_root[@]}" apt-get update -qq
     DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
 scripts/guest-assets.sh >/dev/null
+# Starts libvirtd and what it needs, adds the agent's test user, keeps the virtio modules.
+"${as_root[@]}" scripts/libvirt-assets.sh >/dev/null
 # The real-guest test runs the agent binary, which belongs to another package of the workspace.
 cargo build --workspace --bins
 cargo test --workspace -- --include-ignored
