@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Runs every test, including the real-guest end-to-end test, on a fresh Debian machine.
 # Installs what the tests need (Debian packages, so it must run as root or with sudo), prepares
-# the guest kernel and initramfs (cached in .cache/guest), then runs the whole test suite and
-# schemathesis against the API's OpenAPI document (installed from PyPI into .cache).
+# the guest kernels and initramfs (cached in .cache/guest and .cache/periodic-kernel), then runs
+# the whole test suite and schemathesis against the API's OpenAPI document (installed from PyPI
+# into .cache).
 # `cargo test` alone runs the fast tests and skips (marks ignored) the real-guest one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # chromium and chromium-driver: the browser tests (server/tests/browser.rs).
 # python3-venv and curl: schemathesis against the OpenAPI document (scripts/schemathesis.sh).
-packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl)
+# linux-source-6.1 and the kernel's build tools: the periodic guest kernel
+# (scripts/periodic-kernel.sh).
+packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl
+    linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,6 +27,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 scripts/guest-assets.sh >/dev/null
+# A kernel built without NO_HZ for the real-guest tests: minutes the first time, then cached.
+scripts/periodic-kernel.sh >/dev/null
 # The real-guest test runs the agent binary, which belongs to another package of the workspace.
 cargo build --workspace --bins
 cargo test --workspace -- --include-ignored
