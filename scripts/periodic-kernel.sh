@@ -4,8 +4,9 @@
 # guests need). A kernel built without NO_HZ, which no boot parameter makes tickless, for the
 # real-guest tests (server/tests/real_guests.rs).
 # Cached under $TICKSCOPE_PERIODIC_KERNEL_DIR (default .cache/periodic-kernel)/<hash of the
-# fragment's settings>: built again only when a setting of the fragment changes. Prints that directory on stdout; it
-# holds bzImage, config (the full .config), release (uname -r) and build.log.
+# fragment's settings>: built again only when a setting of the fragment changes. Prints that
+# directory on stdout; it holds bzImage, config (the full .config), release (uname -r), build.log
+# and build-seconds.
 # Needs: linux-source-6.1, build-essential, bc, flex, bison, libelf-dev, xz-utils (scripts/test.sh
 # installs them). A fresh build takes about 4 minutes on this project's 2-core machine (3.6 when
 # quiet, 10 on disk while other builds ran: docs/calibration.md); it prints how long it took.

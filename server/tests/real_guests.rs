@@ -678,7 +678,7 @@ fn a_kernel_built_without_nohz_is_told_to_move_to_nohz_idle_at_its_own_hz() {
 
 #[test]
 #[ignore = "boots real TCG guests of a kernel built without NO_HZ, seen from the host only; run by scripts/test.sh"]
-fn a_kernel_built_without_nohz_seen_from_the_host_alone_is_periodic_with_no_hz_guessed_wrong() {
+fn a_kernel_built_without_nohz_seen_only_from_the_host_is_periodic_and_given_no_wrong_hz() {
     let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (kernel, _) = periodic_kernel();
     let guests = periodic_guests();
