@@ -423,6 +423,10 @@ fn the_guest_probe_reports_kernel_facts_through_a_serial_channel() {
     assert_eq!(default["tick_mode"], "tickless");
     assert_eq!(nohz_off["tick_mode"], "periodic");
     assert_eq!(nohz_off["suggestions"][0]["rule"], "remove_nohz_off");
+    // The tick rate is the facts' CONFIG_HZ, not the jiffies measured over one second rounded
+    // (250.9 would say 251, a CONFIG_HZ no kernel has); a tickless guest has none.
+    assert_eq!(nohz_off["estimated_hz"], 250, "{nohz_off:#}");
+    assert!(default["estimated_hz"].is_null(), "{default:#}");
 }
 
 fn guest_by_id(url: &str, viewer_token: &str, id: i64) -> Value {
