@@ -225,11 +225,16 @@ fn start_fleet(
 
 /// An initramfs whose init runs the guest probe, delivering every 5 s over ttyS1.
 fn probe_initramfs() -> (tempfile::TempDir, PathBuf) {
+    build_probe_initramfs(&[])
+}
+
+fn build_probe_initramfs(options: &[&str]) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let initrd = dir.path().join("probe.gz");
     let built = Command::new(repo_root().join("scripts/probe-initramfs.sh"))
         .arg(agent_binary())
         .arg(&initrd)
+        .args(options)
         .status()
         .unwrap();
     assert!(built.success(), "scripts/probe-initramfs.sh failed");
@@ -723,5 +728,80 @@ fn a_kernel_built_without_nohz_seen_only_from_the_host_is_periodic_and_given_no_
             "no remove_nohz_off: the command line the host sees has no `nohz=off`",
         );
     }
+    checks.assert_all_passed();
+}
+
+#[test]
+#[ignore = "boots a real TCG guest of a kernel built without NO_HZ whose config it cannot read; run by scripts/test.sh"]
+fn a_periodic_kernel_whose_config_cannot_be_read_is_judged_built_without_nohz() {
+    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (kernel, _) = periodic_kernel();
+    // No /boot/config-*, and /proc/config.gz covered: the facts say dynticks off on every CPU
+    // and no `nohz=off`, but not how the kernel was built.
+    let (_initrd_dir, initrd) = build_probe_initramfs(&["--without-kernel-config"]);
+    let guest = Guest {
+        name: "periodic-noconfig",
+        vcpus: 1,
+        append: "",
+        uuid: "00000000-0000-4000-8000-0000000000c3",
+    };
+    let fleet = start_fleet(
+        std::slice::from_ref(&guest),
+        Some(&kernel),
+        Some(&initrd),
+        true,
+    );
+    let ranked = ranked_guests(&fleet.url, &fleet.viewer_token);
+    print_ranking(&ranked);
+    let (_, g) = find(&ranked, guest.name);
+    eprintln!("{}: {g:#}", guest.name);
+
+    let mut checks = Checks::default();
+    checks.check(
+        g,
+        g["facts_source"] == "probe_channel",
+        "facts from the probe",
+    );
+    checks.check(
+        g,
+        g["config_hz"].is_null(),
+        "no config_hz (no build config)",
+    );
+    checks.check(g, g["nohz"] == "unknown", "nohz \"unknown\"");
+    checks.check(
+        g,
+        g["cmdline_flags"] == serde_json::json!([]),
+        "no timer parameter on the command line",
+    );
+    checks.check(g, g["tick_mode"] == "periodic", "tick_mode \"periodic\"");
+    // Dynticks off with no `nohz=off` to explain it: the kernel was built without NO_HZ.
+    checks.check(
+        g,
+        g["evidence"].as_array().unwrap().iter().any(|e| {
+            e.as_str()
+                .is_some_and(|e| e.to_lowercase().contains("without no_hz"))
+        }),
+        "evidence that reads the facts as a kernel built without NO_HZ",
+    );
+    // Without CONFIG_HZ, the jiffies rate measured in the guest, snapped to a CONFIG_HZ value.
+    checks.check(
+        g,
+        g["estimated_hz"] == 1000,
+        "estimated_hz 1000, the measured HZ snapped to a CONFIG_HZ value",
+    );
+    let first = &g["suggestions"][0];
+    checks.check(
+        g,
+        first["rule"] == "check_guest_kernel"
+            && first["change"]
+                .as_str()
+                .is_some_and(|c| c.contains("CONFIG_NO_HZ_IDLE")),
+        "the first suggestion (check_guest_kernel) naming a kernel built with CONFIG_NO_HZ_IDLE",
+    );
+    checks.check(
+        g,
+        !advises_removing_nohz_off(g),
+        "no advice to remove `nohz=off`: the facts show a command line without it",
+    );
     checks.assert_all_passed();
 }
