@@ -2,10 +2,17 @@
 # Builds an initramfs whose init runs the guest probe: the busybox of guest-assets.sh, the given
 # tickscope-agent binary with the shared libraries ldd names, and the kernel's build config under
 # /boot, so the probe finds what it would find on a real distribution.
-# Usage: scripts/probe-initramfs.sh AGENT_BINARY OUTPUT.gz
+# Usage: scripts/probe-initramfs.sh AGENT_BINARY OUTPUT.gz [--without-kernel-config]
 # The guest's second serial port (ttyS1) is the probe's channel; its init reports every 5 s.
+# --without-kernel-config: the probe finds no build config, as in a guest whose kernel has no
+# /proc/config.gz and no /boot/config-*: /boot is left empty, and init mounts a file that is not
+# gzip over /proc/config.gz (a kernel built with IKCONFIG_PROC cannot be made to lack it).
 set -euo pipefail
-agent=$1 out=$2
+agent=$1 out=$2 without_config=${3:-}
+case $without_config in
+    "" | --without-kernel-config) ;;
+    *) echo "probe-initramfs: unknown option $without_config" >&2; exit 1 ;;
+esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 assets=${TICKSCOPE_GUEST_DIR:-$top/.cache/guest}
 [ -s "$assets/kernel.config" ] || { echo "probe-initramfs: run scripts/guest-assets.sh first" >&2; exit 1; }
@@ -24,13 +31,20 @@ ldd "$agent" | grep -o '/[^ ]*' | while read -r lib; do
     mkdir -p "$root$(dirname "$lib")"
     cp -L "$lib" "$root$lib"
 done
-cp "$assets/kernel.config" "$root/boot/config-$release"
+if [ -z "$without_config" ]; then
+    cp "$assets/kernel.config" "$root/boot/config-$release"
+else
+    echo "no kernel build config in this guest" > "$root/etc/tickscope-no-kernel-config"
+fi
 printf 'ID=tickscope-test\nVERSION_ID=1\nPRETTY_NAME="tickscope test initramfs"\n' > "$root/etc/os-release"
 cat > "$root/init" <<'INIT'
 #!/bin/sh
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
+if [ -f /etc/tickscope-no-kernel-config ] && [ -e /proc/config.gz ]; then
+    mount -o bind /etc/tickscope-no-kernel-config /proc/config.gz
+fi
 echo "tickscope-guest: booted: $(cat /proc/cmdline)"
 /usr/local/bin/tickscope-agent guest --channel /dev/ttyS1 --interval 5 --measure 1 &
 while true; do sleep 3600; done

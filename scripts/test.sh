@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test, including the real-guest end-to-end test, on a fresh Debian machine.
 # Installs what the tests need (Debian packages, so it must run as root or with sudo), prepares
-# the guest kernel and initramfs (cached in .cache/guest and .cache/libvirt), then runs the whole
-# test suite and schemathesis against the API's OpenAPI document (installed from PyPI into
-# .cache). The libvirt and disk-full tests need root themselves.
+# the guest kernels and initramfs (cached in .cache/guest, .cache/periodic-kernel and
+# .cache/libvirt), then runs the whole test suite, schemathesis against the API's OpenAPI document
+# (installed from PyPI into .cache) and the Debian packages' test. The libvirt and disk-full tests
+# need root themselves.
 # `cargo test` alone runs the fast tests and skips (marks ignored) the real-guest one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,8 +14,11 @@ cd "$(dirname "$0")/.."
 # systemd (systemd-analyze), adduser and strace: the Debian packages' test (scripts/packages.sh).
 # libvirt-daemon-system, libvirt-clients, qemu-guest-agent, dbus and kmod: the libvirt test
 # (server/tests/libvirt.rs, scripts/libvirt-assets.sh); setpriv comes with util-linux.
+# linux-source-6.1 and the kernel's build tools: the periodic guest kernel
+# (scripts/periodic-kernel.sh).
 packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl
-    systemd adduser strace libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod)
+    systemd adduser strace libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod
+    linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils)
 as_root=()
 [ "$(id -u)" -eq 0 ] || as_root=(sudo)
 missing=()
@@ -30,6 +34,8 @@ fi
 scripts/guest-assets.sh >/dev/null
 # Starts libvirtd and what it needs, adds the agent's test user, keeps the virtio modules.
 "${as_root[@]}" scripts/libvirt-assets.sh >/dev/null
+# A kernel built without NO_HZ for the real-guest tests: minutes the first time, then cached.
+scripts/periodic-kernel.sh >/dev/null
 # The real-guest test runs the agent binary, which belongs to another package of the workspace.
 cargo build --workspace --bins
 cargo test --workspace -- --include-ignored

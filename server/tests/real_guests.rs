@@ -1,8 +1,9 @@
 //! End to end on real guests: boots idle Linux guests under `qemu-system-x86_64 -accel tcg`, runs
 //! the real server and agent binaries, and checks the ranking the API returns.
 //!
-//! Needs qemu-system-x86, and a kernel plus initramfs from `scripts/guest-assets.sh` (the test
-//! command `scripts/test.sh` installs and prepares both). Ignored by a plain `cargo test` because
+//! Needs qemu-system-x86, a kernel plus initramfs from `scripts/guest-assets.sh`, and for the
+//! periodic-kernel tests the kernel of `scripts/periodic-kernel.sh` (the test command
+//! `scripts/test.sh` installs and prepares all of them). Ignored by a plain `cargo test` because
 //! it takes about a minute; run it with `cargo test -p tickscope-server --test real_guests --
 //! --ignored`.
 
@@ -49,7 +50,7 @@ struct Guest {
 /// end is a listening UNIX socket with "tickscope" in its path, where the agent finds it.
 fn boot(
     guest: &Guest,
-    assets: &Path,
+    kernel: &Path,
     initrd: &Path,
     probe_channel: bool,
     work: &Path,
@@ -79,7 +80,7 @@ fn boot(
             "-nodefaults",
         ])
         .arg("-kernel")
-        .arg(assets.join("vmlinuz"))
+        .arg(kernel)
         .arg("-initrd")
         .arg(initrd)
         .args([
@@ -145,14 +146,22 @@ struct Fleet {
     work: tempfile::TempDir,
 }
 
-/// Boots the guests, waits for them to settle, starts the server and the agent, and waits for
+/// Boots the guests (the Debian cloud kernel of `scripts/guest-assets.sh` unless `kernel` names
+/// another), waits for them to settle, starts the server and the agent, and waits for
 /// `REPORTS_TO_WAIT_FOR` reports.
-fn start_fleet(guests: &[Guest], initrd: Option<&Path>, probe_channel: bool) -> Fleet {
+fn start_fleet(
+    guests: &[Guest],
+    kernel: Option<&Path>,
+    initrd: Option<&Path>,
+    probe_channel: bool,
+) -> Fleet {
     let assets = guest_assets();
     let agent = agent_binary();
     let work = tempfile::tempdir().unwrap();
     let mut processes = Processes::default();
     let started = Instant::now();
+    let default_kernel = assets.join("vmlinuz");
+    let kernel = kernel.unwrap_or(&default_kernel);
     let default_initrd = assets.join("initramfs.gz");
     let initrd = initrd.unwrap_or(&default_initrd);
     let serials: Vec<PathBuf> = guests
@@ -160,7 +169,7 @@ fn start_fleet(guests: &[Guest], initrd: Option<&Path>, probe_channel: bool) -> 
         .map(|g| {
             boot(
                 g,
-                &assets,
+                kernel,
                 initrd,
                 probe_channel,
                 work.path(),
@@ -216,11 +225,16 @@ fn start_fleet(guests: &[Guest], initrd: Option<&Path>, probe_channel: bool) -> 
 
 /// An initramfs whose init runs the guest probe, delivering every 5 s over ttyS1.
 fn probe_initramfs() -> (tempfile::TempDir, PathBuf) {
+    build_probe_initramfs(&[])
+}
+
+fn build_probe_initramfs(options: &[&str]) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let initrd = dir.path().join("probe.gz");
     let built = Command::new(repo_root().join("scripts/probe-initramfs.sh"))
         .arg(agent_binary())
         .arg(&initrd)
+        .args(options)
         .status()
         .unwrap();
     assert!(built.success(), "scripts/probe-initramfs.sh failed");
@@ -230,13 +244,14 @@ fn probe_initramfs() -> (tempfile::TempDir, PathBuf) {
 fn print_ranking(ranked: &[Value]) {
     for g in ranked {
         eprintln!(
-            "{:>14}: {} vCPU, host CPU {:.2} %, {:.0} wake-ups/vCPU/s, {} ({}), wasted {:.2} %, {} interval(s), kernel {} HZ {} measured {} nohz {} flags {}",
+            "{:>14}: {} vCPU, host CPU {:.2} %, {:.0} wake-ups/vCPU/s, {} ({}, estimated HZ {}), wasted {:.2} %, {} interval(s), kernel {} HZ {} measured {} nohz {} flags {}",
             g["name"].as_str().unwrap(),
             g["vcpus"],
             g["host_cpu_pct"].as_f64().unwrap_or(f64::NAN),
             g["wakeups_per_vcpu"].as_f64().unwrap_or(f64::NAN),
             g["tick_mode"].as_str().unwrap(),
             g["tick_mode_confidence"].as_str().unwrap(),
+            g["estimated_hz"],
             g["wasted_cpu_pct"].as_f64().unwrap(),
             g["intervals"],
             g["kernel_release"],
@@ -280,7 +295,7 @@ fn idle_ticking_guests_rank_above_a_tickless_one() {
             uuid: "00000000-0000-4000-8000-000000000003",
         },
     ];
-    let fleet = start_fleet(&guests, None, false);
+    let fleet = start_fleet(&guests, None, None, false);
     let ranked = ranked_guests(&fleet.url, &fleet.viewer_token);
     print_ranking(&ranked);
 
@@ -376,7 +391,7 @@ fn the_guest_probe_reports_kernel_facts_through_a_serial_channel() {
             uuid: "00000000-0000-4000-8000-0000000000a2",
         },
     ];
-    let fleet = start_fleet(&guests, Some(&initrd), true);
+    let fleet = start_fleet(&guests, None, Some(&initrd), true);
     let ranked = ranked_guests(&fleet.url, &fleet.viewer_token);
     print_ranking(&ranked);
 
@@ -413,6 +428,10 @@ fn the_guest_probe_reports_kernel_facts_through_a_serial_channel() {
     assert_eq!(default["tick_mode"], "tickless");
     assert_eq!(nohz_off["tick_mode"], "periodic");
     assert_eq!(nohz_off["suggestions"][0]["rule"], "remove_nohz_off");
+    // The tick rate is the facts' CONFIG_HZ, not the jiffies measured over one second rounded
+    // (250.9 would say 251, a CONFIG_HZ no kernel has); a tickless guest has none.
+    assert_eq!(nohz_off["estimated_hz"], 250, "{nohz_off:#}");
+    assert!(default["estimated_hz"].is_null(), "{default:#}");
 }
 
 fn guest_by_id(url: &str, viewer_token: &str, id: i64) -> Value {
@@ -430,7 +449,7 @@ fn removing_nohz_off_saves_about_what_was_projected() {
         append: "nohz=off",
         uuid: "00000000-0000-4000-8000-0000000000b1",
     };
-    let mut fleet = start_fleet(std::slice::from_ref(&ticking), Some(&initrd), true);
+    let mut fleet = start_fleet(std::slice::from_ref(&ticking), None, Some(&initrd), true);
     let ranked = ranked_guests(&fleet.url, &fleet.viewer_token);
     print_ranking(&ranked);
     let (_, g) = find(&ranked, ticking.name);
@@ -455,7 +474,7 @@ fn removing_nohz_off_saves_about_what_was_projected() {
     let assets = guest_assets();
     let serial = boot(
         &fixed,
-        &assets,
+        &assets.join("vmlinuz"),
         &initrd,
         true,
         fleet.work.path(),
@@ -497,4 +516,292 @@ fn removing_nohz_off_saves_about_what_was_projected() {
         (list["realised"]["saved_cpu_pct"].as_f64().unwrap() - measured).abs() < 0.5,
         "{list:#}"
     );
+}
+
+/// The kernel of `scripts/periodic-kernel.sh`: Debian's 6.1 source built from tinyconfig with
+/// CONFIG_HZ_PERIODIC=y and CONFIG_HZ_1000=y (no NO_HZ at all). Builds it when its cache has none
+/// (several minutes; `scripts/test.sh` builds it before the tests). Returns the bzImage and the
+/// kernel's release.
+fn periodic_kernel() -> (PathBuf, String) {
+    let output = Command::new(repo_root().join("scripts/periodic-kernel.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "scripts/periodic-kernel.sh failed");
+    let dir = PathBuf::from(String::from_utf8(output.stdout).unwrap().trim());
+    let release = std::fs::read_to_string(dir.join("release"))
+        .unwrap()
+        .trim()
+        .to_string();
+    (dir.join("bzImage"), release)
+}
+
+/// Every check of a guest's verdict is made, and all that failed are told together with the
+/// server's answer, so that one run shows everything that is wrong.
+#[derive(Default)]
+struct Checks(Vec<String>);
+
+impl Checks {
+    fn check(&mut self, guest: &Value, ok: bool, what: &str) {
+        if !ok {
+            self.0.push(format!(
+                "{}: expected {what}; the server answered tick_mode {}, tick_mode_confidence {}, estimated_hz {}, config_hz {}, measured_hz {}, nohz {}, cmdline_flags {}, facts_source {}, wakeups_per_vcpu {}, suggestions {:#}, evidence {:#}",
+                guest["name"],
+                guest["tick_mode"],
+                guest["tick_mode_confidence"],
+                guest["estimated_hz"],
+                guest["config_hz"],
+                guest["measured_hz"],
+                guest["nohz"],
+                guest["cmdline_flags"],
+                guest["facts_source"],
+                guest["wakeups_per_vcpu"],
+                guest["suggestions"],
+                guest["evidence"],
+            ));
+        }
+    }
+
+    fn assert_all_passed(self) {
+        assert!(
+            self.0.is_empty(),
+            "{} check(s) failed:\n{}",
+            self.0.len(),
+            self.0.join("\n\n")
+        );
+    }
+}
+
+fn suggestion_rules(g: &Value) -> Vec<&str> {
+    g["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["rule"].as_str().unwrap())
+        .collect()
+}
+
+/// Whether any suggestion tells to remove `nohz=off`, by rule or in the change it spells out.
+fn advises_removing_nohz_off(g: &Value) -> bool {
+    g["suggestions"].as_array().unwrap().iter().any(|s| {
+        s["rule"] == "remove_nohz_off" || s["change"].as_str().unwrap().contains("nohz=off")
+    })
+}
+
+fn periodic_guests() -> [Guest; 2] {
+    [
+        Guest {
+            name: "periodic-1cpu",
+            vcpus: 1,
+            append: "",
+            uuid: "00000000-0000-4000-8000-0000000000c1",
+        },
+        Guest {
+            name: "periodic-2cpu",
+            vcpus: 2,
+            append: "",
+            uuid: "00000000-0000-4000-8000-0000000000c2",
+        },
+    ]
+}
+
+#[test]
+#[ignore = "boots real TCG guests of a kernel built without NO_HZ, with the probe; run by scripts/test.sh"]
+fn a_kernel_built_without_nohz_is_told_to_move_to_nohz_idle_at_its_own_hz() {
+    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (kernel, release) = periodic_kernel();
+    let (_initrd_dir, initrd) = probe_initramfs();
+    let guests = periodic_guests();
+    let fleet = start_fleet(&guests, Some(&kernel), Some(&initrd), true);
+    let ranked = ranked_guests(&fleet.url, &fleet.viewer_token);
+    print_ranking(&ranked);
+
+    let mut checks = Checks::default();
+    for guest in &guests {
+        let (_, g) = find(&ranked, guest.name);
+        eprintln!("{}: {g:#}", guest.name);
+        checks.check(g, g["vcpus"] == guest.vcpus, "its vCPUs counted");
+        checks.check(
+            g,
+            g["facts_source"] == "probe_channel",
+            "facts from the probe",
+        );
+        checks.check(
+            g,
+            g["kernel_release"] == release.as_str(),
+            &format!("kernel_release {release}"),
+        );
+        // The initramfs's /boot holds the Debian kernel's config (HZ 250) under another release:
+        // 1000 can only come from this kernel's own /proc/config.gz.
+        checks.check(g, g["config_hz"] == 1000, "config_hz 1000");
+        checks.check(
+            g,
+            g["nohz"] == "none",
+            "nohz \"none\" (no NO_HZ option built)",
+        );
+        checks.check(
+            g,
+            g["measured_hz"]
+                .as_f64()
+                .is_some_and(|hz| (hz - 1000.0).abs() <= 50.0),
+            "measured_hz within 5 % of 1000",
+        );
+        checks.check(
+            g,
+            g["cmdline_flags"] == serde_json::json!([]),
+            "no timer parameter on the command line",
+        );
+        checks.check(g, g["tick_mode"] == "periodic", "tick_mode \"periodic\"");
+        checks.check(
+            g,
+            g["tick_mode_confidence"] == "high",
+            "tick_mode_confidence \"high\"",
+        );
+        checks.check(
+            g,
+            g["estimated_hz"] == 1000,
+            "estimated_hz 1000, the facts' CONFIG_HZ",
+        );
+        let first = &g["suggestions"][0];
+        checks.check(
+            g,
+            first["rule"] == "check_guest_kernel"
+                && first["change"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("CONFIG_NO_HZ_IDLE")),
+            "the first suggestion (check_guest_kernel) naming a kernel built with CONFIG_NO_HZ_IDLE",
+        );
+        checks.check(
+            g,
+            !advises_removing_nohz_off(g),
+            "no advice to remove `nohz=off`: the command line has none",
+        );
+        checks.check(
+            g,
+            !suggestion_rules(g).contains(&"lower_host_halt_poll"),
+            "no host halt polling blamed on TCG",
+        );
+    }
+    checks.assert_all_passed();
+}
+
+#[test]
+#[ignore = "boots real TCG guests of a kernel built without NO_HZ, seen from the host only; run by scripts/test.sh"]
+fn a_kernel_built_without_nohz_seen_only_from_the_host_is_periodic_and_given_no_wrong_hz() {
+    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (kernel, _) = periodic_kernel();
+    let guests = periodic_guests();
+    // The idle initramfs of guest-assets.sh: no probe, no channel, so no facts.
+    let fleet = start_fleet(&guests, Some(&kernel), None, false);
+    let ranked = ranked_guests(&fleet.url, &fleet.viewer_token);
+    print_ranking(&ranked);
+
+    let mut checks = Checks::default();
+    for guest in &guests {
+        let (_, g) = find(&ranked, guest.name);
+        eprintln!(
+            "{}: the host sees {:.0} wake-ups per vCPU per second ({:.2} % of a core) from a 1000 Hz periodic kernel; evidence {:#}",
+            guest.name,
+            g["wakeups_per_vcpu"].as_f64().unwrap_or(f64::NAN),
+            g["host_cpu_pct"].as_f64().unwrap_or(f64::NAN),
+            g["evidence"]
+        );
+        checks.check(g, g["facts_source"].is_null(), "no guest facts");
+        checks.check(g, g["vcpus"] == guest.vcpus, "its vCPUs counted");
+        checks.check(g, g["uses_kvm"] == false, "uses_kvm false (TCG)");
+        checks.check(g, g["tick_mode"] == "periodic", "tick_mode \"periodic\"");
+        // Without facts an HZ can only come from a host-side rate calibrated for the
+        // accelerator: none at all is honest, any other HZ than the kernel's is wrong.
+        checks.check(
+            g,
+            g["estimated_hz"].is_null() || g["estimated_hz"] == 1000,
+            "estimated_hz null (not calibrated for TCG) or 1000, never another HZ",
+        );
+        checks.check(
+            g,
+            suggestion_rules(g).contains(&"check_guest_kernel"),
+            "a check_guest_kernel suggestion",
+        );
+        checks.check(
+            g,
+            !suggestion_rules(g).contains(&"remove_nohz_off"),
+            "no remove_nohz_off: the command line the host sees has no `nohz=off`",
+        );
+    }
+    checks.assert_all_passed();
+}
+
+#[test]
+#[ignore = "boots a real TCG guest of a kernel built without NO_HZ whose config it cannot read; run by scripts/test.sh"]
+fn a_periodic_kernel_whose_config_cannot_be_read_is_judged_built_without_nohz() {
+    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (kernel, _) = periodic_kernel();
+    // No /boot/config-*, and /proc/config.gz covered: the facts say dynticks off on every CPU
+    // and no `nohz=off`, but not how the kernel was built.
+    let (_initrd_dir, initrd) = build_probe_initramfs(&["--without-kernel-config"]);
+    let guest = Guest {
+        name: "periodic-noconfig",
+        vcpus: 1,
+        append: "",
+        uuid: "00000000-0000-4000-8000-0000000000c3",
+    };
+    let fleet = start_fleet(
+        std::slice::from_ref(&guest),
+        Some(&kernel),
+        Some(&initrd),
+        true,
+    );
+    let ranked = ranked_guests(&fleet.url, &fleet.viewer_token);
+    print_ranking(&ranked);
+    let (_, g) = find(&ranked, guest.name);
+    eprintln!("{}: {g:#}", guest.name);
+
+    let mut checks = Checks::default();
+    checks.check(
+        g,
+        g["facts_source"] == "probe_channel",
+        "facts from the probe",
+    );
+    checks.check(
+        g,
+        g["config_hz"].is_null(),
+        "no config_hz (no build config)",
+    );
+    checks.check(g, g["nohz"] == "unknown", "nohz \"unknown\"");
+    checks.check(
+        g,
+        g["cmdline_flags"] == serde_json::json!([]),
+        "no timer parameter on the command line",
+    );
+    checks.check(g, g["tick_mode"] == "periodic", "tick_mode \"periodic\"");
+    // Dynticks off with no `nohz=off` to explain it: the kernel was built without NO_HZ.
+    checks.check(
+        g,
+        g["evidence"].as_array().unwrap().iter().any(|e| {
+            e.as_str()
+                .is_some_and(|e| e.to_lowercase().contains("without no_hz"))
+        }),
+        "evidence that reads the facts as a kernel built without NO_HZ",
+    );
+    // Without CONFIG_HZ, the jiffies rate measured in the guest, snapped to a CONFIG_HZ value.
+    checks.check(
+        g,
+        g["estimated_hz"] == 1000,
+        "estimated_hz 1000, the measured HZ snapped to a CONFIG_HZ value",
+    );
+    let first = &g["suggestions"][0];
+    checks.check(
+        g,
+        first["rule"] == "check_guest_kernel"
+            && first["change"]
+                .as_str()
+                .is_some_and(|c| c.contains("CONFIG_NO_HZ_IDLE")),
+        "the first suggestion (check_guest_kernel) naming a kernel built with CONFIG_NO_HZ_IDLE",
+    );
+    checks.check(
+        g,
+        !advises_removing_nohz_off(g),
+        "no advice to remove `nohz=off`: the facts show a command line without it",
+    );
+    checks.assert_all_passed();
 }
