@@ -3,8 +3,9 @@
 # scripts/periodic-kernel.config (CONFIG_HZ_PERIODIC=y, CONFIG_HZ_1000=y, and only what the test
 # guests need). A kernel built without NO_HZ, which no boot parameter makes tickless, for the
 # real-guest tests (server/tests/real_guests.rs).
-# Cached under $TICKSCOPE_PERIODIC_KERNEL_DIR (default .cache/periodic-kernel)/<hash of the
-# fragment's settings>: built again only when a setting of the fragment changes. Prints that
+# Cached under $TICKSCOPE_PERIODIC_KERNEL_DIR (default ~/.cache/tickscope/periodic-kernel, outside
+# the checkout so that a fresh clone does not build it again)/<hash of the fragment's settings
+# and the source package's version>: built again only when either changes. Prints that
 # directory on stdout; it holds bzImage, config (the full .config), release (uname -r), build.log
 # and build-seconds.
 # Needs: linux-source-6.1, build-essential, bc, flex, bison, libelf-dev, xz-utils (scripts/test.sh
@@ -14,10 +15,13 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 fragment=$top/scripts/periodic-kernel.config
-base=${TICKSCOPE_PERIODIC_KERNEL_DIR:-$top/.cache/periodic-kernel}
+base=${TICKSCOPE_PERIODIC_KERNEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tickscope/periodic-kernel}
 source_tar=/usr/src/linux-source-6.1.tar.xz
-# Keyed by the fragment's settings only: a comment edited does not rebuild the kernel.
-hash=$(grep -E '^(CONFIG_|# CONFIG_[A-Za-z0-9_]+ is not set)' "$fragment" | sha256sum | cut -c1-16)
+# Keyed by the fragment's settings and the source's version: a comment edited does not rebuild
+# the kernel, a new linux-source-6.1 does.
+source_version=$(dpkg-query -W -f='${Version}' linux-source-6.1 2>/dev/null || echo unknown)
+hash=$({ grep -E '^(CONFIG_|# CONFIG_[A-Za-z0-9_]+ is not set)' "$fragment"; echo "$source_version"; } |
+    sha256sum | cut -c1-16)
 out=$base/$hash
 
 if [ -s "$out/bzImage" ] && [ -s "$out/config" ] && [ -s "$out/release" ]; then

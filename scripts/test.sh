@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test, including the real-guest end-to-end test, on a fresh Debian machine.
 # Installs what the tests need (Debian packages, so it must run as root or with sudo), prepares
-# the guest kernels and initramfs (cached in .cache/guest, .cache/periodic-kernel and
+# the guest kernels and initramfs (cached in .cache/guest, ~/.cache/tickscope/periodic-kernel and
 # .cache/libvirt), then runs the whole test suite, schemathesis against the API's OpenAPI document
 # (installed from PyPI into .cache) and the Debian packages' test. The libvirt and disk-full tests
 # need root themselves.
