@@ -70,7 +70,7 @@ pub fn blind_spots(seen: &Seen) -> Vec<BlindSpot> {
                 "{} probe or guest agent socket(s){example} refuse the agent (permission denied): those guests' facts are not read.",
                 seen.channels_denied
             )),
-            fix: "Add the agent's user to the group that owns the sockets (Debian's libvirt: `adduser tickscope-agent kvm` and `adduser tickscope-agent libvirt-qemu`), then restart the agent.".into(),
+            fix: "Add the agent's user to the group that owns the sockets (Debian's libvirt: `adduser tickscope-agent kvm` and `adduser tickscope-agent libvirt-qemu`), then restart the agent; sockets only root may open (Proxmox's) stay closed to it: run the guest probe with a guest token there instead.".into(),
         });
     }
     if let (Some(error), true) = (&seen.libvirt_error, seen.libvirt_domains > 0) {

@@ -150,8 +150,15 @@ fn holds_only(dir: &Path, pid: u32) -> bool {
         if seen_cgroups > MAX_CGROUPS {
             return false;
         }
-        let Ok(procs) = fs::read_to_string(cgroup.join("cgroup.procs")) else {
-            return false;
+        // cgroup v2 threaded cgroups (libvirt's emulator, vcpuN, iothreadN under systemd) refuse
+        // to list processes (EOPNOTSUPP); their process is listed in the domain above them.
+        let threaded =
+            fs::read_to_string(cgroup.join("cgroup.type")).is_ok_and(|t| t.trim() == "threaded");
+        let procs = match fs::read_to_string(cgroup.join("cgroup.procs")) {
+            Ok(procs) => procs,
+            Err(_) if threaded => String::new(),
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => String::new(),
+            Err(_) => return false,
         };
         for listed in procs.split_whitespace() {
             if listed.parse::<u32>().ok() != Some(pid) {
@@ -336,6 +343,35 @@ mod tests {
         let proc_cgroup = format!("0::{scope}/libvirt/emulator\n");
         let counter = mounts.vm_counter(5151, &proc_cgroup).expect("the scope");
         assert_eq!(counter.read_ns(&mut Vec::new()), Some(1_500_000));
+        // libvirt makes emulator and vcpuN threaded cgroups, which cannot list processes: the
+        // VM's process is listed in the domain cgroup above them.
+        let threaded_scope = "/machine.slice/machine-qemu\\x2d3\\x2dapp.scope";
+        cgroup(
+            v2.path(),
+            threaded_scope,
+            &[],
+            ("cpu.stat", "usage_usec 7\n"),
+        );
+        cgroup(
+            v2.path(),
+            &format!("{threaded_scope}/libvirt"),
+            &[6161],
+            ("cpu.stat", "usage_usec 7\n"),
+        );
+        for leaf in ["emulator", "vcpu0"] {
+            let dir = v2.path().join(format!(
+                "{}/libvirt/{leaf}",
+                threaded_scope.trim_start_matches('/')
+            ));
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join("cgroup.type"), "threaded\n").unwrap();
+            fs::write(dir.join("cpu.stat"), "usage_usec 3\n").unwrap();
+        }
+        let proc_cgroup = format!("0::{threaded_scope}/libvirt/emulator\n");
+        let counter = mounts
+            .vm_counter(6161, &proc_cgroup)
+            .expect("the threaded layout's scope");
+        assert_eq!(counter.read_ns(&mut Vec::new()), Some(7_000));
         // The root cgroup holds everything.
         assert!(mounts.vm_counter(5151, "0::/\n").is_none());
     }

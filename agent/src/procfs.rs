@@ -192,6 +192,11 @@ impl ProcFs {
         }
     }
 
+    /// Whether a thread of a process still exists.
+    pub fn thread_exists(&self, pid: u32, tid: u32) -> bool {
+        self.root.join(format!("{pid}/task/{tid}")).exists()
+    }
+
     /// Opens a thread's `schedstat`, for its run time.
     pub fn open_thread_schedstat(&self, pid: u32, tid: u32) -> Option<OpenFile> {
         OpenFile::open(&self.root.join(format!("{pid}/task/{tid}/schedstat")))

@@ -110,10 +110,11 @@ struct VmState {
 /// A VM process's CPU counter, chosen when it is first seen.
 enum CpuCounter {
     Cgroup(CgroupCpu),
-    /// Its threads' run times: the last reading of each, and the running total so far.
+    /// Its threads' run times: the last reading of each, and the running total so far (none
+    /// before the first reading).
     Schedstat {
         last_run_ns: HashMap<u32, u64>,
-        total_ns: u64,
+        total_ns: Option<u64>,
     },
     StatTicks,
 }
@@ -256,7 +257,10 @@ impl Sampler {
             let counted = count_threads(&mut self.proc, pid, vm, stat.num_threads);
             let Some(cpu_ns) = read_cpu_ns(&mut self.proc, pid, vm, stat.cpu_ticks, self.clk_tck)
             else {
-                continue; // its cgroup went away with it: the process is ending
+                // Its cgroup went away with it (the process is ending): no sample, and none
+                // measured later from the counters before the gap.
+                vm.previous = None;
+                continue;
             };
             let counters = Counters {
                 cpu_ns,
@@ -282,7 +286,13 @@ impl Sampler {
                     vcpu_wakeups: wakeups_between(previous, &counters),
                     wakeups_source: counted.source,
                     boot_args: vm.identity.boot_args.clone(),
-                    uses_kvm: vm.uses_kvm.or(vm.kvm_by_thread_names),
+                    // Either source saying KVM is right: the descriptor scan can run before
+                    // QEMU created its VM, and names say nothing without debug-threads.
+                    uses_kvm: if vm.uses_kvm == Some(true) || vm.kvm_by_thread_names == Some(true) {
+                        Some(true)
+                    } else {
+                        vm.uses_kvm.or(vm.kvm_by_thread_names)
+                    },
                     facts: vm.unreported_facts.take(),
                     totals: Some(ProcessTotals {
                         start_ticks: vm.start_ticks,
@@ -415,7 +425,7 @@ impl Sampler {
                     {
                         CpuCounter::Schedstat {
                             last_run_ns: HashMap::new(),
-                            total_ns: 0,
+                            total_ns: None,
                         }
                     }
                     None => CpuCounter::StatTicks,
@@ -526,8 +536,14 @@ fn count_threads(proc: &mut ProcFs, pid: u32, vm: &mut VmState, num_threads: u64
 /// The VM's probe and guest agent sockets that exist but refuse this agent: connecting to a
 /// UNIX socket needs write permission on it.
 fn denied_sockets(identity: &VmIdentity) -> Vec<String> {
-    [&identity.probe_channel, &identity.guest_agent_socket]
-        .into_iter()
+    // libvirt's domains' guest agents are asked through libvirt, never on their socket.
+    let through_libvirt = matches!(
+        Via::for_vm(identity, DEFAULT_LIBVIRT_URI),
+        Some(Via::Libvirt { .. })
+    );
+    let guest_agent = (!through_libvirt).then_some(&identity.guest_agent_socket);
+    std::iter::once(&identity.probe_channel)
+        .chain(guest_agent)
         .flatten()
         .filter(|path| {
             let Ok(c_path) = std::ffi::CString::new(path.as_bytes()) else {
@@ -574,8 +590,12 @@ fn read_cpu_ns(
             last_run_ns,
             total_ns,
         } => {
-            let mut now_run_ns = HashMap::with_capacity(vm.threads.len());
             let mut gone = Vec::new();
+            // The first reading starts the total at what the process has used so far by its
+            // stat ticks (dead threads included), so that the total means the same after the
+            // agent restarts; from then on the threads' run times add to it exactly.
+            let first = total_ns.is_none();
+            let mut total = total_ns.unwrap_or((stat_ticks as f64 * 1e9 / clk_tck) as u64);
             for (&tid, thread) in vm.threads.iter_mut() {
                 if thread.run.is_none() {
                     thread.run = proc.open_thread_schedstat(pid, tid);
@@ -584,11 +604,18 @@ fn read_cpu_ns(
                     gone.push(tid);
                     continue;
                 };
-                let before = last_run_ns.get(&tid).copied().unwrap_or(0);
-                *total_ns = total_ns.saturating_add(run_ns.saturating_sub(before));
-                now_run_ns.insert(tid, run_ns);
+                // A thread seen before counts from its last reading (kept even while it could
+                // not be read, so that it is never counted twice), a new one in full.
+                let before = last_run_ns.insert(tid, run_ns).unwrap_or(0);
+                if !first {
+                    total = total.saturating_add(run_ns.saturating_sub(before));
+                }
             }
-            *last_run_ns = now_run_ns;
+            *total_ns = Some(total);
+            // Readings of threads long gone are dropped once they outnumber the live ones.
+            if last_run_ns.len() > 2 * vm.threads.len() + 64 {
+                last_run_ns.retain(|tid, _| proc.thread_exists(pid, *tid));
+            }
             if !gone.is_empty() {
                 // A thread ended: another may have started in its place with the count
                 // unchanged, so the threads are listed again next cycle.
@@ -597,7 +624,7 @@ fn read_cpu_ns(
                 }
                 vm.listed_threads = None;
             }
-            Some(*total_ns)
+            Some(total)
         }
     }
 }

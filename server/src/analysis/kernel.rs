@@ -152,8 +152,12 @@ impl KernelFacts {
     pub fn built_without_nohz(&self) -> bool {
         match self.nohz {
             NohzBuilt::None => true,
+            // A clocksource that cannot drive one-shot timers (jiffies, pit) also keeps the
+            // tick running on a NO_HZ kernel: that says nothing of its build.
             NohzBuilt::Unknown => {
-                self.dynticks_active == Some(false) && !self.has_param("nohz", "off")
+                self.dynticks_active == Some(false)
+                    && !self.has_param("nohz", "off")
+                    && !matches!(self.clocksource.as_deref(), Some("jiffies" | "pit"))
             }
             NohzBuilt::Idle | NohzBuilt::Full | NohzBuilt::Legacy => false,
         }

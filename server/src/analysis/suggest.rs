@@ -348,7 +348,8 @@ fn check_guest_kernel(input: &Input) -> Option<Suggestion> {
             (NohzBuilt::None, Some(hz)) => format!("built without NO_HZ, CONFIG_HZ={hz}"),
             (NohzBuilt::None, None) => "built without NO_HZ".to_string(),
             // Its configuration could not be read: the tick it reports running says it.
-            _ => "which keeps its tick running on idle CPUs without `nohz=off`".to_string(),
+            _ => "its tick runs on every idle CPU and nothing on its command line asks for that"
+                .to_string(),
         };
         return Some(Suggestion {
             rule: "check_guest_kernel",
@@ -698,6 +699,13 @@ mod tests {
             told.change
         );
         assert_eq!(told.confidence, Confidence::High);
+        // ... unless its clocksource cannot drive one-shot timers: then a NO_HZ kernel ticks too.
+        let mut on_jiffies = unreadable.clone();
+        on_jiffies.clocksource = Some("jiffies".into());
+        assert!(
+            check(on_jiffies).change.starts_with("In the guest, run"),
+            "the generic advice"
+        );
         // With `nohz=off` it is that parameter's doing instead.
         unreadable.cmdline = Some("console=ttyS0 nohz=off".into());
         let rules = rule_names(&rules_with_facts(3.0, 297.0, unreadable));

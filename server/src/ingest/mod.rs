@@ -254,11 +254,14 @@ fn validate_guest(
             let vcpu_wakeups = i64::try_from(t.vcpu_wakeups)
                 .map_err(|_| AppError::invalid(field("totals.vcpu_wakeups"), "too large"))?;
             host.boot_id.as_ref().map(|boot_id| ReportedTotals {
+                // Totals of another counter (a new agent reading another CPU source) are not
+                // comparable with the stored ones: they start a new count like a new process.
                 process_key: format!(
-                    "{boot_id}:{}:{}:{}",
+                    "{boot_id}:{}:{}:{}:{}",
                     g.pid,
                     t.start_ticks,
-                    g.wakeups_source.as_str()
+                    g.wakeups_source.as_str(),
+                    g.cpu_source.map_or("stat_ticks", |s| s.as_str())
                 ),
                 host_cpu_s: t.host_cpu_seconds,
                 vcpu_wakeups,
@@ -299,7 +302,6 @@ fn in_range(field: &str, value: u32, min: u32, max: u32) -> AppResult<u32> {
     }
 }
 
-/// A non-empty string of at most `max_chars` characters without control characters.
 /// The agent's blind spots, checked like every string from a host, as stored.
 fn blind_spots(spots: Vec<BlindSpot>) -> AppResult<String> {
     if spots.len() > MAX_BLIND_SPOTS {
@@ -321,6 +323,7 @@ fn blind_spots(spots: Vec<BlindSpot>) -> AppResult<String> {
         .map_err(|e| AppError::Internal(format!("blind spots to JSON: {e}")))
 }
 
+/// A non-empty string of at most `max_chars` characters without control characters.
 fn text(field: &str, value: String, max_chars: usize) -> AppResult<String> {
     if value.trim().is_empty() {
         return Err(AppError::invalid(field, "must not be empty"));
@@ -379,7 +382,8 @@ mod tests {
         let totals = g.totals.as_ref().unwrap();
         assert_eq!(
             totals.process_key,
-            "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9:42:1234:vcpu_threads"
+            "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9:42:1234:vcpu_threads:stat_ticks",
+            "an agent that names no CPU source counted stat ticks"
         );
         assert_eq!(totals.vcpu_wakeups, 900_000);
     }
