@@ -42,7 +42,7 @@ fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
 }
 
-/// A guest's figures by its index: a mix like the demo's (DESIGN.md §2): most tickless, some
+/// A guest's figures by its index: a mix like the demo's (docs/measurements.md): most tickless, some
 /// ticking at 250 or 1000 Hz, a few busy.
 fn guest_sample(host: usize, i: usize, seq: u64) -> GuestSample {
     let (cpu_pct, wakeups, args) = match i % 10 {

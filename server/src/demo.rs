@@ -43,7 +43,7 @@ fn guest(name: &str, hypervisor: Hypervisor, vcpus: u32, kernel: Kernel) -> Gues
     }
 }
 
-/// The cast: the kinds of guest the seed reports and DESIGN.md describe, on three hosts.
+/// The cast: the kinds of guest the seed reports and the measured guests of docs/measurements.md describe, on three hosts.
 fn hosts() -> Vec<HostSpec> {
     use Hypervisor::{CloudHypervisor, Firecracker, Qemu, Virtualbox, Vmware};
     let tickless = || Kernel::debian("", Tick::Tickless { hz: 250 });

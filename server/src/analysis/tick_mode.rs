@@ -2,7 +2,7 @@
 //!
 //! An idle vCPU that ticks periodically is woken by its timer interrupt HZ times a second
 //! (100, 250, 300 or 1000); a tickless (NO_HZ) idle vCPU only when there is work, typically a few
-//! to a few dozen times a second. On this project's reference machine (DESIGN.md §2), idle
+//! to a few dozen times a second. On this project's reference machine (docs/measurements.md), idle
 //! tickless guests woke 10-41 times per vCPU per second and a `nohz=off` 250 Hz guest 560-750;
 //! under KVM each tick is roughly one wake-up, under TCG two or three. A vCPU thread that is busy
 //! most of the time is either doing work or polling instead of halting (`idle=poll`,
@@ -422,7 +422,7 @@ mod tests {
         classify(w, &w.total(), None)
     }
 
-    /// Rows are the figures measured on real TCG guests (DESIGN.md §2) and typical KVM ones.
+    /// Rows are the figures measured on real TCG guests (docs/measurements.md) and typical KVM ones.
     #[test]
     fn modes_from_measured_guests() {
         use Confidence::*;
@@ -497,7 +497,7 @@ mod tests {
         use Accelerator::{Kvm, Tcg};
         // Rates from real idle periodic guests under TCG (docs/calibration.md).
         let cases = [
-            (297.0, Tcg, Some(100)),    // CONFIG_HZ=100 (DESIGN's kernel build)
+            (297.0, Tcg, Some(100)),    // CONFIG_HZ=100 (docs/measurements.md)
             (2_935.0, Tcg, Some(1000)), // CONFIG_HZ=1000, 1 vCPU
             (1_801.0, Tcg, Some(1000)), // CONFIG_HZ=1000, 2 vCPUs beside another guest
             (1_365.0, Tcg, Some(1000)), // the lowest 1000 Hz rate seen, at the band's edge

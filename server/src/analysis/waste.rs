@@ -12,7 +12,7 @@ use super::idle::Activity;
 use super::tick_mode::{Classification, TickMode};
 
 /// Tickless idle cost per vCPU when a host has no guests to learn it from, in % of a core.
-/// Idle tickless TCG guests measured 0.1-0.4 % per vCPU on the reference machine (DESIGN.md §2);
+/// Idle tickless TCG guests measured 0.1-0.4 % per vCPU on the reference machine (docs/measurements.md);
 /// KVM guests cost less. Erring high keeps the waste figure conservative.
 pub const DEFAULT_BASELINE_CPU_PCT_PER_VCPU: f64 = 0.5;
 /// Tickless guests needed on a host before its baseline is learned rather than defaulted.
