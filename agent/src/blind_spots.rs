@@ -31,6 +31,11 @@ pub struct Seen {
     pub libvirt_uri: String,
 }
 
+/// " (e.g. \"NAME\")", quoted with escapes, for a name or path from a VM; empty without one.
+fn example(what: Option<&str>) -> String {
+    what.map_or(String::new(), |w| format!(" (e.g. {w:?})"))
+}
+
 fn text(s: String) -> String {
     clean_text(&s, MAX_BLIND_SPOT_TEXT_CHARS)
 }
@@ -46,10 +51,7 @@ pub fn blind_spots(seen: &Seen) -> Vec<BlindSpot> {
         });
     }
     if seen.vm_fds_unreadable > 0 {
-        let example = seen
-            .vm_fds_example
-            .as_deref()
-            .map_or(String::new(), |name| format!(" (e.g. {name:?})"));
+        let example = example(seen.vm_fds_example.as_deref());
         spots.push(BlindSpot {
             check: BlindSpotCheck::VmFds,
             detail: text(format!(
@@ -60,10 +62,7 @@ pub fn blind_spots(seen: &Seen) -> Vec<BlindSpot> {
         });
     }
     if seen.channels_denied > 0 {
-        let example = seen
-            .channel_example
-            .as_deref()
-            .map_or(String::new(), |path| format!(" (e.g. {path:?})"));
+        let example = example(seen.channel_example.as_deref());
         spots.push(BlindSpot {
             check: BlindSpotCheck::ChannelAccess,
             detail: text(format!(
