@@ -443,6 +443,25 @@ impl Server {
     }
 
     /// Waits up to `within` for the domain's guest to satisfy `ready`; returns it as last seen.
+    /// The domain's guest once `ready` holds (up to 30 s), printed with the time since
+    /// `agent_started`; the assertions that follow say what was missing if it never did.
+    fn shown(
+        &self,
+        domain: &Domain,
+        agent_started: Instant,
+        ready: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let g = self
+            .wait_for(domain, Duration::from_secs(30), ready)
+            .unwrap_or_else(|| panic!("{} was not discovered", domain.name));
+        eprintln!(
+            "{:?} after the agent started: {}",
+            agent_started.elapsed(),
+            summary(&g)
+        );
+        g
+    }
+
     fn wait_for(
         &self,
         domain: &Domain,
@@ -502,9 +521,8 @@ fn a_libvirt_domain_is_found_and_its_probe_and_guest_agent_facts_arrive_without_
         "{chardev}"
     );
 
-    // The agent starts once the guests have booted: it asks a VM's guest agent as soon as it
-    // finds the VM, and one that does not answer yet (qemu-ga still booting) is asked again only
-    // 60 cycles later.
+    // The agent starts once the guests have booted, so that what it finds first is what the
+    // checks below look for (a guest agent still booting is asked again within a few cycles).
     let work = tempfile::tempdir().unwrap();
     let mut processes = Processes::default();
     let server = server(work.path(), &mut processes);
@@ -521,16 +539,7 @@ fn a_libvirt_domain_is_found_and_its_probe_and_guest_agent_facts_arrive_without_
 
     // Discovery: the domain as libvirt knows it, its name and UUID, managed by libvirt.
     for domain in [&probed, &agent_only] {
-        let g = server
-            .wait_for(domain, Duration::from_secs(30), |g| {
-                g["uuid"] == domain.uuid.as_str()
-            })
-            .unwrap_or_else(|| panic!("{} was not discovered", domain.name));
-        eprintln!(
-            "{:?} after the agent started: {}",
-            agent_started.elapsed(),
-            summary(&g)
-        );
+        let g = server.shown(domain, agent_started, |g| g["uuid"] == domain.uuid.as_str());
         assert_eq!(g["uuid"], domain.uuid.as_str(), "{g:#}");
         assert_eq!(g["management"], "libvirt", "{g:#}");
         assert_eq!(g["hypervisor"], "qemu", "{g:#}");
@@ -538,32 +547,18 @@ fn a_libvirt_domain_is_found_and_its_probe_and_guest_agent_facts_arrive_without_
     }
 
     // The probe's facts, through the channel libvirt handed QEMU as a descriptor.
-    let g = server
-        .wait_for(&probed, Duration::from_secs(30), |g| {
-            g["facts_source"] == "probe_channel"
-        })
-        .unwrap();
-    eprintln!(
-        "{:?} after the agent started: {}",
-        agent_started.elapsed(),
-        summary(&g)
-    );
+    let g = server.shown(&probed, agent_started, |g| {
+        g["facts_source"] == "probe_channel"
+    });
     assert_eq!(g["facts_source"], "probe_channel", "{g:#}");
     assert_eq!(g["kernel_release"], release.as_str(), "{g:#}");
     assert_eq!(g["config_hz"], 250, "{g:#}");
     assert_eq!(g["cmdline_flags"], serde_json::json!([]), "{g:#}");
 
     // qemu-guest-agent's answer to guest-get-osinfo, through libvirt (which holds its socket).
-    let g = server
-        .wait_for(&agent_only, Duration::from_secs(30), |g| {
-            g["facts_source"] == "qemu_guest_agent"
-        })
-        .unwrap();
-    eprintln!(
-        "{:?} after the agent started: {}",
-        agent_started.elapsed(),
-        summary(&g)
-    );
+    let g = server.shown(&agent_only, agent_started, |g| {
+        g["facts_source"] == "qemu_guest_agent"
+    });
     assert_eq!(g["facts_source"], "qemu_guest_agent", "{g:#}");
     assert_eq!(g["kernel_release"], release.as_str(), "{g:#}");
     assert_eq!(g["distro"], "tickscope test initramfs", "{g:#}");
