@@ -582,6 +582,25 @@ fn suggestion_rules(g: &Value) -> Vec<&str> {
 }
 
 /// Whether any suggestion tells to remove `nohz=off`, by rule or in the change it spells out.
+/// The advice for a kernel built without NO_HZ: first, a kernel built with CONFIG_NO_HZ_IDLE;
+/// never "remove `nohz=off`", for the reason given.
+fn told_to_move_to_nohz_idle(checks: &mut Checks, g: &Value, why_not_nohz_off: &str) {
+    let first = &g["suggestions"][0];
+    checks.check(
+        g,
+        first["rule"] == "check_guest_kernel"
+            && first["change"]
+                .as_str()
+                .is_some_and(|c| c.contains("CONFIG_NO_HZ_IDLE")),
+        "the first suggestion (check_guest_kernel) naming a kernel built with CONFIG_NO_HZ_IDLE",
+    );
+    checks.check(
+        g,
+        !advises_removing_nohz_off(g),
+        &format!("no advice to remove `nohz=off`: {why_not_nohz_off}"),
+    );
+}
+
 fn advises_removing_nohz_off(g: &Value) -> bool {
     g["suggestions"].as_array().unwrap().iter().any(|s| {
         s["rule"] == "remove_nohz_off" || s["change"].as_str().unwrap().contains("nohz=off")
@@ -662,20 +681,7 @@ fn a_kernel_built_without_nohz_is_told_to_move_to_nohz_idle_at_its_own_hz() {
             g["estimated_hz"] == 1000,
             "estimated_hz 1000, the facts' CONFIG_HZ",
         );
-        let first = &g["suggestions"][0];
-        checks.check(
-            g,
-            first["rule"] == "check_guest_kernel"
-                && first["change"]
-                    .as_str()
-                    .is_some_and(|c| c.contains("CONFIG_NO_HZ_IDLE")),
-            "the first suggestion (check_guest_kernel) naming a kernel built with CONFIG_NO_HZ_IDLE",
-        );
-        checks.check(
-            g,
-            !advises_removing_nohz_off(g),
-            "no advice to remove `nohz=off`: the command line has none",
-        );
+        told_to_move_to_nohz_idle(&mut checks, g, "the command line has none");
         checks.check(
             g,
             !suggestion_rules(g).contains(&"lower_host_halt_poll"),
@@ -789,19 +795,6 @@ fn a_periodic_kernel_whose_config_cannot_be_read_is_judged_built_without_nohz() 
         g["estimated_hz"] == 1000,
         "estimated_hz 1000, the measured HZ snapped to a CONFIG_HZ value",
     );
-    let first = &g["suggestions"][0];
-    checks.check(
-        g,
-        first["rule"] == "check_guest_kernel"
-            && first["change"]
-                .as_str()
-                .is_some_and(|c| c.contains("CONFIG_NO_HZ_IDLE")),
-        "the first suggestion (check_guest_kernel) naming a kernel built with CONFIG_NO_HZ_IDLE",
-    );
-    checks.check(
-        g,
-        !advises_removing_nohz_off(g),
-        "no advice to remove `nohz=off`: the facts show a command line without it",
-    );
+    told_to_move_to_nohz_idle(&mut checks, g, "the facts show a command line without it");
     checks.assert_all_passed();
 }
