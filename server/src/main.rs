@@ -66,29 +66,9 @@ enum Command {
         /// How often alert rules are evaluated, in seconds.
         #[arg(long, env = "TICKSCOPE_ALERT_INTERVAL", default_value_t = 15)]
         alert_interval: u64,
-        /// Send alerts to this Alertmanager (its base address; repeat for each of a cluster),
-        /// as Prometheus does: POST /api/v2/alerts on a cadence. tickscope's own silences do
-        /// not apply to them; Alertmanager's do.
-        #[arg(long = "alertmanager-url", value_name = "URL")]
-        alertmanager_urls: Vec<String>,
-        /// Seconds between two sends of every alert to Alertmanager (Prometheus's
-        /// resend_delay); a change is sent at once.
-        #[arg(long, env = "TICKSCOPE_ALERTMANAGER_RESEND", default_value_t = 60)]
-        alertmanager_resend: u64,
-        /// A file holding the bearer token Alertmanager wants (sent to every --alertmanager-url).
-        #[arg(
-            long,
-            value_name = "FILE",
-            conflicts_with = "alertmanager_basic_auth_file"
-        )]
-        alertmanager_bearer_token_file: Option<PathBuf>,
-        /// A file holding `user:password` for Alertmanager's basic auth.
-        #[arg(long, value_name = "FILE")]
-        alertmanager_basic_auth_file: Option<PathBuf>,
-        /// The CA certificate(s) (PEM) an https Alertmanager is checked against, instead of the
-        /// built-in roots.
-        #[arg(long, value_name = "FILE")]
-        alertmanager_ca_file: Option<PathBuf>,
+        /// Where alerts go besides webhooks (boxed: the options are many, read once).
+        #[command(flatten)]
+        alertmanager: Box<AlertmanagerArgs>,
         /// Reports per second one agent token may send; beyond it, 429 with Retry-After.
         #[arg(long, env = "TICKSCOPE_INGEST_RATE", default_value = "20")]
         ingest_rate: NonZeroU32,
@@ -202,6 +182,52 @@ enum RoleArg {
     Guest,
 }
 
+/// `serve`'s Alertmanager options.
+#[derive(clap::Args)]
+struct AlertmanagerArgs {
+    /// Send alerts to this Alertmanager (its base address; repeat for each of a cluster,
+    /// or separate them with commas), as Prometheus does: POST /api/v2/alerts on a cadence.
+    /// tickscope's own silences do not apply to them; Alertmanager's do.
+    #[arg(
+        long = "alertmanager-url",
+        value_name = "URL",
+        env = "TICKSCOPE_ALERTMANAGER_URL",
+        value_delimiter = ','
+    )]
+    urls: Vec<String>,
+    /// Seconds between two sends of every alert to Alertmanager (Prometheus's
+    /// resend_delay); a change is sent at once.
+    #[arg(
+        long = "alertmanager-resend",
+        env = "TICKSCOPE_ALERTMANAGER_RESEND",
+        default_value_t = 60
+    )]
+    resend: u64,
+    /// A file holding the bearer token Alertmanager wants (sent to every --alertmanager-url).
+    #[arg(
+        long = "alertmanager-bearer-token-file",
+        value_name = "FILE",
+        env = "TICKSCOPE_ALERTMANAGER_BEARER_TOKEN_FILE",
+        conflicts_with = "basic_auth_file"
+    )]
+    bearer_token_file: Option<PathBuf>,
+    /// A file holding `user:password` for Alertmanager's basic auth.
+    #[arg(
+        long = "alertmanager-basic-auth-file",
+        value_name = "FILE",
+        env = "TICKSCOPE_ALERTMANAGER_BASIC_AUTH_FILE"
+    )]
+    basic_auth_file: Option<PathBuf>,
+    /// The CA certificate(s) (PEM) an https Alertmanager is checked against, instead of the
+    /// built-in roots.
+    #[arg(
+        long = "alertmanager-ca-file",
+        value_name = "FILE",
+        env = "TICKSCOPE_ALERTMANAGER_CA_FILE"
+    )]
+    ca_file: Option<PathBuf>,
+}
+
 #[derive(clap::Args)]
 struct DbArg {
     /// SQLite database file; created on first use.
@@ -253,11 +279,7 @@ async fn main() -> Result<()> {
             secure_cookies,
             external_url,
             alert_interval,
-            alertmanager_urls,
-            alertmanager_resend,
-            alertmanager_bearer_token_file,
-            alertmanager_basic_auth_file,
-            alertmanager_ca_file,
+            alertmanager,
             ingest_rate,
             ingest_burst,
             keep_raw_hours,
@@ -325,11 +347,11 @@ async fn main() -> Result<()> {
                     .transpose()
             };
             let alertmanagers = AlertmanagerOptions::new(
-                &alertmanager_urls,
-                text(read(&alertmanager_bearer_token_file)?)?.as_deref(),
-                text(read(&alertmanager_basic_auth_file)?)?.as_deref(),
-                read(&alertmanager_ca_file)?,
-                std::time::Duration::from_secs(alertmanager_resend),
+                &alertmanager.urls,
+                text(read(&alertmanager.bearer_token_file)?)?.as_deref(),
+                text(read(&alertmanager.basic_auth_file)?)?.as_deref(),
+                read(&alertmanager.ca_file)?,
+                std::time::Duration::from_secs(alertmanager.resend),
             )
             .map_err(|e| anyhow::anyhow!("--alertmanager-*: {e}"))?;
             const HOUR_MS: i64 = 3_600_000;
