@@ -203,11 +203,24 @@ async fn alerts_reach_a_real_alertmanager_grouped_resolved_and_silenced_there() 
         .await
         .unwrap();
 
+    // A second "Alertmanager" that takes connections and never answers: listed first, it must
+    // delay nothing sent to the real one.
+    let stuck = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let stuck_url = format!("http://{}", stuck.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for connection in stuck.incoming() {
+            held.push(connection);
+        }
+    });
+
     let url = start_server(
         &db_path,
         &[
             "--alert-interval",
             "1",
+            "--alertmanager-url",
+            &stuck_url,
             "--alertmanager-url",
             &am,
             "--alertmanager-resend",
@@ -221,14 +234,11 @@ async fn alerts_reach_a_real_alertmanager_grouped_resolved_and_silenced_there() 
     // Two guests tick: both alerts reach Alertmanager with their labels and the fingerprint
     // tickscope computes for them.
     post_report(&url, &token, 1, vec![ticking("web-1"), ticking("web-2")]);
-    let arrived = wait_for(
-        "two alerts in Alertmanager",
-        Duration::from_secs(30),
-        || {
-            let alerts = alertmanager_alerts(&am, WASTE_RULE);
-            (alerts.len() == 2).then_some(alerts)
-        },
-    )
+    // Within a few evaluations and resends, well before the stuck one's 10 s timeout.
+    let arrived = wait_for("two alerts in Alertmanager", Duration::from_secs(6), || {
+        let alerts = alertmanager_alerts(&am, WASTE_RULE);
+        (alerts.len() == 2).then_some(alerts)
+    })
     .await;
     let stored = db.open_alerts().await.unwrap();
     for (alert, guest_name) in arrived.iter().zip(["web-1", "web-2"]) {
