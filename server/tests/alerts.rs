@@ -646,3 +646,77 @@ async fn a_receiver_that_answers_429_or_503_is_tried_again() {
         assert_eq!((counts.delivered, counts.failed), (2, 0), "{status}");
     }
 }
+
+/// A webhook receiver over HTTPS with a certificate from a private CA (made for the test with
+/// rcgen): returns the receiver, its address and the CA's PEM.
+async fn https_receiver(dir: &std::path::Path) -> (Receiver, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let tls = tickscope_server::http::tls::acceptor(&cert_path, &key_path).unwrap();
+
+    let receiver = Receiver::default();
+    let app = axum::Router::new()
+        .route("/hook", post(receive))
+        .with_state(receiver.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let (tls, app) = (tls.clone(), app.clone());
+            tokio::spawn(async move {
+                // A client that does not trust the CA ends the handshake: nothing to serve.
+                let Ok(stream) = tls.accept(tcp).await else {
+                    return;
+                };
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(
+                        hyper_util::rt::TokioIo::new(stream),
+                        hyper_util::service::TowerToHyperService::new(app),
+                    )
+                    .await;
+            });
+        }
+    });
+    (receiver, url, ca.pem())
+}
+
+#[tokio::test]
+async fn an_https_receiver_is_reached_with_its_own_ca_and_refused_without_it() {
+    let s = server(20).await;
+    let (receiver, url, ca_pem) = https_receiver(s.dir.path()).await;
+    s.db.insert_receiver(
+        &NewReceiver {
+            ca_pem: Some(ca_pem),
+            ..hook("private", &url, "alertmanager")
+        },
+        0,
+    )
+    .await
+    .unwrap();
+    s.db.insert_receiver(&hook("public-roots", &url, "alertmanager"), 0)
+        .await
+        .unwrap();
+    set_duration(&s, 0).await;
+    report_at(&s, 0, START_MS, ticking()).await;
+    alerts::evaluate(&s.state, START_MS).await.unwrap();
+    // The receiver with the CA gets its two alerts; the other fails the handshake and waits
+    // for a retry, its error recorded.
+    assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 2);
+    let payloads = receiver.payloads();
+    assert_eq!(payloads.len(), 1);
+    assert_eq!(payloads[0]["receiver"], "private");
+    let counts = s.db.outbox_counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.delivered), (2, 2));
+}
