@@ -720,3 +720,42 @@ async fn an_https_receiver_is_reached_with_its_own_ca_and_refused_without_it() {
     let counts = s.db.outbox_counts().await.unwrap();
     assert_eq!((counts.waiting, counts.delivered), (2, 2));
 }
+
+#[tokio::test]
+async fn a_receiver_that_never_answers_holds_up_no_other() {
+    let s = server(20).await;
+    // Takes connections and never answers: its POST ends at the 10 s timeout.
+    let stuck = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let stuck_url = format!("http://{}/hook", stuck.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for connection in stuck.incoming() {
+            held.push(connection);
+        }
+    });
+    let (receiver, url) = Receiver::start(0).await;
+    // "a-stuck" sorts first, so it would be posted first by a sender that posts in turn.
+    s.db.insert_receiver(&hook("a-stuck", &stuck_url, "alertmanager"), 0)
+        .await
+        .unwrap();
+    s.db.insert_receiver(&hook("b-fine", &url, "alertmanager"), 0)
+        .await
+        .unwrap();
+    set_duration(&s, 0).await;
+    report_at(&s, 0, START_MS, ticking()).await;
+    alerts::evaluate(&s.state, START_MS).await.unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 2);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(9),
+        "the stuck one timed out"
+    );
+    let arrived = receiver.arrivals.lock().unwrap()[0];
+    assert!(
+        arrived - started < std::time::Duration::from_secs(2),
+        "the other receiver waited {:?}",
+        arrived - started
+    );
+    let counts = s.db.outbox_counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.delivered), (2, 2));
+}

@@ -200,11 +200,43 @@ pub async fn next_delivery_ms(state: &AppState) -> AppResult<Option<i64>> {
 }
 
 /// Posts every group due now; returns how many notifications (alert transitions) were
-/// delivered.
+/// delivered. Each receiver's groups are posted by a task of its own, so a receiver that is
+/// slow to answer (up to the 10 s timeout) holds up nobody else's.
 pub async fn deliver_due(state: &AppState) -> AppResult<usize> {
+    let mut per_receiver: Vec<(i64, Vec<PendingGroup>)> = Vec::new();
+    for group in state.db.pending_groups().await? {
+        match per_receiver
+            .iter_mut()
+            .find(|(id, _)| *id == group.receiver_id)
+        {
+            Some((_, groups)) => groups.push(group),
+            None => per_receiver.push((group.receiver_id, vec![group])),
+        }
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for (_, groups) in per_receiver {
+        let state = state.clone();
+        tasks.spawn(async move { deliver_groups(&state, groups).await });
+    }
+    let mut delivered = 0;
+    let mut failed = None;
+    while let Some(done) = tasks.join_next().await {
+        match done.map_err(|e| AppError::Internal(format!("notification task: {e}")))? {
+            Ok(n) => delivered += n,
+            Err(e) => failed = Some(e),
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(delivered),
+    }
+}
+
+/// Posts the groups of one receiver that are due now, one after the other.
+async fn deliver_groups(state: &AppState, groups: Vec<PendingGroup>) -> AppResult<usize> {
     let mut delivered = 0;
     let external_url = state.options.external_url.clone();
-    for group in state.db.pending_groups().await? {
+    for group in groups {
         let now_ms = crate::app::now_ms();
         if group_due_ms(&group) > now_ms {
             continue;
