@@ -413,7 +413,7 @@ async fn a_receivers_auth_header_is_stored_but_never_shown_and_its_grouping_is_e
         .await;
     let page = done(&s, &admin, added).await;
     assert!(!page.contains("s3cret"), "the auth header is shown back");
-    assert!(page.contains("alertname, host,hypervisor"), "{page}");
+    assert!(page.contains("alertname, host, hypervisor"), "{page}");
     let stored = |name: &'static str| {
         let db = s.db.clone();
         async move {

@@ -235,7 +235,7 @@ async fn render(
                 name: r.name,
                 url: r.url,
                 format: r.format,
-                group_by: r.group_by,
+                group_by: labels::parse_group_by(&r.group_by).join(", "),
                 group_wait_s: r.group_wait_s,
                 group_interval_s: r.group_interval_s,
                 auth_set: r.auth_header.is_some(),
