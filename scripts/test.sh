@@ -16,9 +16,12 @@ cd "$(dirname "$0")/.."
 # (server/tests/libvirt.rs, scripts/libvirt-assets.sh); setpriv comes with util-linux.
 # linux-source-6.1 and the kernel's build tools: the periodic guest kernel
 # (scripts/periodic-kernel.sh).
+# prometheus-alertmanager: the real Alertmanager tickscope sends alerts to
+# (server/tests/alertmanager.rs).
 packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl
     systemd adduser strace libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod
-    linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils)
+    linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils
+    prometheus-alertmanager)
 as_root=()
 [ "$(id -u)" -eq 0 ] || as_root=(sudo)
 missing=()
