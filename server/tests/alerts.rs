@@ -209,16 +209,35 @@ async fn pending_then_firing_after_the_duration_then_resolved_each_told_once() {
     assert_eq!(history[0].subject_name, "ticker-1");
 
     // What the receiver got, in Alertmanager's webhook format: one POST for the group (the
-    // rule) with both alerts firing, then one with ticker-1 resolved.
+    // rule) with both alerts firing, then one with ticker-1 resolved and, as Alertmanager
+    // lists the whole group, ticker-2 still firing (so the group's status is firing).
     let payloads = receiver.payloads();
     assert_eq!(payloads.len(), 2);
-    let statuses: Vec<&str> = payloads
-        .iter()
-        .map(|p| p["status"].as_str().unwrap())
-        .collect();
-    assert_eq!(statuses, ["firing", "resolved"]);
-    assert_eq!(payloads[0]["alerts"].as_array().unwrap().len(), 2);
-    assert_eq!(payloads[1]["alerts"].as_array().unwrap().len(), 1);
+    let told = |p: &serde_json::Value| -> Vec<(String, String)> {
+        let mut alerts: Vec<(String, String)> = p["alerts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                (
+                    a["labels"]["guest"].as_str().unwrap().to_string(),
+                    a["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        alerts.sort();
+        alerts
+    };
+    assert_eq!(
+        told(&payloads[0]),
+        [pair("ticker-1", "firing"), pair("ticker-2", "firing")]
+    );
+    assert_eq!(
+        told(&payloads[1]),
+        [pair("ticker-1", "resolved"), pair("ticker-2", "firing")]
+    );
+    assert_eq!(payloads[0]["status"], "firing");
+    assert_eq!(payloads[1]["status"], "firing");
     let fired_ms = START_MS + 6 * STEP_MS;
     for p in &payloads {
         for field in [
@@ -335,12 +354,17 @@ async fn a_silence_holds_back_notifications_but_not_the_state() {
     s.db.insert_receiver(&hook("team", &url, "json"), 0)
         .await
         .unwrap();
+    let (grouped, grouped_url) = Receiver::start(0).await;
+    s.db.insert_receiver(&hook("grouped", &grouped_url, "alertmanager"), 0)
+        .await
+        .unwrap();
     set_duration(&s, 0).await;
     s.db.insert_silence(
         None,
         "TICKER-1",
         START_MS - 1,
-        START_MS + 3_600_000,
+        // Delivery judges silences when it posts, on the wall clock.
+        tickscope_server::app::now_ms() + 3_600_000,
         "kernel upgrade booked for Friday",
         "ada",
         START_MS,
@@ -353,7 +377,17 @@ async fn a_silence_holds_back_notifications_but_not_the_state() {
         states(&s).await,
         [pair("ticker-1", "firing"), pair("ticker-2", "firing")]
     );
-    assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 1);
+    assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 2);
+    // The group's POST lists every alert of the group that fires, but not a silenced one.
+    let bodies = grouped.payloads();
+    assert_eq!(bodies.len(), 1);
+    let guests: Vec<&str> = bodies[0]["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["labels"]["guest"].as_str().unwrap())
+        .collect();
+    assert_eq!(guests, ["ticker-2"]);
     let payloads = receiver.payloads();
     assert_eq!(payloads.len(), 1);
     // The plain JSON form.
@@ -587,12 +621,21 @@ async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wa
         "{:?}",
         arrivals[1] - arrivals[0]
     );
-    let resolved = payloads[1]["alerts"].as_array().unwrap();
-    assert_eq!(resolved.len(), 2);
-    assert_eq!(payloads[1]["status"], "resolved");
+    // The POST lists the whole group, as Alertmanager's: the two resolved and the four that
+    // still fire, so the group is still firing.
+    let group = payloads[1]["alerts"].as_array().unwrap();
+    assert_eq!(group.len(), 6);
+    assert_eq!(payloads[1]["status"], "firing");
+    let resolved: Vec<&serde_json::Value> =
+        group.iter().filter(|a| a["status"] == "resolved").collect();
+    let mut resolved_guests: Vec<&str> = resolved
+        .iter()
+        .map(|a| a["labels"]["guest"].as_str().unwrap())
+        .collect();
+    resolved_guests.sort();
+    assert_eq!(resolved_guests, ["old-5", "old-6"]);
     // The same label set and fingerprint as when they fired.
     for r in resolved {
-        assert_eq!(r["status"], "resolved");
         let fired = alerts_told
             .iter()
             .find(|a| a["fingerprint"] == r["fingerprint"])

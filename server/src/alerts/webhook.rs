@@ -1,8 +1,9 @@
 //! Webhook receivers, as Alertmanager's webhook notifier behaves: each alert's transition is one
 //! outbox row (written with the evaluation, so a restart neither loses nor repeats one); the
 //! sender posts the due rows of one (receiver, group) together, as one body in Alertmanager's
-//! webhook format. A new group is first told after the receiver's group wait, later changes
-//! after its group interval since the group was last told.
+//! webhook format, listing the group's changed alerts and every other alert of the group that
+//! still fires (and is not silenced). A new group is first told after the receiver's group
+//! wait, later changes after its group interval since the group was last told.
 
 use serde_json::{Value, json};
 
@@ -10,9 +11,9 @@ use super::Rule;
 use super::client::{self, PostError};
 use super::evaluate::Measure;
 use super::labels::{self, LabelSet};
-use crate::analysis::alerting::Transition;
+use crate::analysis::alerting::{Transition, silenced};
 use crate::app::AppState;
-use crate::db::{Notify, OutboxRow, PendingGroup, ReceiverRow};
+use crate::db::{AlertRow, Notify, OutboxRow, PendingGroup, ReceiverRow};
 use crate::error::{AppError, AppResult};
 
 /// Alertmanager's "no end" time in webhook bodies, for a firing alert.
@@ -174,6 +175,32 @@ pub fn latest_per_alert(rows: &[OutboxRow]) -> Vec<Value> {
     out.into_iter().map(|(_, a)| a).collect()
 }
 
+/// A firing alert, as stored, as the body of `group_key` for `receiver` lists it; `None` when
+/// it belongs to another group (or was opened before labels were stored).
+pub fn still_firing_in(
+    alert: &AlertRow,
+    receiver: &ReceiverRow,
+    group_key: &str,
+    external_url: &str,
+) -> Option<Value> {
+    let labels: LabelSet = serde_json::from_str(&alert.labels_json).ok()?;
+    let fired_ms = alert.fired_ms?;
+    let by = labels::parse_group_by(&receiver.group_by);
+    if labels.is_empty() || labels::group_key(&labels::group_labels(&labels, &by)) != group_key {
+        return None;
+    }
+    let annotations: LabelSet = serde_json::from_str(&alert.annotations_json).unwrap_or_default();
+    Some(json!({
+        "status": "firing",
+        "labels": labels,
+        "annotations": annotations,
+        "startsAt": rfc3339(fired_ms),
+        "endsAt": NO_END,
+        "generatorURL": subject_url(external_url, &alert.subject, alert.subject_id),
+        "fingerprint": labels::fingerprint(&labels),
+    }))
+}
+
 /// Attempts before a notification is given up: with a 5 s base and a 15-minute cap, about
 /// two hours of trying.
 pub const MAX_ATTEMPTS: i64 = 12;
@@ -255,7 +282,21 @@ async fn deliver_groups(state: &AppState, groups: Vec<PendingGroup>) -> AppResul
         let bodies: Vec<(Vec<&OutboxRow>, String)> = if single {
             rows.iter().map(|r| (vec![r], r.payload.clone())).collect()
         } else {
-            let alerts = latest_per_alert(&rows);
+            let mut alerts = latest_per_alert(&rows);
+            // As Alertmanager's, a group's notification lists every alert of the group that
+            // still fires, not only those that changed: a receiver sees the whole group.
+            let told: Vec<i64> = rows.iter().map(|r| r.alert_id).collect();
+            let firing = state.db.open_alerts().await?;
+            let silences = super::silences_in_force(&state.db, now_ms).await?;
+            alerts.extend(
+                firing
+                    .iter()
+                    .filter(|a| a.state == "firing" && !told.contains(&a.id))
+                    .filter(|a| {
+                        !silenced(&silences, a.rule_id, &a.subject_name, &a.host_name, now_ms)
+                    })
+                    .filter_map(|a| still_firing_in(a, &receiver, &group.group_key, &external_url)),
+            );
             let body = group_body(&receiver, &group.group_key, &external_url, &alerts);
             vec![(rows.iter().collect(), body.to_string())]
         };
