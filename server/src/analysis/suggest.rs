@@ -707,7 +707,10 @@ mod tests {
             (
                 "nohz=off on 2 vCPUs",
                 test_window(2, 8.6, 572.0, Some("nohz=off")),
-                &[("remove_nohz_off", K::BootParameter), ("fewer_vcpus", K::VmConfig)],
+                &[
+                    ("remove_nohz_off", K::BootParameter),
+                    ("fewer_vcpus", K::VmConfig),
+                ],
             ),
             (
                 "idle=poll",
