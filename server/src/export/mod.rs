@@ -11,7 +11,7 @@ mod inventory;
 mod plan;
 
 pub use guests::{GUEST_COLUMNS, guests_csv};
-pub use inventory::{ansible_group, plan_inventory};
+pub use inventory::{ansible_group, plain_host_name, plan_inventory};
 pub use plan::{PLAN_COLUMNS, PLAN_GUEST_COLUMNS, plan_csv, plan_guests_csv};
 
 use chrono::{DateTime, SecondsFormat, Utc};
