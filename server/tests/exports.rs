@@ -666,6 +666,82 @@ async fn demo_exports_say_they_are_demo_data() {
     }
 }
 
+/// The demo plan page printed to PDF by Chromium (print media, the served stylesheet) still
+/// says "Demo data". Skipped, saying so, without chromium or pdftotext (poppler-utils).
+#[tokio::test]
+async fn a_printed_demo_plan_keeps_its_label() {
+    let installed = |program: &str, version: &str| {
+        Command::new(program)
+            .arg(version)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !installed("chromium", "--version") || !installed("pdftotext", "-v") {
+        eprintln!(
+            "SKIPPED: printing the plan needs chromium and pdftotext \
+             (apt-get install chromium poppler-utils)"
+        );
+        return;
+    }
+    let s = server_with(Options {
+        demo: true,
+        ..Options::default()
+    })
+    .await;
+    s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
+    let page = s.page("/plan", &s.login("alice", "viewer").await).await;
+    let css = s
+        .call(Method::GET, "/static/style.css", None, None)
+        .await
+        .body;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("style.css"), css).unwrap();
+    let html = page
+        .body
+        .replace("href=\"/static/style.css\"", "href=\"style.css\"");
+    assert_ne!(
+        html, page.body,
+        "the page links the stylesheet elsewhere now"
+    );
+    std::fs::write(dir.path().join("plan.html"), html).unwrap();
+    let pdf = dir.path().join("plan.pdf");
+    let printed = Command::new("timeout")
+        .arg("120")
+        .arg("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-pdf-header-footer",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.path().join("profile").display()
+        ))
+        .arg(format!("--print-to-pdf={}", pdf.display()))
+        .arg(format!("file://{}", dir.path().join("plan.html").display()))
+        .output()
+        .unwrap();
+    assert!(
+        pdf.exists(),
+        "chromium printed nothing: {}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    let text = Command::new("pdftotext")
+        .arg(&pdf)
+        .arg("-")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Kernel-upgrade plan"), "{text}");
+    assert!(
+        text.contains("Demo data."),
+        "the printed plan lost its label: {text}"
+    );
+    // What only works on screen is left out of print.
+    assert!(!text.contains("Log out"), "{text}");
+}
+
 const DAY_MS: i64 = 24 * HOUR_MS;
 const STEP_MS: i64 = 2 * 60_000;
 
