@@ -43,7 +43,9 @@ pub struct AnalysedGuest {
     /// How many report intervals the figures average over.
     pub intervals: i64,
     pub window_s: f64,
-    /// When the analysis ran (server clock): the figures are as of then.
+    /// When the analysis ran (server clock): the figures are as of then. Not serialised with
+    /// the rest: two analyses of the same stored data conclude the same whenever they ran.
+    #[serde(skip)]
     pub analysed_ms: i64,
     /// What the guest reported about its kernel, from its best source.
     pub kernel: Option<KernelFacts>,

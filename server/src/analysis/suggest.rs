@@ -703,7 +703,8 @@ mod tests {
             window
         };
         // (situation, window, (rule, kind) of each suggestion)
-        let cases: [(&str, Window, &[(&str, ChangeKind)]); 12] = [
+        type Case<'a> = (&'a str, Window, &'a [(&'a str, ChangeKind)]);
+        let cases: [Case; 12] = [
             (
                 "nohz=off on 2 vCPUs",
                 test_window(2, 8.6, 572.0, Some("nohz=off")),
