@@ -1,5 +1,6 @@
-//! Exports for spreadsheets and scripts: the ranked guests and the upgrade plan as CSV (the
-//! columns below are stable; new ones are only ever added at the end) and JSON.
+//! Exports for spreadsheets and scripts: the ranked guests (`guests.csv`), the upgrade plan by
+//! group (`plan.csv`) and by guest (`plan-guests.csv`), and the plan as an Ansible inventory
+//! (`plan-inventory.yml`). CSV columns are stable: new ones are only ever added at the end.
 //!
 //! VM names and kernel strings come from machines we do not control: a cell that a spreadsheet
 //! would read as a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return) is
