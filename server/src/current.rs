@@ -192,6 +192,7 @@ mod tests {
                     last_seen_ms: 1_000,
                     intervals: 6,
                     window_s: 60.0,
+                    analysed_ms: 1_000,
                     kernel: None,
                     verdict: verdict.clone(),
                 })

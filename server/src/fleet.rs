@@ -10,7 +10,7 @@ use crate::analysis::change::{self, Change};
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::history::{self, Accumulated, Figures, Summary};
 use crate::analysis::kernel::KernelFacts;
-use crate::analysis::plan::{PlanGroup, PlanGuest};
+use crate::analysis::plan::{PlanGroup, PlanGuest, PlannedChange};
 use crate::analysis::{self, Interval, Verdict, Window, idle};
 use crate::db::{
     Db, FactsRow, FactsSpanRow, GuestRow, GuestScope, HostRow, IdleReading, IntervalRow, RollupRow,
@@ -43,6 +43,10 @@ pub struct AnalysedGuest {
     /// How many report intervals the figures average over.
     pub intervals: i64,
     pub window_s: f64,
+    /// When the analysis ran (server clock): the figures are as of then. Not serialised with
+    /// the rest: two analyses of the same stored data conclude the same whenever they ran.
+    #[serde(skip)]
+    pub analysed_ms: i64,
     /// What the guest reported about its kernel, from its best source.
     pub kernel: Option<KernelFacts>,
     pub verdict: Verdict,
@@ -212,6 +216,7 @@ pub(crate) async fn analyse(
         for ((row, window, intervals), verdict) in host_guests.into_iter().zip(verdicts) {
             guests.push(AnalysedGuest {
                 window_s: window.total().length_s,
+                analysed_ms: now_ms,
                 kernel: window.facts,
                 id: row.id,
                 name: row.name,
@@ -427,6 +432,58 @@ impl History {
         })
     }
 
+    /// The histories of [from_ms, to_ms) of `guest_ids`, read in one query per table rather than
+    /// per guest; each is what [`History::load`] gives for its guest.
+    pub async fn load_many(
+        db: &Db,
+        guest_ids: &[i64],
+        from_ms: i64,
+        to_ms: i64,
+    ) -> AppResult<HashMap<i64, History>> {
+        let stored = db
+            .histories_between(guest_ids, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
+            .await?;
+        let mut histories: HashMap<i64, History> = guest_ids
+            .iter()
+            .map(|&id| {
+                let empty = History {
+                    samples: Vec::new(),
+                    rollups: Vec::new(),
+                    readings: Vec::new(),
+                    spans: Vec::new(),
+                };
+                (id, empty)
+            })
+            .collect();
+        // Rows come ordered by guest, then time, as each guest's own queries order them.
+        for sample in stored.samples {
+            if let Some(h) = histories.get_mut(&sample.guest_id) {
+                h.samples.push(sample);
+            }
+        }
+        for r in &stored.readings {
+            if let Some(h) = histories.get_mut(&r.guest_id) {
+                h.readings.push(reading(r));
+            }
+        }
+        for row in stored.rollups {
+            if let Some(h) = histories.get_mut(&row.guest_id) {
+                h.rollups.push(row.rollup);
+            }
+        }
+        for row in stored.spans {
+            let Ok(facts) = serde_json::from_str(&row.span.facts_json) else {
+                continue;
+            };
+            if let Some(h) = histories.get_mut(&row.guest_id) {
+                let s = row.span;
+                h.spans
+                    .push((s.source, s.first_received_ms, s.received_ms, facts));
+            }
+        }
+        Ok(histories)
+    }
+
     /// The facts the guest had at a time: those first received by then, as the ranking would
     /// have picked them then, without their idle fraction (the window's own readings stand in
     /// for it).
@@ -551,26 +608,60 @@ impl History {
     }
 }
 
+/// Guests whose history [`waste_so_far_of`] reads at once: with raw samples kept 48 hours at one
+/// every 10 s, 32 guests are some 550,000 samples (about 35 MB) in memory at a time.
+pub const WASTE_SO_FAR_BATCH: usize = 32;
+
+/// What each of `guests` wasted over the last 24 hours and 7 days up to `now_ms`, as its page
+/// shows it ([`History::waste_so_far`]); their histories are read [`WASTE_SO_FAR_BATCH`] guests
+/// at a time, one query per table for each batch, not one per guest.
+pub async fn waste_so_far_of(
+    db: &Db,
+    guests: &[Arc<AnalysedGuest>],
+    now_ms: i64,
+) -> AppResult<HashMap<i64, WasteSoFar>> {
+    let mut so_far = HashMap::new();
+    for batch in guests.chunks(WASTE_SO_FAR_BATCH) {
+        let ids: Vec<i64> = batch.iter().map(|g| g.id).collect();
+        let histories = History::load_many(db, &ids, now_ms - WASTE_SO_FAR_MS, now_ms + 1).await?;
+        for g in batch {
+            if let Some(history) = histories.get(&g.id) {
+                so_far.insert(g.id, history.waste_so_far(g, now_ms));
+            }
+        }
+    }
+    Ok(so_far)
+}
+
 /// The upgrade plan of the active guests.
 pub fn plan(guests: &[Arc<AnalysedGuest>]) -> Vec<PlanGroup> {
-    let rows: Vec<PlanGuest> = guests
-        .iter()
-        .map(|g| PlanGuest {
-            distro: g.kernel.as_ref().and_then(|k| k.distro.clone()),
-            kernel_release: g.kernel.as_ref().and_then(|k| k.kernel_release.clone()),
-            tick_mode: g.verdict.classification.mode.as_str(),
-            wasted_cpu_pct: g.wasted_cpu_pct(),
-            // The first suggestion that saves something, else the first at all.
-            change: g
-                .verdict
-                .suggestions
-                .iter()
-                .find(|s| s.saving_cpu_pct.is_some())
-                .or(g.verdict.suggestions.first())
-                .map(|s| (s.title, s.saving_cpu_pct)),
-        })
-        .collect();
+    let rows: Vec<PlanGuest> = guests.iter().map(|g| plan_guest(g)).collect();
     analysis::plan::plan(&rows)
+}
+
+/// What the plan needs of one guest.
+pub fn plan_guest(g: &AnalysedGuest) -> PlanGuest {
+    PlanGuest {
+        id: g.id,
+        name: g.name.clone(),
+        host: g.host.clone(),
+        distro: g.kernel.as_ref().and_then(|k| k.distro.clone()),
+        kernel_release: g.kernel.as_ref().and_then(|k| k.kernel_release.clone()),
+        tick_mode: g.verdict.classification.mode.as_str(),
+        tick_mode_confidence: g.verdict.classification.confidence,
+        wasted_cpu_pct: g.wasted_cpu_pct(),
+        change: analysis::plan::planned(&g.verdict.suggestions).map(PlannedChange::from),
+    }
+}
+
+/// The key of the plan group a guest belongs to (see [`analysis::plan::group_key`]).
+pub fn group_key_of(g: &AnalysedGuest) -> String {
+    let k = g.kernel.as_ref();
+    analysis::plan::group_key(
+        k.and_then(|k| k.distro.as_deref()),
+        k.and_then(|k| k.kernel_release.as_deref()),
+        g.verdict.classification.mode.as_str(),
+    )
 }
 
 /// Fleet totals for the overview.

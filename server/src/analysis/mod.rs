@@ -8,6 +8,7 @@
 pub mod alerting;
 pub mod boot_args;
 pub mod change;
+pub mod change_kind;
 pub mod cost;
 pub mod history;
 pub mod idle;

@@ -7,6 +7,7 @@
 use serde::Serialize;
 
 use super::boot_args;
+use super::change_kind::ChangeKind;
 use super::idle::Activity;
 use super::kernel::{self, KernelFacts, NohzBuilt};
 use super::tick_mode::{Classification, Confidence, TickMode};
@@ -21,6 +22,8 @@ pub struct Suggestion {
     pub title: &'static str,
     /// The change to make, exactly.
     pub change: String,
+    /// What making it takes (a reboot, a new kernel, ...).
+    pub kind: ChangeKind,
     /// Why it helps.
     pub why: String,
     pub confidence: Confidence,
@@ -75,6 +78,7 @@ fn tune_haltpoll(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "tune_haltpoll",
+        kind: ChangeKind::GuestSetting,
         title: "Stop idle vCPUs from polling (haltpoll)",
         change: "In the guest, `echo 0 > /sys/module/haltpoll/parameters/guest_halt_poll_ns`, or boot with `haltpoll.guest_halt_poll_ns=0`; on a host with spare cores only, a smaller value keeps some of the latency benefit.".into(),
         why: "The cpuidle-haltpoll driver spins for a while before halting an idle vCPU: lower wake-up latency, paid for in host CPU, which an overcommitted host takes from other guests.".into(),
@@ -103,6 +107,7 @@ fn upgrade_pre_nohz_kernel(input: &Input) -> Option<Suggestion> {
     };
     Some(Suggestion {
         rule: "upgrade_pre_nohz_kernel",
+        kind: ChangeKind::KernelUpgrade,
         title: "Upgrade to a kernel that can stop its tick",
         change: "Move this guest to a kernel of 2.6.24 or later built with NO_HZ (a current distribution kernel), or to a distribution release that ships one.".into(),
         why,
@@ -130,6 +135,7 @@ fn rhel5_divider(input: &Input) -> Option<Suggestion> {
     Some(if build >= RHEL_5_8_BUILD {
         Suggestion {
             rule: "rhel5_divider",
+            kind: ChangeKind::BootParameter,
             title: "Divide the RHEL 5 tick by ten",
             change: format!(
                 "Add `divider=10` to the kernel line in /boot/grub/grub.conf and reboot: the tick drops from {hz} to {} Hz.",
@@ -142,6 +148,8 @@ fn rhel5_divider(input: &Input) -> Option<Suggestion> {
     } else {
         Suggestion {
             rule: "rhel5_divider",
+            // Updating to 5.8 or later is a new kernel.
+            kind: ChangeKind::KernelUpgrade,
             title: "Update RHEL 5, then divide its tick by ten",
             change: "Update to RHEL/CentOS 5.8 or later (kernel 2.6.18-308 or newer) first, then add `divider=10` to the kernel line and reboot.".into(),
             why: format!(
@@ -189,6 +197,7 @@ fn paravirt_clocksource(input: &Input) -> Option<Suggestion> {
     };
     Some(Suggestion {
         rule: "paravirt_clocksource",
+        kind: ChangeKind::BootParameter,
         title: "Use a clocksource that does not trap",
         change,
         why: format!(
@@ -246,6 +255,7 @@ fn lower_host_halt_poll(input: &Input) -> Option<Suggestion> {
     let above_baseline_pct = (rates.cpu_pct_per_vcpu - baseline) * vcpus;
     Some(Suggestion {
         rule: "lower_host_halt_poll",
+        kind: ChangeKind::HostSide,
         title: "Lower KVM halt polling on the host",
         change: format!(
             "On the host: `echo 0 > /sys/module/kvm/parameters/halt_poll_ns` (now {poll_ns}), kept across reboots with `options kvm halt_poll_ns=0` in /etc/modprobe.d/kvm.conf; a value between keeps part of the wake-up latency benefit. It applies to every KVM guest of the host."
@@ -273,6 +283,7 @@ fn find_user_space_wakeups(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "find_user_space_wakeups",
+        kind: ChangeKind::Investigate,
         title: "Find what wakes this tickless guest",
         change: "In the guest, run `powertop` (Overview tab: wake-ups per second by process and interrupt), or `perf sched timehist` for a while, and deal with the top wakers.".into(),
         why: format!(
@@ -299,6 +310,7 @@ fn remove_idle_poll(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "remove_idle_poll",
+        kind: ChangeKind::BootParameter,
         title: "Remove `idle=poll`",
         change: "Remove `idle=poll` from the guest kernel command line.".into(),
         why: "With `idle=poll` an idle vCPU spins in a loop instead of halting, so the host runs it flat out; without it the vCPU halts and the host thread sleeps.".into(),
@@ -316,6 +328,7 @@ fn remove_nohz_off(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "remove_nohz_off",
+        kind: ChangeKind::BootParameter,
         title: "Remove `nohz=off`",
         change: if input.window.boot_args.is_some() {
             "Remove `nohz=off` from the guest kernel command line (it is visible on the host, in the VM's kernel boot arguments)."
@@ -353,6 +366,7 @@ fn check_guest_kernel(input: &Input) -> Option<Suggestion> {
         };
         return Some(Suggestion {
             rule: "check_guest_kernel",
+            kind: ChangeKind::KernelConfig,
             title: "Make the guest kernel tickless",
             change: format!(
                 "Boot a kernel built with CONFIG_NO_HZ_IDLE=y instead of {release} ({built}).{}",
@@ -372,6 +386,8 @@ fn check_guest_kernel(input: &Input) -> Option<Suggestion> {
     };
     Some(Suggestion {
         rule: "check_guest_kernel",
+        // Which change it needs is what the command tells.
+        kind: ChangeKind::Investigate,
         title: "Make the guest kernel tickless",
         change: format!(
             "In the guest, run `grep -E '^CONFIG_(HZ|NO_HZ)' /boot/config-$(uname -r); cat /proc/cmdline`. If the kernel has CONFIG_HZ_PERIODIC=y (or no NO_HZ option at all), move to a kernel built with CONFIG_NO_HZ_IDLE=y; if the command line has `nohz=off`, remove it.{}",
@@ -414,6 +430,7 @@ fn fewer_vcpus(input: &Input) -> Option<Suggestion> {
     let measured_s = input.window.total().length_s;
     Some(Suggestion {
         rule: "fewer_vcpus",
+        kind: ChangeKind::VmConfig,
         title: "Give it fewer vCPUs",
         change: format!(
             "Give it {needed} vCPU(s) instead of {vcpus}, if its busiest hours (look at a longer history than this) also fit."
@@ -433,6 +450,7 @@ fn busy_or_polling(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "busy_or_polling",
+        kind: ChangeKind::Investigate,
         title: "Check whether it polls while idle",
         change: "If this guest should be idle, check it for polling idle: `cat /proc/cmdline` (remove `idle=poll`) and `cat /sys/devices/system/cpu/cpuidle/current_driver` (`haltpoll`: lower `guest_halt_poll_ns` or unload cpuidle-haltpoll on an overcommitted host).".into(),
         why: "The host sees its vCPUs running almost all the time, which is either real work or idle vCPUs spinning instead of halting; only the guest can tell which.".into(),
@@ -657,6 +675,108 @@ mod tests {
         for (what, cpu, wakeups, facts, expected) in cases {
             let s = rules_with_facts(cpu, wakeups, facts);
             assert_eq!(rule_names(&s), expected, "{what}: {s:#?}");
+        }
+    }
+
+    #[test]
+    fn each_suggestion_says_what_its_change_takes() {
+        use ChangeKind as K;
+        use NohzBuilt as N;
+        let rhel = |release: &str| guest(release, N::None, 1000, "ro quiet");
+        let mut haltpoll = guest("6.1.0-57-cloud-amd64", N::Full, 250, "quiet");
+        haltpoll.cpuidle_driver = Some("haltpoll".into());
+        haltpoll.dynticks_active = Some(true);
+        let mut hpet = guest("6.1.0-57-cloud-amd64", N::Full, 250, "quiet");
+        hpet.clocksource = Some("hpet".into());
+        let mut chatty = guest("6.1.0-57-cloud-amd64", N::Idle, 250, "quiet");
+        chatty.dynticks_active = Some(true);
+        chatty.cpuidle_driver = Some("none".into());
+        let mut polled = test_window(1, 1.0, 50.0, None);
+        polled.uses_kvm = Some(true);
+        polled.host_halt_poll_ns = Some(200_000);
+        let with_facts = |cpu: f64, wakeups: f64, facts: KernelFacts| {
+            let mut window = test_window(1, cpu, wakeups, None);
+            for interval in &mut window.intervals {
+                interval.guest_idle_fraction = facts.idle_fraction;
+            }
+            window.facts = Some(facts);
+            window
+        };
+        // (situation, window, (rule, kind) of each suggestion)
+        type Case<'a> = (&'a str, Window, &'a [(&'a str, ChangeKind)]);
+        let cases: [Case; 12] = [
+            (
+                "nohz=off on 2 vCPUs",
+                test_window(2, 8.6, 572.0, Some("nohz=off")),
+                &[
+                    ("remove_nohz_off", K::BootParameter),
+                    ("fewer_vcpus", K::VmConfig),
+                ],
+            ),
+            (
+                "idle=poll",
+                test_window(1, 99.3, 485.0, Some("idle=poll")),
+                &[("remove_idle_poll", K::BootParameter)],
+            ),
+            (
+                "periodic, nothing known inside",
+                test_window(1, 4.0, 1000.0, None),
+                &[("check_guest_kernel", K::Investigate)],
+            ),
+            (
+                "built without NO_HZ",
+                with_facts(3.0, 297.0, guest("6.1.192", N::None, 300, "quiet")),
+                &[("check_guest_kernel", K::KernelConfig)],
+            ),
+            (
+                "RHEL 5.3",
+                with_facts(4.8, 1000.0, rhel("2.6.18-128.el5")),
+                &[
+                    ("upgrade_pre_nohz_kernel", K::KernelUpgrade),
+                    ("rhel5_divider", K::KernelUpgrade),
+                ],
+            ),
+            (
+                "RHEL 5.8",
+                with_facts(4.8, 1000.0, rhel("2.6.18-308.el5")),
+                &[
+                    ("upgrade_pre_nohz_kernel", K::KernelUpgrade),
+                    ("rhel5_divider", K::BootParameter),
+                ],
+            ),
+            (
+                "haltpoll",
+                with_facts(70.0, 300.0, haltpoll),
+                &[("tune_haltpoll", K::GuestSetting)],
+            ),
+            (
+                "HPET clocksource",
+                with_facts(0.4, 30.0, hpet),
+                &[("paravirt_clocksource", K::BootParameter)],
+            ),
+            (
+                "tickless, chatty user space",
+                with_facts(1.2, 400.0, chatty),
+                &[("find_user_space_wakeups", K::Investigate)],
+            ),
+            (
+                "busy",
+                test_window(1, 99.3, 485.0, None),
+                &[("busy_or_polling", K::Investigate)],
+            ),
+            (
+                "host halt polling",
+                polled,
+                &[("lower_host_halt_poll", K::HostSide)],
+            ),
+            ("tickless and quiet", test_window(1, 0.3, 38.0, None), &[]),
+        ];
+        for (what, window, expected) in cases {
+            let got: Vec<(&str, ChangeKind)> = suggestions(window)
+                .iter()
+                .map(|s| (s.rule, s.kind))
+                .collect();
+            assert_eq!(got, expected, "{what}");
         }
     }
 

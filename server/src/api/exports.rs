@@ -1,4 +1,5 @@
-//! Exports for viewers: the ranked guests as CSV, the upgrade plan as CSV and JSON.
+//! Exports for viewers: the ranked guests as CSV; the upgrade plan as CSV (by group and by
+//! guest), JSON and an Ansible inventory. Demo data says so in each (see `export::Context`).
 
 use axum::Json;
 use axum::extract::State;
@@ -20,19 +21,34 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(guests_csv))
         .routes(routes!(plan_csv))
         .routes(routes!(plan_json))
+        .routes(routes!(plan_guests_csv))
+        .routes(routes!(plan_inventory))
 }
 
-fn csv_download(name: &str, body: String) -> impl IntoResponse {
+fn download(
+    name: &str,
+    extension: &str,
+    content_type: &str,
+    demo: bool,
+    body: String,
+) -> impl IntoResponse {
     (
         [
-            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+            (header::CONTENT_TYPE, content_type.to_string()),
             (
                 header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"tickscope-{name}.csv\""),
+                format!(
+                    "attachment; filename=\"{}\"",
+                    export::file_name(name, extension, demo)
+                ),
             ),
         ],
         body,
     )
+}
+
+fn csv_download(name: &str, demo: bool, body: String) -> impl IntoResponse {
+    download(name, "csv", "text/csv; charset=utf-8", demo, body)
 }
 
 /// The ranked guests as CSV, one row per guest, most wasteful first.
@@ -52,11 +68,24 @@ fn csv_download(name: &str, body: String) -> impl IntoResponse {
 )]
 async fn guests_csv(State(state): State<AppState>, caller: Caller) -> AppResult<impl IntoResponse> {
     caller.require(Role::Viewer)?;
-    let guests = state.ranked(now_ms()).await;
+    let now = now_ms();
+    let guests = state.ranked(now).await;
+    let so_far = fleet::waste_so_far_of(&state.db, &guests, now).await?;
+    let model = state.cost_model();
+    let context = context(&state, &model, now);
     Ok(csv_download(
         "guests",
-        export::guests_csv(&guests, &state.cost_model())?,
+        context.demo,
+        export::guests_csv(&guests, &so_far, &context)?,
     ))
+}
+
+fn context<'a>(state: &AppState, model: &'a CostModel, now_ms: i64) -> export::Context<'a> {
+    export::Context {
+        model,
+        now_ms,
+        demo: state.options.demo,
+    }
 }
 
 /// The kernel-upgrade plan as CSV: guests grouped by distribution, kernel and tick mode.
@@ -76,17 +105,92 @@ async fn guests_csv(State(state): State<AppState>, caller: Caller) -> AppResult<
 )]
 async fn plan_csv(State(state): State<AppState>, caller: Caller) -> AppResult<impl IntoResponse> {
     caller.require(Role::Viewer)?;
-    let guests = state.ranked(now_ms()).await;
+    let now = now_ms();
+    let guests = state.ranked(now).await;
     let plan = fleet::plan(&guests);
+    let model = state.cost_model();
+    let context = context(&state, &model, now);
     Ok(csv_download(
         "plan",
-        export::plan_csv(&plan, &state.cost_model())?,
+        context.demo,
+        export::plan_csv(&plan, &guests, &context)?,
+    ))
+}
+
+/// The kernel-upgrade plan as CSV, one row per guest it changes: the guest's group (the
+/// `group_key` of plan.csv and guests.csv), its change, what the change takes, and its saving.
+#[utoipa::path(
+    get,
+    path = "/api/v1/plan-guests.csv",
+    operation_id = "export_plan_guests_csv",
+    tag = "exports",
+    security(("token" = [])),
+    responses(
+        (status = 200, description = "CSV with a header row", body = String, content_type = "text/csv"),
+        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
+        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
+        (status = 408, description = "The request took longer than the server's timeout"),
+        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+    )
+)]
+async fn plan_guests_csv(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> AppResult<impl IntoResponse> {
+    caller.require(Role::Viewer)?;
+    let now = now_ms();
+    let guests = state.ranked(now).await;
+    let plan = fleet::plan(&guests);
+    let model = state.cost_model();
+    let context = context(&state, &model, now);
+    Ok(csv_download(
+        "plan-guests",
+        context.demo,
+        export::plan_guests_csv(&plan, &guests, &context)?,
+    ))
+}
+
+/// The kernel-upgrade plan as an Ansible inventory (YAML): a group per change, each guest the
+/// plan changes once as a host of its change's group, with its id, hypervisor host, kernel and
+/// saving as host variables.
+#[utoipa::path(
+    get,
+    path = "/api/v1/plan-inventory.yml",
+    operation_id = "export_plan_inventory_yaml",
+    tag = "exports",
+    security(("token" = [])),
+    responses(
+        (status = 200, description = "An Ansible inventory in YAML", body = String, content_type = "application/yaml"),
+        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
+        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
+        (status = 408, description = "The request took longer than the server's timeout"),
+        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+    )
+)]
+async fn plan_inventory(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> AppResult<impl IntoResponse> {
+    caller.require(Role::Viewer)?;
+    let now = now_ms();
+    let guests = state.ranked(now).await;
+    let plan = fleet::plan(&guests);
+    let model = state.cost_model();
+    let context = context(&state, &model, now);
+    Ok(download(
+        "plan-inventory",
+        "yml",
+        "application/yaml; charset=utf-8",
+        context.demo,
+        export::plan_inventory(&plan, &guests, &context)?,
     ))
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
 struct PlanJson {
     generated_ms: i64,
+    /// The server shows the simulated demo fleet, not measured guests.
+    demo: bool,
     cost_model: CostModel,
     groups: Vec<PlanGroup>,
 }
@@ -113,6 +217,7 @@ async fn plan_json(State(state): State<AppState>, caller: Caller) -> AppResult<J
     let guests = state.ranked(now).await;
     Ok(Json(PlanJson {
         generated_ms: now,
+        demo: state.options.demo,
         cost_model: state.cost_model().clone(),
         groups: fleet::plan(&guests),
     }))

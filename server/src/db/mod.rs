@@ -7,6 +7,7 @@ mod alerts;
 mod facts;
 mod fault;
 mod guests;
+mod history;
 mod hosts;
 mod reports;
 mod rollups;
@@ -22,6 +23,7 @@ pub use alerts::{
 pub use facts::{FactsEventRow, FactsRow, FactsSpanRow, IDLE_READINGS_KEPT_MS};
 pub use fault::{StorageFault, storage_fault};
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
+pub use history::{GuestFactsSpanRow, GuestRollupRow, StoredHistories};
 pub use hosts::HostRow;
 pub use reports::{RawSample, StoreOutcome};
 pub use rollups::{FIVE_MINUTES_MS, HOUR_MS, RollupRow, StoredCounts};

@@ -315,6 +315,7 @@ mod tests {
             last_seen_ms: 0,
             intervals: 6,
             window_s: 60.0,
+            analysed_ms: 0,
             kernel: None,
             verdict,
         })

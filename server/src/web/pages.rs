@@ -14,6 +14,7 @@ use super::guest_list::{self, Column, ListQuery};
 use super::hosts::{self, HostLine};
 use super::view::{self, GuestRow, Segment};
 use crate::alerts::silences_in_force;
+use crate::analysis::change_kind::{ChangeKind, Needs};
 use crate::analysis::cost;
 use crate::analysis::history::Figures;
 use crate::analysis::suggest::Suggestion;
@@ -499,6 +500,8 @@ pub async fn not_found(uri: axum::http::Uri) -> Response {
 }
 
 struct PlanRow {
+    /// The group's key, as the exports have it.
+    key: String,
     distro: String,
     kernel_release: String,
     tick_mode: &'static str,
@@ -506,8 +509,22 @@ struct PlanRow {
     waste: String,
     change: Vec<Segment>,
     change_guests: usize,
+    /// What the change takes, in words.
+    needs: &'static str,
     saving: String,
     saving_money: String,
+}
+
+/// What a change takes, as the plan page says it.
+fn needs_in_words(kind: Option<ChangeKind>) -> &'static str {
+    match kind.map(ChangeKind::needs) {
+        None => "",
+        Some(Needs::NoReboot) => "no reboot",
+        Some(Needs::Reboot) => "a reboot",
+        Some(Needs::NewKernel) => "a new kernel",
+        Some(Needs::VmRestart) => "a VM restart",
+        Some(Needs::Unknown) => "a look first",
+    }
 }
 
 #[derive(Template, WebTemplate)]
@@ -549,6 +566,8 @@ pub async fn plan(
                 saving: view::pct(g.projected_saving_cpu_pct),
                 saving_money: money(g.projected_saving_cpu_pct),
                 change: view::segments(&g.change),
+                needs: needs_in_words(g.change_kind),
+                key: g.key,
                 distro: g.distro,
                 kernel_release: g.kernel_release,
                 tick_mode: g.tick_mode,

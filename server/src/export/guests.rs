@@ -1,0 +1,140 @@
+//! `guests.csv`: the ranked guests, one row each, most wasteful first.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::{Context, flag, number, rfc3339, text_cell, write_csv};
+use crate::analysis::cost;
+use crate::analysis::history::Accumulated;
+use crate::error::AppResult;
+use crate::fleet::{self, ANALYSIS_WINDOW_MS, AnalysedGuest, WasteSoFar};
+
+/// Columns of the guests export, in order. The first 19 are as they always were; the others were
+/// added at the end (issue 16), so that a reader by position still finds what it did.
+pub const GUEST_COLUMNS: [&str; 40] = [
+    "rank",
+    "guest",
+    "uuid",
+    "host",
+    "hypervisor",
+    "vcpus",
+    "host_cpu_pct",
+    "wakeups_per_vcpu_s",
+    "tick_mode",
+    "tick_mode_confidence",
+    "estimated_hz",
+    "wasted_cpu_pct",
+    "wasted_kwh_per_year",
+    "wasted_cost_per_year",
+    "currency",
+    "kernel_release",
+    "distro",
+    "suggestion",
+    "expected_saving_cpu_pct",
+    // Added in issue 16.
+    "guest_id",
+    "management",
+    "nohz_build",
+    "config_hz",
+    "measured_hz",
+    "idle_share",
+    "last_report",
+    "window_start",
+    "window_end",
+    "window_s",
+    "wasted_core_hours_24h",
+    "measured_hours_24h",
+    "wasted_cpu_pct_24h",
+    "wasted_core_hours_7d",
+    "measured_hours_7d",
+    "wasted_cpu_pct_7d",
+    "history_until",
+    "computed_at",
+    "group_key",
+    "facts_source",
+    "demo",
+];
+
+/// Waste averaged over the time measured in a span, in % of one core; `None` when nothing was
+/// measured in it.
+fn average_pct(a: &Accumulated) -> Option<f64> {
+    (a.measured_hours > 0.0).then(|| 100.0 * a.wasted_core_hours / a.measured_hours)
+}
+
+/// The guests as CSV; `so_far` holds each guest's waste over the last 24 h and 7 d up to
+/// `context.now_ms` (a guest missing from it gets empty cells).
+pub fn guests_csv(
+    guests: &[Arc<AnalysedGuest>],
+    so_far: &HashMap<i64, WasteSoFar>,
+    context: &Context,
+) -> AppResult<String> {
+    let model = context.model;
+    let rows = guests.iter().enumerate().map(|(i, g)| {
+        let v = &g.verdict;
+        let yearly = cost::of_waste(v.waste.wasted_cpu_pct, model);
+        let first = v.suggestions.first();
+        let k = g.kernel.as_ref();
+        let opt = |value: Option<f64>| value.map_or(String::new(), number);
+        let spans = so_far.get(&g.id);
+        let span = |pick: fn(&WasteSoFar) -> &Accumulated| -> [String; 3] {
+            match spans.map(pick) {
+                Some(a) => [
+                    number(a.wasted_core_hours),
+                    number(a.measured_hours),
+                    opt(average_pct(a)),
+                ],
+                None => Default::default(),
+            }
+        };
+        let [day_wasted, day_measured, day_pct] = span(|w| &w.last_24h);
+        let [week_wasted, week_measured, week_pct] = span(|w| &w.last_7d);
+        vec![
+            (i + 1).to_string(),
+            text_cell(&g.name),
+            g.uuid.as_deref().map_or(String::new(), text_cell),
+            text_cell(&g.host),
+            text_cell(&g.hypervisor),
+            g.vcpus.to_string(),
+            opt(v.rates.map(|r| r.host_cpu_pct)),
+            opt(v.rates.map(|r| r.wakeups_per_vcpu_s)),
+            v.classification.mode.as_str().to_string(),
+            v.classification.confidence.as_str().to_string(),
+            v.classification
+                .estimated_hz
+                .map_or(String::new(), |hz| hz.to_string()),
+            number(v.waste.wasted_cpu_pct),
+            number(yearly.kwh_per_year),
+            number(yearly.money_per_year),
+            text_cell(&model.currency),
+            text_cell(k.and_then(|k| k.kernel_release.as_deref()).unwrap_or("")),
+            text_cell(k.and_then(|k| k.distro.as_deref()).unwrap_or("")),
+            text_cell(first.map_or("", |s| s.title)),
+            opt(first.and_then(|s| s.saving_cpu_pct)),
+            // Added in issue 16.
+            g.id.to_string(),
+            text_cell(g.management.as_deref().unwrap_or("")),
+            k.map_or(String::new(), |k| k.nohz.as_str().to_string()),
+            k.and_then(|k| k.config_hz)
+                .map_or(String::new(), |hz| hz.to_string()),
+            k.and_then(|k| k.measured_hz).map_or(String::new(), number),
+            opt(v.activity.idle_share()),
+            rfc3339(g.last_seen_ms),
+            // The window holds the samples received within its length before the newest.
+            rfc3339(g.last_seen_ms - ANALYSIS_WINDOW_MS),
+            rfc3339(g.last_seen_ms),
+            number(g.window_s),
+            day_wasted,
+            day_measured,
+            day_pct,
+            week_wasted,
+            week_measured,
+            week_pct,
+            rfc3339(context.now_ms),
+            rfc3339(g.analysed_ms),
+            fleet::group_key_of(g),
+            text_cell(k.map_or("", |k| k.source.as_str())),
+            flag(context.demo),
+        ]
+    });
+    write_csv(&GUEST_COLUMNS, rows)
+}
