@@ -818,7 +818,28 @@ async fn the_24_hour_and_7_day_waste_is_what_the_stored_samples_give() {
     let s = server().await;
     let now = app::now_ms();
     two_days(&s, now).await;
-    let table = parse_csv(&get(&s, "/api/v1/guests.csv").await);
+    // Without `history` the columns are there, empty: the export does not read the week.
+    let quick = parse_csv(&get(&s, "/api/v1/guests.csv").await);
+    assert_eq!(quick.header, GUEST_COLUMNS);
+    for row in &quick.rows {
+        for column in [
+            "wasted_core_hours_24h",
+            "wasted_cpu_pct_7d",
+            "history_until",
+        ] {
+            assert_eq!(row[column], "", "{column}");
+        }
+    }
+    let bad = s
+        .call(
+            Method::GET,
+            "/api/v1/guests.csv?history=maybe",
+            Some(&s.viewer_token),
+            None,
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
+    let table = parse_csv(&get(&s, "/api/v1/guests.csv?history=true").await);
     assert_eq!(table.rows.len(), 2);
     let row = |name: &str| table.rows.iter().find(|r| r["guest"] == name).unwrap();
     let f = |row: &HashMap<String, String>, column: &str| -> f64 {

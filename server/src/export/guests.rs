@@ -62,7 +62,8 @@ fn average_pct(a: &Accumulated) -> Option<f64> {
 }
 
 /// The guests as CSV; `so_far` holds each guest's waste over the last 24 h and 7 d up to
-/// `context.now_ms` (a guest missing from it gets empty cells).
+/// `context.now_ms`; a guest missing from it (all of them unless the export was asked for
+/// its history) gets empty cells there and in `history_until`.
 pub fn guests_csv(
     guests: &[Arc<AnalysedGuest>],
     so_far: &HashMap<i64, WasteSoFar>,
@@ -129,7 +130,8 @@ pub fn guests_csv(
             week_wasted,
             week_measured,
             week_pct,
-            rfc3339(context.now_ms),
+            // Only where the 24 h and 7 d figures were read.
+            spans.map_or(String::new(), |_| rfc3339(context.now_ms)),
             rfc3339(g.analysed_ms),
             fleet::group_key_of(g),
             text_cell(k.map_or("", |k| k.source.as_str())),
