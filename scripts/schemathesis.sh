@@ -4,6 +4,8 @@
 # called with generated and mutated inputs under a fixed seed, and each answer checked for
 # server errors and for conformance to the document (status, content type, headers, body schema).
 #
+# Before that, openapi-spec-validator (from PyPI) checks the served document as a whole.
+#
 # Needs python3 with venv (Debian: python3-venv), a server binary (cargo build first), and the
 # network to PyPI the first time: schemathesis is installed into .cache/schemathesis-venv.
 # Environment: SCHEMATHESIS_EXAMPLES (cases per operation and phase, default 100),
@@ -16,6 +18,15 @@ venv=.cache/schemathesis-venv
 if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "$version"; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$version"
+fi
+# openapi-spec-validator checks the document itself (structure, references, unique
+# operationIds), as client generators read it; in its own venv, so that its pins and
+# schemathesis's never meet.
+validator_version=0.9.0
+validator_venv=.cache/openapi-venv
+if ! "$validator_venv/bin/pip" show openapi-spec-validator 2>/dev/null | grep -q "^Version: $validator_version$"; then
+    python3 -m venv "$validator_venv"
+    "$validator_venv/bin/pip" install --quiet --disable-pip-version-check "openapi-spec-validator==$validator_version"
 fi
 
 server=${TICKSCOPE_SERVER:-target/debug/tickscope-server}
@@ -44,6 +55,10 @@ for _ in $(seq 100); do
 done
 # Let the first alert evaluation run, so /api/v1/alerts has alerts in it.
 sleep 2
+
+echo "openapi-spec-validator: the served document" >&2
+curl -fsS "$base/api/v1/openapi.json" >"$work/openapi.json"
+"$validator_venv/bin/openapi-spec-validator" "$work/openapi.json"
 
 run() {
     local name=$1 token=$2

@@ -18,9 +18,12 @@ cd "$(dirname "$0")/.."
 # contrib/prometheus/ with promtool and runs a real Prometheus against the demo.
 # linux-source-6.1 and the kernel's build tools: the periodic guest kernel
 # (scripts/periodic-kernel.sh).
+# prometheus-alertmanager: the real Alertmanager tickscope sends alerts to
+# (server/tests/alertmanager.rs).
 packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl
     systemd adduser strace libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod
-    linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils prometheus)
+    linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils
+    prometheus-alertmanager prometheus)
 as_root=()
 [ "$(id -u)" -eq 0 ] || as_root=(sudo)
 missing=()

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
+use tickscope_server::alerts::alertmanager::AlertmanagerOptions;
 use tickscope_server::analysis::cost::CostModel;
 use tickscope_server::app::{self, AppState, Options};
 use tickscope_server::auth::{self, Role, UserRole};
@@ -65,6 +66,9 @@ enum Command {
         /// How often alert rules are evaluated, in seconds.
         #[arg(long, env = "TICKSCOPE_ALERT_INTERVAL", default_value_t = 15)]
         alert_interval: u64,
+        /// Where alerts go besides webhooks (boxed: the options are many, read once).
+        #[command(flatten)]
+        alertmanager: Box<AlertmanagerArgs>,
         /// Reports per second one agent token may send; beyond it, 429 with Retry-After.
         #[arg(long, env = "TICKSCOPE_INGEST_RATE", default_value = "20")]
         ingest_rate: NonZeroU32,
@@ -178,6 +182,52 @@ enum RoleArg {
     Guest,
 }
 
+/// `serve`'s Alertmanager options.
+#[derive(clap::Args)]
+struct AlertmanagerArgs {
+    /// Send alerts to this Alertmanager (its base address; repeat for each of a cluster,
+    /// or separate them with commas), as Prometheus does: POST /api/v2/alerts on a cadence.
+    /// tickscope's own silences do not apply to them; Alertmanager's do.
+    #[arg(
+        long = "alertmanager-url",
+        value_name = "URL",
+        env = "TICKSCOPE_ALERTMANAGER_URL",
+        value_delimiter = ','
+    )]
+    urls: Vec<String>,
+    /// Seconds between two sends of every alert to Alertmanager (Prometheus's
+    /// resend_delay); a change is sent at once.
+    #[arg(
+        long = "alertmanager-resend",
+        env = "TICKSCOPE_ALERTMANAGER_RESEND",
+        default_value_t = 60
+    )]
+    resend: u64,
+    /// A file holding the bearer token Alertmanager wants (sent to every --alertmanager-url).
+    #[arg(
+        long = "alertmanager-bearer-token-file",
+        value_name = "FILE",
+        env = "TICKSCOPE_ALERTMANAGER_BEARER_TOKEN_FILE",
+        conflicts_with = "basic_auth_file"
+    )]
+    bearer_token_file: Option<PathBuf>,
+    /// A file holding `user:password` for Alertmanager's basic auth.
+    #[arg(
+        long = "alertmanager-basic-auth-file",
+        value_name = "FILE",
+        env = "TICKSCOPE_ALERTMANAGER_BASIC_AUTH_FILE"
+    )]
+    basic_auth_file: Option<PathBuf>,
+    /// The CA certificate(s) (PEM) an https Alertmanager is checked against, instead of the
+    /// built-in roots.
+    #[arg(
+        long = "alertmanager-ca-file",
+        value_name = "FILE",
+        env = "TICKSCOPE_ALERTMANAGER_CA_FILE"
+    )]
+    ca_file: Option<PathBuf>,
+}
+
 #[derive(clap::Args)]
 struct DbArg {
     /// SQLite database file; created on first use.
@@ -229,6 +279,7 @@ async fn main() -> Result<()> {
             secure_cookies,
             external_url,
             alert_interval,
+            alertmanager,
             ingest_rate,
             ingest_burst,
             keep_raw_hours,
@@ -283,6 +334,26 @@ async fn main() -> Result<()> {
                 ..Options::default()
             };
             let alert_every = std::time::Duration::from_secs(alert_interval);
+            let read = |path: &Option<PathBuf>| -> Result<Option<Vec<u8>>> {
+                path.as_ref()
+                    .map(|p| {
+                        std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))
+                    })
+                    .transpose()
+            };
+            let text = |bytes: Option<Vec<u8>>| -> Result<Option<String>> {
+                bytes
+                    .map(|b| String::from_utf8(b).context("an Alertmanager auth file is not UTF-8"))
+                    .transpose()
+            };
+            let alertmanagers = AlertmanagerOptions::new(
+                &alertmanager.urls,
+                text(read(&alertmanager.bearer_token_file)?)?.as_deref(),
+                text(read(&alertmanager.basic_auth_file)?)?.as_deref(),
+                read(&alertmanager.ca_file)?,
+                std::time::Duration::from_secs(alertmanager.resend),
+            )
+            .map_err(|e| anyhow::anyhow!("--alertmanager-*: {e}"))?;
             const HOUR_MS: i64 = 3_600_000;
             let retention = Retention {
                 raw_ms: keep_raw_hours.saturating_mul(HOUR_MS),
@@ -294,7 +365,7 @@ async fn main() -> Result<()> {
                 &listen,
                 &db.path(demo),
                 options,
-                alert_every,
+                (alert_every, alertmanagers),
                 retention,
                 tls,
                 limits,
@@ -446,7 +517,7 @@ async fn serve(
     listen: &str,
     db_path: &Path,
     options: Options,
-    alert_every: std::time::Duration,
+    (alert_every, alertmanagers): (std::time::Duration, AlertmanagerOptions),
     retention: Retention,
     tls: Option<(PathBuf, PathBuf)>,
     limits: ConnectionLimits,
@@ -488,7 +559,7 @@ async fn serve(
             .await
             .context("cannot fill the demo database")?;
     }
-    tickscope_server::alerts::spawn(state.clone(), alert_every);
+    tickscope_server::alerts::spawn(state.clone(), alert_every, alertmanagers);
     // Every five minutes: one analysis window more of each guest becomes due.
     tickscope_server::retention::spawn(
         state.clone(),

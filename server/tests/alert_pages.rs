@@ -18,7 +18,7 @@ async fn done(s: &Server, login: &Login, reply: common::Reply) -> String {
 }
 
 /// The forms of the alerts page with valid values, without their CSRF token.
-const FORMS: [(&str, &[(&str, &str)]); 8] = [
+const FORMS: [(&str, &[(&str, &str)]); 9] = [
     (
         "/alerts/rules",
         &[
@@ -53,6 +53,15 @@ const FORMS: [(&str, &[(&str, &str)]); 8] = [
             ("format", "json"),
         ],
     ),
+    (
+        "/alerts/receivers/1",
+        &[
+            ("name", "r"),
+            ("url", "http://127.0.0.1:9/"),
+            ("format", "json"),
+            ("auth_header", "Bearer stolen"),
+        ],
+    ),
     ("/alerts/receivers/1/delete", &[]),
     ("/alerts/1/ack", &[]),
 ];
@@ -78,9 +87,12 @@ async fn furnished() -> Server {
     s.db.insert_silence(None, "nothing-*", now, now + 60_000, "r", "t", now)
         .await
         .unwrap();
-    s.db.insert_receiver("r0", "http://127.0.0.1:9/", "json", now)
-        .await
-        .unwrap();
+    s.db.insert_receiver(
+        &tickscope_server::db::NewReceiver::new("r0", "http://127.0.0.1:9/", "json"),
+        now,
+    )
+    .await
+    .unwrap();
     alerts::evaluate(&s.state, now).await.unwrap();
     assert!(!s.db.open_alerts().await.unwrap().is_empty());
     s
@@ -375,6 +387,123 @@ async fn an_admin_manages_rules_silences_receivers_and_acknowledges() {
     let page = done(&s, &admin, acked).await;
     assert!(page.contains("Alert acknowledged."));
     assert!(page.contains("ada, 0 s ago"), "{page}");
+}
+
+#[tokio::test]
+async fn a_receivers_auth_header_is_stored_but_never_shown_and_its_grouping_is_edited() {
+    let s = furnished().await;
+    let admin = s.login("ada", "admin").await;
+    let csrf = admin.csrf.as_str();
+    const SECRET: &str = "Bearer s3cret-token-value";
+    let added = s
+        .post_form(
+            &admin,
+            "/alerts/receivers",
+            &[
+                ("name", "pager"),
+                ("url", "https://pager.example/hook"),
+                ("format", "alertmanager"),
+                ("group_by", "host, hypervisor"),
+                ("group_wait_s", "10"),
+                ("group_interval_s", "120"),
+                ("auth_header", SECRET),
+                ("csrf", csrf),
+            ],
+        )
+        .await;
+    let page = done(&s, &admin, added).await;
+    assert!(!page.contains("s3cret"), "the auth header is shown back");
+    assert!(page.contains("alertname, host, hypervisor"), "{page}");
+    let stored = |name: &'static str| {
+        let db = s.db.clone();
+        async move {
+            db.receivers()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|r| r.name == name)
+                .unwrap()
+        }
+    };
+    let pager = stored("pager").await;
+    assert_eq!(pager.auth_header.as_deref(), Some(SECRET));
+    assert_eq!((pager.group_wait_s, pager.group_interval_s), (10, 120));
+
+    // Edited without a new header: the stored one stays.
+    let saved = s
+        .post_form(
+            &admin,
+            &format!("/alerts/receivers/{}", pager.id),
+            &[
+                ("name", "pager"),
+                ("url", "https://pager.example/hook"),
+                ("format", "alertmanager"),
+                ("group_by", ""),
+                ("group_wait_s", "30"),
+                ("group_interval_s", "300"),
+                ("csrf", csrf),
+            ],
+        )
+        .await;
+    assert!(
+        done(&s, &admin, saved)
+            .await
+            .contains("Receiver pager saved.")
+    );
+    let pager = stored("pager").await;
+    assert_eq!(pager.auth_header.as_deref(), Some(SECRET));
+    assert_eq!(
+        (
+            pager.group_by.as_str(),
+            pager.group_wait_s,
+            pager.group_interval_s
+        ),
+        ("", 30, 300)
+    );
+    // Removed when asked; a group label that is no label name is refused.
+    let cleared = s
+        .post_form(
+            &admin,
+            &format!("/alerts/receivers/{}", pager.id),
+            &[
+                ("name", "pager"),
+                ("url", "https://pager.example/hook"),
+                ("format", "alertmanager"),
+                ("clear_auth", "on"),
+                ("csrf", csrf),
+            ],
+        )
+        .await;
+    done(&s, &admin, cleared).await;
+    assert_eq!(stored("pager").await.auth_header, None);
+    let refused = s
+        .post_form(
+            &admin,
+            &format!("/alerts/receivers/{}", pager.id),
+            &[
+                ("name", "pager"),
+                ("url", "https://pager.example/hook"),
+                ("format", "alertmanager"),
+                ("group_by", "host-name"),
+                ("csrf", csrf),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let refused = s
+        .post_form(
+            &admin,
+            &format!("/alerts/receivers/{}", pager.id),
+            &[
+                ("name", "pager"),
+                ("url", "https://pager.example/hook"),
+                ("format", "alertmanager"),
+                ("ca_pem", "not a certificate"),
+                ("csrf", csrf),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! Alerts over recorded report sequences: states, silences, notifications to a real webhook
-//! receiver on loopback (Alertmanager's payload format and the plain JSON one), retries, and a
-//! restart in the middle.
+//! receiver on loopback (Alertmanager's payload format, grouped as Alertmanager groups, and the
+//! plain JSON one), retries, what is not retried, and a restart in the middle.
 
 mod common;
 
@@ -9,16 +9,18 @@ use std::sync::{Arc, Mutex};
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use serde_json::{Value, json};
 
 use common::{Server, guest, server_with};
 use tickscope_server::alerts;
 use tickscope_server::app::{AppState, Options};
+use tickscope_server::db::NewReceiver;
 use tickscope_server::ingest;
 
-/// A webhook receiver: keeps every payload, and answers 500 to the first `fail_first` requests.
+/// A webhook receiver: keeps every payload and the Authorization header of each request, and
+/// answers `fail_status` to the first `fail_first` requests.
 #[derive(Clone, Default)]
 struct Receiver {
     received: Arc<Mutex<Vec<Value>>>,
@@ -26,13 +28,20 @@ struct Receiver {
     /// When each request arrived: the gaps between attempts, measured where they land, so a
     /// slow test loop cannot shrink them.
     arrivals: Arc<Mutex<Vec<std::time::Instant>>>,
+    authorization: Arc<Mutex<Vec<Option<String>>>>,
     fail_first: usize,
+    fail_status: u16,
 }
 
 impl Receiver {
     async fn start(fail_first: usize) -> (Receiver, String) {
+        Receiver::failing_with(fail_first, 500).await
+    }
+
+    async fn failing_with(fail_first: usize, fail_status: u16) -> (Receiver, String) {
         let receiver = Receiver {
             fail_first,
+            fail_status,
             ..Receiver::default()
         };
         let app = axum::Router::new()
@@ -49,11 +58,20 @@ impl Receiver {
     }
 }
 
-async fn receive(State(r): State<Receiver>, Json(body): Json<Value>) -> StatusCode {
+async fn receive(
+    State(r): State<Receiver>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> StatusCode {
     r.arrivals.lock().unwrap().push(std::time::Instant::now());
+    r.authorization.lock().unwrap().push(
+        headers
+            .get("authorization")
+            .map(|v| v.to_str().unwrap().to_string()),
+    );
     let n = r.requests.fetch_add(1, Ordering::SeqCst);
     if n < r.fail_first {
-        return StatusCode::INTERNAL_SERVER_ERROR;
+        return StatusCode::from_u16(r.fail_status).unwrap();
     }
     r.received.lock().unwrap().push(body);
     StatusCode::OK
@@ -92,6 +110,15 @@ fn calm() -> Vec<Value> {
     ]
 }
 
+/// A receiver that is told at once: no group wait, no group interval.
+fn hook(name: &str, url: &str, format: &str) -> NewReceiver {
+    NewReceiver {
+        group_wait_s: 0,
+        group_interval_s: 0,
+        ..NewReceiver::new(name, url, format)
+    }
+}
+
 /// The default guest rule, made to fire after `duration_s`.
 async fn set_duration(s: &Server, duration_s: i64) {
     common::set_guest_rule(&s.db, duration_s, true).await;
@@ -128,7 +155,7 @@ fn pair(name: &str, state: &str) -> (String, String) {
 async fn pending_then_firing_after_the_duration_then_resolved_each_told_once() {
     let s = server(20).await;
     let (receiver, url) = Receiver::start(0).await;
-    s.db.insert_receiver("team", &url, "alertmanager", 0)
+    s.db.insert_receiver(&hook("team", &url, "alertmanager"), 0)
         .await
         .unwrap();
     set_duration(&s, 60).await;
@@ -181,18 +208,23 @@ async fn pending_then_firing_after_the_duration_then_resolved_each_told_once() {
     assert_eq!(history.len(), 1);
     assert_eq!(history[0].subject_name, "ticker-1");
 
-    // What the receiver got: two firing, one resolved, in Alertmanager's webhook format.
+    // What the receiver got, in Alertmanager's webhook format: one POST for the group (the
+    // rule) with both alerts firing, then one with ticker-1 resolved.
     let payloads = receiver.payloads();
-    assert_eq!(payloads.len(), 3);
+    assert_eq!(payloads.len(), 2);
     let statuses: Vec<&str> = payloads
         .iter()
         .map(|p| p["status"].as_str().unwrap())
         .collect();
-    assert_eq!(statuses, ["firing", "firing", "resolved"]);
+    assert_eq!(statuses, ["firing", "resolved"]);
+    assert_eq!(payloads[0]["alerts"].as_array().unwrap().len(), 2);
+    assert_eq!(payloads[1]["alerts"].as_array().unwrap().len(), 1);
+    let fired_ms = START_MS + 6 * STEP_MS;
     for p in &payloads {
         for field in [
             "version",
             "groupKey",
+            "truncatedAlerts",
             "status",
             "receiver",
             "groupLabels",
@@ -206,62 +238,77 @@ async fn pending_then_firing_after_the_duration_then_resolved_each_told_once() {
         assert_eq!(p["version"], "4");
         assert_eq!(p["receiver"], "team");
         assert_eq!(p["externalURL"], "https://tickscope.example");
-        let alert = &p["alerts"][0];
-        for field in [
-            "status",
-            "labels",
-            "annotations",
-            "startsAt",
-            "endsAt",
-            "generatorURL",
-            "fingerprint",
-        ] {
-            assert!(alert.get(field).is_some(), "alerts[0].{field} missing: {p}");
-        }
-        assert_eq!(alert["labels"]["alertname"], "Idle guest burning CPU");
-        assert_eq!(alert["labels"]["severity"], "warning");
-        assert_eq!(alert["labels"]["host"], "hv1");
-        assert!(
-            alert["generatorURL"]
-                .as_str()
-                .unwrap()
-                .starts_with("https://tickscope.example/guests/")
-        );
-        let starts = alert["startsAt"].as_str().unwrap();
-        chrono::DateTime::parse_from_rfc3339(starts).expect("startsAt is RFC 3339");
+        assert_eq!(p["groupKey"], r#"{}:{alertname="Idle guest burning CPU"}"#);
         assert_eq!(
-            chrono::DateTime::parse_from_rfc3339(starts)
-                .unwrap()
-                .timestamp_millis(),
-            START_MS
+            p["groupLabels"],
+            json!({"alertname": "Idle guest burning CPU"})
         );
-        assert!(
-            alert["annotations"]["summary"]
-                .as_str()
-                .unwrap()
-                .contains("% of a host core")
-        );
+        assert_eq!(p["commonLabels"]["alertname"], "Idle guest burning CPU");
+        assert_eq!(p["commonLabels"]["host"], "hv1");
+        for alert in p["alerts"].as_array().unwrap() {
+            for field in [
+                "status",
+                "labels",
+                "annotations",
+                "startsAt",
+                "endsAt",
+                "generatorURL",
+                "fingerprint",
+            ] {
+                assert!(alert.get(field).is_some(), "alert.{field} missing: {p}");
+            }
+            assert_eq!(alert["labels"]["alertname"], "Idle guest burning CPU");
+            assert_eq!(alert["labels"]["severity"], "warning");
+            assert_eq!(alert["labels"]["host"], "hv1");
+            assert_eq!(alert["labels"]["hypervisor"], "qemu");
+            // The tick mode changes while an alert is open: an annotation, not a label.
+            assert!(alert["labels"].get("tick_mode").is_none(), "{alert}");
+            assert!(
+                alert["generatorURL"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("https://tickscope.example/guests/")
+            );
+            // When it fired, not when it went pending.
+            let starts = alert["startsAt"].as_str().unwrap();
+            assert_eq!(
+                chrono::DateTime::parse_from_rfc3339(starts)
+                    .expect("startsAt is RFC 3339")
+                    .timestamp_millis(),
+                fired_ms
+            );
+            assert!(
+                alert["annotations"]["summary"]
+                    .as_str()
+                    .unwrap()
+                    .contains("% of a host core")
+            );
+            assert!(alert["annotations"]["tick_mode"].is_string(), "{alert}");
+        }
     }
-    let resolved = &payloads[2]["alerts"][0];
+    let resolved = &payloads[1]["alerts"][0];
     assert_eq!(resolved["labels"]["guest"], "ticker-1");
+    assert_eq!(resolved["status"], "resolved");
     assert_ne!(resolved["endsAt"], "0001-01-01T00:00:00Z");
     assert_eq!(payloads[0]["alerts"][0]["endsAt"], "0001-01-01T00:00:00Z");
-    // One alert, one fingerprint, from firing to resolved.
-    let fired_ticker_1 = payloads[..2]
+    // One alert, one label set, one fingerprint, from firing to resolved.
+    let fired_ticker_1 = payloads[0]["alerts"]
+        .as_array()
+        .unwrap()
         .iter()
-        .find(|p| p["alerts"][0]["labels"]["guest"] == "ticker-1")
+        .find(|a| a["labels"]["guest"] == "ticker-1")
         .unwrap();
-    assert_eq!(
-        fired_ticker_1["alerts"][0]["fingerprint"],
-        resolved["fingerprint"]
-    );
+    assert_eq!(fired_ticker_1["labels"], resolved["labels"]);
+    assert_eq!(fired_ticker_1["fingerprint"], resolved["fingerprint"]);
 }
 
 #[tokio::test]
 async fn a_pending_alert_that_clears_is_dropped_and_never_told() {
     let s = server(20).await;
     let (receiver, url) = Receiver::start(0).await;
-    s.db.insert_receiver("team", &url, "json", 0).await.unwrap();
+    s.db.insert_receiver(&hook("team", &url, "json"), 0)
+        .await
+        .unwrap();
     set_duration(&s, 600).await;
     let mut at = START_MS;
     for seq in 0..3 {
@@ -285,7 +332,9 @@ async fn a_pending_alert_that_clears_is_dropped_and_never_told() {
 async fn a_silence_holds_back_notifications_but_not_the_state() {
     let s = server(20).await;
     let (receiver, url) = Receiver::start(0).await;
-    s.db.insert_receiver("team", &url, "json", 0).await.unwrap();
+    s.db.insert_receiver(&hook("team", &url, "json"), 0)
+        .await
+        .unwrap();
     set_duration(&s, 0).await;
     s.db.insert_silence(
         None,
@@ -327,7 +376,7 @@ async fn a_silence_holds_back_notifications_but_not_the_state() {
 async fn a_restart_in_the_middle_neither_loses_nor_repeats_a_notification() {
     let s = server(20).await;
     let (receiver, url) = Receiver::start(0).await;
-    s.db.insert_receiver("team", &url, "alertmanager", 0)
+    s.db.insert_receiver(&hook("team", &url, "alertmanager"), 0)
         .await
         .unwrap();
     set_duration(&s, 0).await;
@@ -347,7 +396,12 @@ async fn a_restart_in_the_middle_neither_loses_nor_repeats_a_notification() {
     assert_eq!((again.firing, again.notifications), (2, 0));
     assert_eq!(alerts::deliver_due(&restarted).await.unwrap(), 2);
     assert_eq!(alerts::deliver_due(&restarted).await.unwrap(), 0);
-    assert_eq!(receiver.payloads().len(), 2);
+    // Both in one POST: one group.
+    assert_eq!(receiver.payloads().len(), 1);
+    assert_eq!(
+        receiver.payloads()[0]["alerts"].as_array().unwrap().len(),
+        2
+    );
     let after = s.db.outbox_counts().await.unwrap();
     assert_eq!((after.waiting, after.delivered, after.failed), (0, 2, 0));
 }
@@ -356,7 +410,7 @@ async fn a_restart_in_the_middle_neither_loses_nor_repeats_a_notification() {
 async fn a_receiver_that_fails_twice_gets_it_on_the_third_attempt_after_growing_delays() {
     let s = server(100).await;
     let (receiver, url) = Receiver::start(2).await;
-    s.db.insert_receiver("flaky", &url, "alertmanager", 0)
+    s.db.insert_receiver(&hook("flaky", &url, "alertmanager"), 0)
         .await
         .unwrap();
     set_duration(&s, 0).await;
@@ -419,7 +473,9 @@ async fn a_silent_agent_fires_the_host_rule_and_a_new_report_resolves_it() {
 async fn disabling_a_rule_resolves_its_alerts_and_says_why() {
     let s = server(20).await;
     let (receiver, url) = Receiver::start(0).await;
-    s.db.insert_receiver("team", &url, "json", 0).await.unwrap();
+    s.db.insert_receiver(&hook("team", &url, "json"), 0)
+        .await
+        .unwrap();
     set_duration(&s, 0).await;
     report_at(&s, 0, START_MS, ticking()).await;
     alerts::evaluate(&s.state, START_MS).await.unwrap();
@@ -445,4 +501,261 @@ async fn disabling_a_rule_resolves_its_alerts_and_says_why() {
         "{}",
         resolved[0]
     );
+}
+
+/// Six guests that tick: `web-1` .. `web-4`, `old-5` and `old-6`.
+fn six_tickers() -> Vec<Value> {
+    ["web-1", "web-2", "web-3", "web-4", "old-5", "old-6"]
+        .iter()
+        .map(|name| guest(name, 1, 5.3, 650.0, Some("nohz=off")))
+        .collect()
+}
+
+#[tokio::test]
+async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wait_the_group_interval()
+ {
+    let s = server(20).await;
+    let (receiver, url) = Receiver::start(0).await;
+    s.db.insert_receiver(
+        &NewReceiver {
+            group_wait_s: 2,
+            group_interval_s: 3,
+            auth_header: Some("Bearer hook-secret".into()),
+            ..NewReceiver::new("team", &url, "alertmanager")
+        },
+        0,
+    )
+    .await
+    .unwrap();
+    set_duration(&s, 0).await;
+    // On the real clock: group wait and interval are counted from when rows were written.
+    let start = tickscope_server::app::now_ms();
+    report_at(&s, 0, start, six_tickers()).await;
+    let evaluated = alerts::evaluate(&s.state, start).await.unwrap();
+    assert_eq!((evaluated.firing, evaluated.notifications), (6, 6));
+    // Within the group wait: nothing is sent.
+    assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 0);
+    assert!(receiver.payloads().is_empty());
+    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
+    assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 6);
+    let payloads = receiver.payloads();
+    assert_eq!(payloads.len(), 1, "one POST for the group");
+    let alerts_told = payloads[0]["alerts"].as_array().unwrap();
+    assert_eq!(alerts_told.len(), 6);
+    let mut guests: Vec<&str> = alerts_told
+        .iter()
+        .map(|a| a["labels"]["guest"].as_str().unwrap())
+        .collect();
+    guests.sort();
+    assert_eq!(
+        guests,
+        ["old-5", "old-6", "web-1", "web-2", "web-3", "web-4"]
+    );
+    assert_eq!(payloads[0]["status"], "firing");
+    assert_eq!(payloads[0]["truncatedAlerts"], 0);
+    // The receiver's auth header arrived.
+    assert_eq!(
+        receiver.authorization.lock().unwrap()[0].as_deref(),
+        Some("Bearer hook-secret")
+    );
+
+    // The rule is narrowed to `web-*`: the two others are no longer watched, so their alerts
+    // resolve, told together after the group interval since the last POST, with the labels
+    // they fired with.
+    let later = tickscope_server::app::now_ms();
+    let mut rule = tickscope_server::db::NewRule::from(s.db.alert_rules().await.unwrap().remove(0));
+    rule.scope = "name".into();
+    rule.scope_value = "web-*".into();
+    s.db.save_alert_rule(Some(1), &rule, "t", later)
+        .await
+        .unwrap();
+    let evaluated = alerts::evaluate(&s.state, later).await.unwrap();
+    assert_eq!(evaluated.transitions, 2, "{evaluated:?}");
+    assert_eq!(
+        alerts::deliver_due(&s.state).await.unwrap(),
+        0,
+        "within the group interval"
+    );
+    while alerts::deliver_due(&s.state).await.unwrap() == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let payloads = receiver.payloads();
+    assert_eq!(payloads.len(), 2);
+    let arrivals = receiver.arrivals.lock().unwrap().clone();
+    assert!(
+        arrivals[1] - arrivals[0] >= std::time::Duration::from_secs(3),
+        "{:?}",
+        arrivals[1] - arrivals[0]
+    );
+    let resolved = payloads[1]["alerts"].as_array().unwrap();
+    assert_eq!(resolved.len(), 2);
+    assert_eq!(payloads[1]["status"], "resolved");
+    // The same label set and fingerprint as when they fired.
+    for r in resolved {
+        assert_eq!(r["status"], "resolved");
+        let fired = alerts_told
+            .iter()
+            .find(|a| a["fingerprint"] == r["fingerprint"])
+            .expect("a resolved alert with the fingerprint it fired with");
+        assert_eq!(fired["labels"], r["labels"]);
+        assert_eq!(fired["startsAt"], r["startsAt"]);
+    }
+}
+
+#[tokio::test]
+async fn a_receiver_that_answers_400_gets_exactly_one_attempt() {
+    let s = server(20).await;
+    let (receiver, url) = Receiver::failing_with(usize::MAX, 400).await;
+    s.db.insert_receiver(&hook("strict", &url, "alertmanager"), 0)
+        .await
+        .unwrap();
+    set_duration(&s, 0).await;
+    report_at(&s, 0, START_MS, ticking()).await;
+    alerts::evaluate(&s.state, START_MS).await.unwrap();
+    assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 0);
+    // However long one waits, nothing is tried again.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 0);
+    assert_eq!(receiver.requests.load(Ordering::SeqCst), 1);
+    let counts = s.db.outbox_counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.delivered, counts.failed), (0, 0, 2));
+}
+
+#[tokio::test]
+async fn a_receiver_that_answers_429_or_503_is_tried_again() {
+    for status in [429, 503, 408] {
+        let s = server(20).await;
+        let (receiver, url) = Receiver::failing_with(2, status).await;
+        s.db.insert_receiver(&hook("busy", &url, "alertmanager"), 0)
+            .await
+            .unwrap();
+        set_duration(&s, 0).await;
+        report_at(&s, 0, START_MS, ticking()).await;
+        alerts::evaluate(&s.state, START_MS).await.unwrap();
+        let started = std::time::Instant::now();
+        while receiver.payloads().is_empty() {
+            alerts::deliver_due(&s.state).await.unwrap();
+            assert!(
+                started.elapsed().as_secs() < 10,
+                "{status}: never delivered"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(receiver.requests.load(Ordering::SeqCst), 3, "{status}");
+        let counts = s.db.outbox_counts().await.unwrap();
+        assert_eq!((counts.delivered, counts.failed), (2, 0), "{status}");
+    }
+}
+
+/// A webhook receiver over HTTPS with a certificate from a private CA (made for the test with
+/// rcgen): returns the receiver, its address and the CA's PEM.
+async fn https_receiver(dir: &std::path::Path) -> (Receiver, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let tls = tickscope_server::http::tls::acceptor(&cert_path, &key_path).unwrap();
+
+    let receiver = Receiver::default();
+    let app = axum::Router::new()
+        .route("/hook", post(receive))
+        .with_state(receiver.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let (tls, app) = (tls.clone(), app.clone());
+            tokio::spawn(async move {
+                // A client that does not trust the CA ends the handshake: nothing to serve.
+                let Ok(stream) = tls.accept(tcp).await else {
+                    return;
+                };
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(
+                        hyper_util::rt::TokioIo::new(stream),
+                        hyper_util::service::TowerToHyperService::new(app),
+                    )
+                    .await;
+            });
+        }
+    });
+    (receiver, url, ca.pem())
+}
+
+#[tokio::test]
+async fn an_https_receiver_is_reached_with_its_own_ca_and_refused_without_it() {
+    let s = server(20).await;
+    let (receiver, url, ca_pem) = https_receiver(s.dir.path()).await;
+    s.db.insert_receiver(
+        &NewReceiver {
+            ca_pem: Some(ca_pem),
+            ..hook("private", &url, "alertmanager")
+        },
+        0,
+    )
+    .await
+    .unwrap();
+    s.db.insert_receiver(&hook("public-roots", &url, "alertmanager"), 0)
+        .await
+        .unwrap();
+    set_duration(&s, 0).await;
+    report_at(&s, 0, START_MS, ticking()).await;
+    alerts::evaluate(&s.state, START_MS).await.unwrap();
+    // The receiver with the CA gets its two alerts; the other fails the handshake and waits
+    // for a retry, its error recorded.
+    assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 2);
+    let payloads = receiver.payloads();
+    assert_eq!(payloads.len(), 1);
+    assert_eq!(payloads[0]["receiver"], "private");
+    let counts = s.db.outbox_counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.delivered), (2, 2));
+}
+
+#[tokio::test]
+async fn a_receiver_that_never_answers_holds_up_no_other() {
+    let s = server(20).await;
+    // Takes connections and never answers: its POST ends at the 10 s timeout.
+    let stuck = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let stuck_url = format!("http://{}/hook", stuck.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for connection in stuck.incoming() {
+            held.push(connection);
+        }
+    });
+    let (receiver, url) = Receiver::start(0).await;
+    // "a-stuck" sorts first, so it would be posted first by a sender that posts in turn.
+    s.db.insert_receiver(&hook("a-stuck", &stuck_url, "alertmanager"), 0)
+        .await
+        .unwrap();
+    s.db.insert_receiver(&hook("b-fine", &url, "alertmanager"), 0)
+        .await
+        .unwrap();
+    set_duration(&s, 0).await;
+    report_at(&s, 0, START_MS, ticking()).await;
+    alerts::evaluate(&s.state, START_MS).await.unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 2);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(9),
+        "the stuck one timed out"
+    );
+    let arrived = receiver.arrivals.lock().unwrap()[0];
+    assert!(
+        arrived - started < std::time::Duration::from_secs(2),
+        "the other receiver waited {:?}",
+        arrived - started
+    );
+    let counts = s.db.outbox_counts().await.unwrap();
+    assert_eq!((counts.waiting, counts.delivered), (2, 2));
 }

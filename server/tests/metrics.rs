@@ -220,6 +220,8 @@ async fn metrics_hold_every_guest_and_the_servers_own_counters() {
     assert_eq!(
         outcomes("tickscope_notifications_total"),
         [
+            ("alertmanager_failed".to_string(), 0.0),
+            ("alertmanager_sent".to_string(), 0.0),
             ("delivered".to_string(), 0.0),
             ("given_up".to_string(), 0.0),
             ("retried".to_string(), 0.0)

@@ -90,6 +90,30 @@ async fn every_operation_documents_its_errors_with_the_error_body() {
     }
 }
 
+/// Client generators name a function after each operationId: a repeated or missing one gives
+/// clashing or unnamed functions.
+#[tokio::test]
+async fn every_operation_has_its_own_operation_id() {
+    let s = server().await;
+    let doc = document(&s).await;
+    let mut seen = std::collections::BTreeMap::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{method} {path} has no operationId"));
+            assert!(
+                id.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{method} {path}: {id:?} is not a plain identifier"
+            );
+            if let Some(other) = seen.insert(id.to_string(), format!("{method} {path}")) {
+                panic!("{id:?} names both {other} and {method} {path}");
+            }
+        }
+    }
+    assert!(seen.len() >= 9, "{seen:?}");
+}
+
 #[tokio::test]
 async fn a_refused_report_answers_the_documented_error_body() {
     let s = server().await;

@@ -70,6 +70,7 @@ struct AlertList {
 #[utoipa::path(
     get,
     path = "/api/v1/alerts",
+    operation_id = "list_alerts",
     tag = "alerts",
     security(("token" = [])),
     responses(

@@ -39,6 +39,7 @@ fn csv_download(name: &str, body: String) -> impl IntoResponse {
 #[utoipa::path(
     get,
     path = "/api/v1/guests.csv",
+    operation_id = "export_guests_csv",
     tag = "exports",
     security(("token" = [])),
     responses(
@@ -62,6 +63,7 @@ async fn guests_csv(State(state): State<AppState>, caller: Caller) -> AppResult<
 #[utoipa::path(
     get,
     path = "/api/v1/plan.csv",
+    operation_id = "export_plan_csv",
     tag = "exports",
     security(("token" = [])),
     responses(
@@ -94,6 +96,7 @@ struct PlanJson {
 #[utoipa::path(
     get,
     path = "/api/v1/plan",
+    operation_id = "get_plan",
     tag = "exports",
     security(("token" = [])),
     responses(

@@ -30,6 +30,7 @@ struct FactsAccepted {
 #[utoipa::path(
     post,
     path = "/api/v1/guest-facts",
+    operation_id = "post_guest_facts",
     tag = "agents",
     request_body = FactsSubmission,
     security(("token" = [])),

@@ -197,6 +197,7 @@ struct GuestList {
 #[utoipa::path(
     get,
     path = "/api/v1/guests",
+    operation_id = "list_guests",
     tag = "fleet",
     security(("token" = [])),
     responses(
@@ -237,6 +238,7 @@ async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<G
 #[utoipa::path(
     get,
     path = "/api/v1/guests/{id}",
+    operation_id = "get_guest",
     tag = "fleet",
     params(("id" = i64, Path, description = "The guest's id")),
     security(("token" = [])),

@@ -29,6 +29,7 @@ struct HostList {
 #[utoipa::path(
     get,
     path = "/api/v1/hosts",
+    operation_id = "list_hosts",
     tag = "fleet",
     security(("token" = [])),
     responses(

@@ -41,6 +41,7 @@ struct ReportAccepted {
 #[utoipa::path(
     post,
     path = "/api/v1/reports",
+    operation_id = "post_report",
     tag = "agents",
     request_body = Report,
     security(("token" = [])),

@@ -67,6 +67,11 @@ pub struct AlertRow {
     pub evaluated_ms: i64,
     pub acked_by: Option<String>,
     pub acked_ms: Option<i64>,
+    /// The label set fixed when the alert opened (JSON object); `{}` for one opened before
+    /// labels were stored, until its next evaluation.
+    pub labels_json: String,
+    /// The annotations of its last evaluation (JSON object).
+    pub annotations_json: String,
 }
 
 #[derive(Debug, Clone, FromRow)]
@@ -89,18 +94,77 @@ pub struct ReceiverRow {
     pub format: String,
     pub enabled: bool,
     pub created_ms: i64,
+    /// Labels grouped by besides `alertname`, comma-separated.
+    pub group_by: String,
+    pub group_wait_s: i64,
+    pub group_interval_s: i64,
+    /// Sent as the `Authorization` header; a secret, never shown back.
+    pub auth_header: Option<String>,
+    /// The CA (PEM) an https receiver's certificate is checked against.
+    pub ca_pem: Option<String>,
+}
+
+/// A receiver as an admin saves it.
+#[derive(Debug, Clone)]
+pub struct NewReceiver {
+    pub name: String,
+    pub url: String,
+    pub format: String,
+    pub group_by: String,
+    pub group_wait_s: i64,
+    pub group_interval_s: i64,
+    pub auth_header: Option<String>,
+    pub ca_pem: Option<String>,
+}
+
+impl NewReceiver {
+    /// A receiver with Alertmanager's defaults: grouped by alertname, 30 s group wait, 5 min
+    /// group interval, no auth header, the system's CAs.
+    pub fn new(name: &str, url: &str, format: &str) -> NewReceiver {
+        NewReceiver {
+            name: name.into(),
+            url: url.into(),
+            format: format.into(),
+            group_by: String::new(),
+            group_wait_s: 30,
+            group_interval_s: 300,
+            auth_header: None,
+            ca_pem: None,
+        }
+    }
+}
+
+/// A (receiver, group) with notifications waiting, and what decides when they are due.
+#[derive(Debug, Clone, FromRow)]
+pub struct PendingGroup {
+    pub receiver_id: i64,
+    pub group_key: String,
+    pub first_created_ms: i64,
+    /// The earliest retry time of its waiting rows.
+    pub next_attempt_ms: i64,
+    pub last_sent_ms: Option<i64>,
+    pub group_wait_s: i64,
+    pub group_interval_s: i64,
 }
 
 /// A notification due for delivery.
 #[derive(Debug, Clone, FromRow)]
 pub struct OutboxRow {
     pub id: i64,
-    pub url: String,
-    pub receiver: String,
+    pub receiver_id: i64,
+    pub group_key: String,
     pub alert_id: i64,
     pub transition: String,
     pub payload: String,
     pub attempts: i64,
+}
+
+/// A notification to write: to which receiver, in which group, and what it says.
+#[derive(Debug, Clone)]
+pub struct Notify {
+    pub receiver_id: i64,
+    pub group_key: String,
+    pub payload: String,
 }
 
 /// Where notifications stand, for the alerts page and the metrics.
@@ -125,15 +189,19 @@ pub enum AlertWrite {
         active_ms: i64,
         fired_ms: Option<i64>,
         value: f64,
-        /// Built once the alert has its id.
-        notify: Vec<(i64, String)>,
+        labels_json: String,
+        annotations_json: String,
+        notify: Vec<Notify>,
     },
     Update {
         alert_id: i64,
         state: &'static str,
         fired_ms: Option<i64>,
         value: f64,
-        notify: Vec<(i64, String)>,
+        /// Set only for an alert stored without labels (opened before they were kept).
+        labels_json: Option<String>,
+        annotations_json: String,
+        notify: Vec<Notify>,
     },
     Cancel {
         alert_id: i64,
@@ -141,14 +209,18 @@ pub enum AlertWrite {
     Resolve {
         alert_id: i64,
         value: f64,
-        notify: Vec<(i64, String)>,
+        annotations_json: String,
+        notify: Vec<Notify>,
     },
 }
+
+const RECEIVER_COLUMNS: &str = "id, name, url, format, enabled, created_ms, group_by,
+    group_wait_s, group_interval_s, auth_header, ca_pem";
 
 const ALERT_COLUMNS: &str =
     "a.id, a.rule_id, r.name AS rule_name, r.severity, a.subject, a.subject_id,
     a.subject_name, a.host_name, a.state, a.active_ms, a.fired_ms, a.resolved_ms, a.value,
-    a.evaluated_ms, a.acked_by, a.acked_ms";
+    a.evaluated_ms, a.acked_by, a.acked_ms, a.labels_json, a.annotations_json";
 
 impl Db {
     pub async fn alert_rules(&self) -> AppResult<Vec<RuleRow>> {
@@ -265,12 +337,15 @@ impl Db {
                     active_ms,
                     fired_ms,
                     value,
+                    labels_json,
+                    annotations_json,
                     notify,
                 } => {
                     let id: i64 = sqlx::query_scalar(
                         "INSERT INTO alerts (rule_id, subject, subject_id, subject_name, host_name,
-                            state, active_ms, fired_ms, value, evaluated_ms)
-                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                            state, active_ms, fired_ms, value, evaluated_ms, labels_json,
+                            annotations_json)
+                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                     )
                     .bind(rule_id)
                     .bind(subject)
@@ -282,6 +357,8 @@ impl Db {
                     .bind(fired_ms)
                     .bind(value)
                     .bind(now_ms)
+                    .bind(labels_json)
+                    .bind(annotations_json)
                     .fetch_one(&mut *tx)
                     .await?;
                     (id, notify, "firing")
@@ -291,16 +368,21 @@ impl Db {
                     state,
                     fired_ms,
                     value,
+                    labels_json,
+                    annotations_json,
                     notify,
                 } => {
                     sqlx::query(
-                        "UPDATE alerts SET state = ?, fired_ms = ?, value = ?, evaluated_ms = ?
+                        "UPDATE alerts SET state = ?, fired_ms = ?, value = ?, evaluated_ms = ?,
+                            labels_json = COALESCE(?, labels_json), annotations_json = ?
                          WHERE id = ?",
                     )
                     .bind(state)
                     .bind(fired_ms)
                     .bind(value)
                     .bind(now_ms)
+                    .bind(labels_json)
+                    .bind(annotations_json)
                     .bind(alert_id)
                     .execute(&mut *tx)
                     .await?;
@@ -316,37 +398,40 @@ impl Db {
                 AlertWrite::Resolve {
                     alert_id,
                     value,
+                    annotations_json,
                     notify,
                 } => {
                     sqlx::query(
                         "UPDATE alerts SET state = 'resolved', resolved_ms = ?, value = ?,
-                            evaluated_ms = ?
+                            evaluated_ms = ?, annotations_json = ?
                          WHERE id = ?",
                     )
                     .bind(now_ms)
                     .bind(value)
                     .bind(now_ms)
+                    .bind(annotations_json)
                     .bind(alert_id)
                     .execute(&mut *tx)
                     .await?;
                     (alert_id, notify, "resolved")
                 }
             };
-            for (receiver_id, payload) in notify {
+            for n in notify {
                 // The unique (receiver, alert, transition) makes a second notification of the
                 // same transition impossible, whatever happens around it.
                 sqlx::query(
                     "INSERT INTO outbox (receiver_id, alert_id, transition, payload, created_ms,
-                        next_attempt_ms)
-                     VALUES (?, ?, ?, ?, ?, ?)
+                        next_attempt_ms, group_key)
+                     VALUES (?, ?, ?, ?, ?, ?, ?)
                      ON CONFLICT (receiver_id, alert_id, transition) DO NOTHING",
                 )
-                .bind(receiver_id)
+                .bind(n.receiver_id)
                 .bind(alert_id)
                 .bind(transition)
-                .bind(payload)
+                .bind(n.payload)
                 .bind(now_ms)
                 .bind(now_ms)
+                .bind(n.group_key)
                 .execute(&mut *tx)
                 .await?;
             }
@@ -418,31 +503,76 @@ impl Db {
     }
 
     pub async fn receivers(&self) -> AppResult<Vec<ReceiverRow>> {
-        Ok(sqlx::query_as(
-            "SELECT id, name, url, format, enabled, created_ms FROM receivers ORDER BY name",
-        )
+        Ok(sqlx::query_as(&format!(
+            "SELECT {RECEIVER_COLUMNS} FROM receivers ORDER BY name"
+        ))
         .fetch_all(&self.pool)
         .await?)
     }
 
-    pub async fn insert_receiver(
-        &self,
-        name: &str,
-        url: &str,
-        format: &str,
-        now_ms: i64,
-    ) -> AppResult<i64> {
+    pub async fn receiver(&self, id: i64) -> AppResult<Option<ReceiverRow>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {RECEIVER_COLUMNS} FROM receivers WHERE id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn insert_receiver(&self, r: &NewReceiver, now_ms: i64) -> AppResult<i64> {
         let id: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO receivers (name, url, format, created_ms) VALUES (?, ?, ?, ?)
+            "INSERT INTO receivers (name, url, format, created_ms, group_by, group_wait_s,
+                group_interval_s, auth_header, ca_pem)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
              ON CONFLICT (name) DO NOTHING RETURNING id",
         )
-        .bind(name)
-        .bind(url)
-        .bind(format)
+        .bind(&r.name)
+        .bind(&r.url)
+        .bind(&r.format)
         .bind(now_ms)
+        .bind(&r.group_by)
+        .bind(r.group_wait_s)
+        .bind(r.group_interval_s)
+        .bind(&r.auth_header)
+        .bind(&r.ca_pem)
         .fetch_optional(&self.pool)
         .await?;
-        id.ok_or_else(|| AppError::Conflict(format!("there is already a receiver {name:?}")))
+        id.ok_or_else(|| AppError::Conflict(format!("there is already a receiver {:?}", r.name)))
+    }
+
+    /// Changes a receiver; `None` for the auth header or CA keeps the stored one, `Some("")`
+    /// removes it.
+    pub async fn update_receiver(&self, id: i64, r: &NewReceiver) -> AppResult<()> {
+        let done = sqlx::query(
+            "UPDATE receivers SET name = ?, url = ?, format = ?, group_by = ?, group_wait_s = ?,
+                group_interval_s = ?,
+                auth_header = CASE WHEN ? IS NULL THEN auth_header ELSE NULLIF(?, '') END,
+                ca_pem = CASE WHEN ? IS NULL THEN ca_pem ELSE NULLIF(?, '') END
+             WHERE id = ?",
+        )
+        .bind(&r.name)
+        .bind(&r.url)
+        .bind(&r.format)
+        .bind(&r.group_by)
+        .bind(r.group_wait_s)
+        .bind(r.group_interval_s)
+        .bind(&r.auth_header)
+        .bind(&r.auth_header)
+        .bind(&r.ca_pem)
+        .bind(&r.ca_pem)
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| match e {
+            sqlx::Error::Database(d) if d.is_unique_violation() => {
+                AppError::Conflict(format!("there is already a receiver {:?}", r.name))
+            }
+            e => e.into(),
+        })?;
+        if done.rows_affected() == 0 {
+            return Err(AppError::NotFound("there is no such receiver".into()));
+        }
+        Ok(())
     }
 
     /// Deletes a receiver with the notifications still waiting for it.
@@ -457,37 +587,91 @@ impl Db {
         Ok(())
     }
 
-    /// Notifications due by `now_ms` to enabled receivers, oldest first.
-    pub async fn due_notifications(&self, now_ms: i64, limit: i64) -> AppResult<Vec<OutboxRow>> {
+    /// Every (receiver, group) of an enabled receiver with notifications waiting.
+    pub async fn pending_groups(&self) -> AppResult<Vec<PendingGroup>> {
         Ok(sqlx::query_as(
-            "SELECT o.id, r.url, r.name AS receiver, o.alert_id, o.transition, o.payload, o.attempts
-             FROM outbox o JOIN receivers r ON r.id = o.receiver_id
-             WHERE o.delivered_ms IS NULL AND o.failed_ms IS NULL AND o.next_attempt_ms <= ?
-               AND r.enabled
-             ORDER BY o.next_attempt_ms, o.id LIMIT ?",
+            "SELECT o.receiver_id, o.group_key, MIN(o.created_ms) AS first_created_ms,
+                    MIN(o.next_attempt_ms) AS next_attempt_ms, g.last_sent_ms,
+                    r.group_wait_s, r.group_interval_s
+             FROM outbox o
+             JOIN receivers r ON r.id = o.receiver_id
+             LEFT JOIN receiver_groups g
+                ON g.receiver_id = o.receiver_id AND g.group_key = o.group_key
+             WHERE o.delivered_ms IS NULL AND o.failed_ms IS NULL AND r.enabled
+             GROUP BY o.receiver_id, o.group_key
+             ORDER BY first_created_ms",
         )
-        .bind(now_ms)
-        .bind(limit)
         .fetch_all(&self.pool)
         .await?)
     }
 
-    /// When the next waiting notification is due, if any is waiting.
-    pub async fn next_notification_ms(&self) -> AppResult<Option<i64>> {
-        Ok(sqlx::query_scalar(
-            "SELECT MIN(next_attempt_ms) FROM outbox WHERE delivered_ms IS NULL AND failed_ms IS NULL",
+    /// The notifications of one (receiver, group) whose attempt is due by `now_ms`, oldest
+    /// first.
+    pub async fn group_notifications(
+        &self,
+        receiver_id: i64,
+        group_key: &str,
+        now_ms: i64,
+    ) -> AppResult<Vec<OutboxRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, receiver_id, group_key, alert_id, transition, payload, attempts
+             FROM outbox
+             WHERE receiver_id = ? AND group_key = ? AND delivered_ms IS NULL
+               AND failed_ms IS NULL AND next_attempt_ms <= ?
+             ORDER BY created_ms, id",
         )
-        .fetch_one(&self.pool)
+        .bind(receiver_id)
+        .bind(group_key)
+        .bind(now_ms)
+        .fetch_all(&self.pool)
         .await?)
     }
 
-    pub async fn notification_delivered(&self, id: i64, now_ms: i64) -> AppResult<()> {
-        sqlx::query("UPDATE outbox SET delivered_ms = ?, attempts = attempts + 1 WHERE id = ?")
+    /// Marks the notifications of one POST delivered, and the group as notified now.
+    /// `group_key` None: rows posted alone, whose group is not remembered.
+    pub async fn group_delivered(
+        &self,
+        receiver_id: i64,
+        group_key: Option<&str>,
+        ids: &[i64],
+        now_ms: i64,
+    ) -> AppResult<()> {
+        let mut tx = self.begin_write().await?;
+        for id in ids {
+            sqlx::query("UPDATE outbox SET delivered_ms = ?, attempts = attempts + 1 WHERE id = ?")
+                .bind(now_ms)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if let Some(group_key) = group_key {
+            sqlx::query(
+                "INSERT INTO receiver_groups (receiver_id, group_key, last_sent_ms) VALUES (?, ?, ?)
+                 ON CONFLICT (receiver_id, group_key)
+                 DO UPDATE SET last_sent_ms = excluded.last_sent_ms",
+            )
+            .bind(receiver_id)
+            .bind(group_key)
             .bind(now_ms)
-            .bind(id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        }
+        tx.commit().await?;
         Ok(())
+    }
+
+    /// Alerts Alertmanager is told about at `now_ms`: every firing one, and those that fired
+    /// and resolved at `resolved_since_ms` or later.
+    pub async fn alerts_to_announce(&self, resolved_since_ms: i64) -> AppResult<Vec<AlertRow>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {ALERT_COLUMNS} FROM alerts a JOIN alert_rules r ON r.id = a.rule_id
+             WHERE a.state = 'firing'
+                OR (a.state = 'resolved' AND a.resolved_ms >= ? AND a.fired_ms IS NOT NULL)
+             ORDER BY a.id"
+        ))
+        .bind(resolved_since_ms)
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     /// Records a failed attempt: tried again at `next_attempt_ms`, or given up when `None`.

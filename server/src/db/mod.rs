@@ -17,7 +17,8 @@ mod users;
 mod write_tx;
 
 pub use alerts::{
-    AlertRow, AlertWrite, NewRule, OutboxCounts, OutboxRow, ReceiverRow, RuleRow, SilenceRow,
+    AlertRow, AlertWrite, NewReceiver, NewRule, Notify, OutboxCounts, OutboxRow, PendingGroup,
+    ReceiverRow, RuleRow, SilenceRow,
 };
 pub use facts::{FactsEventRow, FactsRow, FactsSpanRow, IDLE_READINGS_KEPT_MS};
 pub use fault::{StorageFault, storage_fault};

@@ -30,9 +30,16 @@ use labels::Labels;
 
 /// Outcomes of an agent report, each counted from 0 so a rate over them exists from the start.
 pub const REPORT_OUTCOMES: &[&str] = &["stored", "duplicate", "refused"];
-/// Outcomes of a notification attempt (see `alerts::deliver_due`). A new outcome goes here too:
-/// counting one that is not listed fails the debug build's tests.
-pub const NOTIFICATION_OUTCOMES: &[&str] = &["delivered", "retried", "given_up"];
+/// Outcomes of a notification attempt: a webhook delivery (`alerts::webhook`) or a post to
+/// Alertmanager (`alerts::alertmanager`). A new outcome goes here too: counting one that is not
+/// listed fails the debug build's tests.
+pub const NOTIFICATION_OUTCOMES: &[&str] = &[
+    "delivered",
+    "retried",
+    "given_up",
+    "alertmanager_sent",
+    "alertmanager_failed",
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
@@ -343,6 +350,8 @@ mod tests {
                 ("tickscope_notifications_total", "delivered", 0),
                 ("tickscope_notifications_total", "retried", 0),
                 ("tickscope_notifications_total", "given_up", 0),
+                ("tickscope_notifications_total", "alertmanager_sent", 0),
+                ("tickscope_notifications_total", "alertmanager_failed", 0),
             ] {
                 let line = format!("{family}{{outcome=\"{outcome}\"}} {value}\n");
                 assert!(text.contains(&line), "{line} in\n{text}");

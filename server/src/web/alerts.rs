@@ -19,11 +19,12 @@ use super::frame::Frame;
 use super::login::CsrfForm;
 use super::pages::PageError;
 use super::view;
+use crate::alerts::labels;
 use crate::alerts::{RuleKind, Scope, as_silences};
 use crate::analysis::alerting::{self, Silence};
 use crate::app::{AppState, now_ms};
 use crate::auth::{PageUser, User};
-use crate::db::{AlertRow, NewRule, RuleRow};
+use crate::db::{AlertRow, NewReceiver, NewRule, RuleRow};
 use crate::error::{AppError, AppResult};
 
 /// An alert as a row of the page.
@@ -132,6 +133,12 @@ pub struct ReceiverLine {
     name: String,
     url: String,
     format: String,
+    group_by: String,
+    group_wait_s: i64,
+    group_interval_s: i64,
+    /// Whether an auth header is stored: the header itself is never shown back.
+    auth_set: bool,
+    ca_set: bool,
 }
 
 #[derive(Template, WebTemplate)]
@@ -228,6 +235,11 @@ async fn render(
                 name: r.name,
                 url: r.url,
                 format: r.format,
+                group_by: labels::parse_group_by(&r.group_by).join(", "),
+                group_wait_s: r.group_wait_s,
+                group_interval_s: r.group_interval_s,
+                auth_set: r.auth_header.is_some(),
+                ca_set: r.ca_pem.is_some(),
             })
             .collect(),
         waiting: counts.waiting,
@@ -568,7 +580,28 @@ pub struct ReceiverForm {
     name: String,
     url: String,
     format: String,
+    #[serde(default)]
+    group_by: String,
+    #[serde(default)]
+    group_wait_s: String,
+    #[serde(default)]
+    group_interval_s: String,
+    /// Empty: keep the stored one (none for a new receiver).
+    #[serde(default)]
+    auth_header: String,
+    #[serde(default)]
+    ca_pem: String,
+    /// "on": remove the stored auth header / CA.
+    #[serde(default)]
+    clear_auth: String,
+    #[serde(default)]
+    clear_ca: String,
 }
+
+/// Longest Authorization header value, in characters.
+const MAX_AUTH_CHARS: usize = 4096;
+/// Longest CA certificate (PEM), in characters.
+const MAX_CA_CHARS: usize = 24 * 1024;
 
 impl FieldLimits for ReceiverForm {
     const MAX_CHARS: &'static [(&'static str, usize)] = &[
@@ -576,7 +609,69 @@ impl FieldLimits for ReceiverForm {
         ("name", MAX_NAME_CHARS),
         ("url", MAX_URL_CHARS),
         ("format", MAX_CHOICE_CHARS),
+        ("group_by", MAX_PATTERN_CHARS),
+        ("group_wait_s", MAX_NUMBER_CHARS),
+        ("group_interval_s", MAX_NUMBER_CHARS),
+        ("auth_header", MAX_AUTH_CHARS),
+        ("ca_pem", MAX_CA_CHARS),
+        ("clear_auth", MAX_CHOICE_CHARS),
+        ("clear_ca", MAX_CHOICE_CHARS),
     ];
+}
+
+impl ReceiverForm {
+    /// The receiver the form describes. The auth header and CA are `None` when left empty
+    /// (kept as stored), `Some("")` when to be cleared.
+    fn receiver(&self) -> AppResult<NewReceiver> {
+        let name = label("name", &self.name, MAX_NAME_CHARS)?;
+        let url = webhook_url(&self.url)?;
+        let format = match self.format.as_str() {
+            f @ ("alertmanager" | "json") => f,
+            _ => return Err(AppError::invalid("format", "must be alertmanager or json")),
+        };
+        let group_by = labels::parse_group_by(&self.group_by);
+        if let Some(bad) = group_by.iter().find(|n| !labels::valid_label_name(n)) {
+            return Err(AppError::invalid(
+                "group_by",
+                format!("{bad:?} is not a label name (letters, digits and _)"),
+            ));
+        }
+        let seconds = |field: &str, text: &str, default: i64| -> AppResult<i64> {
+            if text.trim().is_empty() {
+                return Ok(default);
+            }
+            Ok(number(field, text, 0.0, 86_400.0)?.round() as i64)
+        };
+        let auth = self.auth_header.trim();
+        if auth.chars().any(char::is_control) {
+            return Err(AppError::invalid(
+                "auth_header",
+                "must be one line, without control characters",
+            ));
+        }
+        let ca = self.ca_pem.trim();
+        if !ca.is_empty() {
+            crate::alerts::client::agent(Some(ca.as_bytes()), crate::alerts::client::POST_TIMEOUT)
+                .map_err(|e| AppError::invalid("ca_pem", e))?;
+        }
+        let secret = |value: &str, clear: &str| -> Option<String> {
+            if clear == "on" {
+                Some(String::new())
+            } else {
+                (!value.is_empty()).then(|| value.to_string())
+            }
+        };
+        Ok(NewReceiver {
+            name,
+            url,
+            format: format.into(),
+            group_by: group_by.join(","),
+            group_wait_s: seconds("group_wait_s", &self.group_wait_s, 30)?,
+            group_interval_s: seconds("group_interval_s", &self.group_interval_s, 300)?,
+            auth_header: secret(auth, &self.clear_auth),
+            ca_pem: secret(ca, &self.clear_ca),
+        })
+    }
 }
 
 /// A webhook address: http or https, to a host, at most 2,048 characters.
@@ -604,23 +699,36 @@ pub async fn create_receiver(
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let made = async {
-        let name = label("name", &form.name, MAX_NAME_CHARS)?;
-        let url = webhook_url(&form.url)?;
-        let format = match form.format.as_str() {
-            f @ ("alertmanager" | "json") => f,
-            _ => return Err(AppError::invalid("format", "must be alertmanager or json")),
-        };
-        state
-            .db
-            .insert_receiver(&name, &url, format, now_ms())
-            .await?;
-        tracing::info!(admin = ?user.name, receiver = ?name, "receiver added");
+        let mut receiver = form.receiver()?;
+        receiver.auth_header = receiver.auth_header.filter(|a| !a.is_empty());
+        receiver.ca_pem = receiver.ca_pem.filter(|c| !c.is_empty());
+        state.db.insert_receiver(&receiver, now_ms()).await?;
+        tracing::info!(admin = ?user.name, receiver = ?receiver.name, "receiver added");
         Ok(format!(
-            "Receiver {name} added: it gets every alert that fires or resolves from now on."
+            "Receiver {} added: it gets every alert that fires or resolves from now on.",
+            receiver.name
         ))
     }
     .await;
     finish(&state, &user, &session, made, "receivers").await
+}
+
+pub async fn save_receiver(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+    id: Result<Path<i64>, PathRejection>,
+    BoundedForm(form): BoundedForm<ReceiverForm>,
+) -> Result<Response, PageError> {
+    admin_form(&user, &session, form.csrf.as_deref()).await?;
+    let id = id_of(id, "receiver")?;
+    let saved = async {
+        let receiver = form.receiver()?;
+        state.db.update_receiver(id, &receiver).await?;
+        tracing::info!(admin = ?user.name, receiver = ?receiver.name, "receiver changed");
+        Ok(format!("Receiver {} saved.", receiver.name))
+    }
+    .await;
+    finish(&state, &user, &session, saved, "receivers").await
 }
 
 pub async fn delete_receiver(

@@ -57,6 +57,7 @@ pub fn router() -> Router<AppState> {
         )
         .route("/alerts/rules/{id}/delete", post(alerts::delete_rule))
         .route("/alerts/receivers", post(alerts::create_receiver))
+        .route("/alerts/receivers/{id}", post(alerts::save_receiver))
         .route(
             "/alerts/receivers/{id}/delete",
             post(alerts::delete_receiver),

@@ -1,0 +1,345 @@
+//! Alerts sent into Alertmanager the way Prometheus sends them: every firing alert is POSTed to
+//! `/api/v2/alerts` on a fixed cadence (and at once after an evaluation in which an alert fired
+//! or resolved) with `endsAt` a few cadences ahead, so that Alertmanager resolves it by itself if
+//! tickscope stops; an alert that resolved is sent for 15 minutes more with `endsAt` = when it
+//! resolved. Each Alertmanager has a task of its own, so a slow one delays nobody else.
+//!
+//! tickscope's own silences and acknowledgements do not apply here: Alertmanager's silences,
+//! inhibitions and routes do.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::client::{self, PostError};
+use super::evaluate::parse_set;
+use super::labels;
+use super::webhook::{rfc3339, subject_url};
+use crate::app::AppState;
+use crate::db::AlertRow;
+
+/// How long a resolved alert is still sent, as Prometheus does.
+pub const RESOLVED_SENT_FOR_MS: i64 = 15 * 60 * 1000;
+
+/// Prometheus's `resend_delay`: the default cadence.
+pub const DEFAULT_RESEND: Duration = Duration::from_secs(60);
+
+/// One Alertmanager.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Its base address (with its path prefix, if it has one); alerts go to
+    /// `{url}/api/v2/alerts`.
+    pub url: String,
+    /// The Authorization header, if it needs one.
+    pub authorization: Option<String>,
+}
+
+/// Where alerts go besides the webhook receivers.
+#[derive(Debug, Clone, Default)]
+pub struct AlertmanagerOptions {
+    pub targets: Vec<Target>,
+    /// The CA (PEM) their https certificates are checked against, instead of the built-in roots.
+    pub ca_pem: Option<Vec<u8>>,
+    /// How often every alert is sent again.
+    pub resend: Duration,
+}
+
+impl AlertmanagerOptions {
+    /// The options from `serve`'s flags: the URLs, and the contents of the token, basic-auth
+    /// (`user:password`) and CA files. A bearer token and basic auth together are refused.
+    pub fn new(
+        urls: &[String],
+        bearer_token: Option<&str>,
+        basic_auth: Option<&str>,
+        ca_pem: Option<Vec<u8>>,
+        resend: Duration,
+    ) -> Result<AlertmanagerOptions, String> {
+        let authorization = match (bearer_token, basic_auth) {
+            (Some(_), Some(_)) => {
+                return Err("give a bearer token or basic auth for Alertmanager, not both".into());
+            }
+            (Some(token), None) => Some(format!("Bearer {}", token.trim())),
+            (None, Some(pair)) => {
+                let pair = pair.trim_end_matches(['\r', '\n']);
+                if !pair.contains(':') {
+                    return Err("the basic-auth file must hold user:password".into());
+                }
+                Some(format!("Basic {}", base64(pair.as_bytes())))
+            }
+            (None, None) => None,
+        };
+        if let Some(pem) = &ca_pem {
+            client::agent(Some(pem), client::POST_TIMEOUT)?;
+        }
+        if resend.is_zero() {
+            return Err("the Alertmanager resend interval must be at least 1 second".into());
+        }
+        let mut targets = Vec::new();
+        for url in urls {
+            let url = url.trim_end_matches('/');
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!("{url:?} is not an http:// or https:// address"));
+            }
+            targets.push(Target {
+                url: url.to_string(),
+                authorization: authorization.clone(),
+            });
+        }
+        Ok(AlertmanagerOptions {
+            targets,
+            ca_pem,
+            resend,
+        })
+    }
+}
+
+/// Standard base64 with padding (RFC 4648), for a basic-auth header.
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The body POSTed to `/api/v2/alerts` at `now_ms` (Alertmanager's `PostableAlerts`): every
+/// firing alert with `endsAt` `ends_ahead_ms` from now, every resolved one with `endsAt` when
+/// it resolved; `startsAt` when it fired; the labels stored when it opened. Alerts stored
+/// without labels (opened before they were kept, not evaluated since) are left out.
+pub fn postable_alerts(
+    alerts: &[AlertRow],
+    now_ms: i64,
+    ends_ahead_ms: i64,
+    external_url: &str,
+) -> Value {
+    let postable: Vec<Value> = alerts
+        .iter()
+        .filter_map(|a| {
+            let labels = parse_set(&a.labels_json);
+            let fired_ms = a.fired_ms?;
+            if labels.is_empty() {
+                return None;
+            }
+            let ends_ms = match (a.state.as_str(), a.resolved_ms) {
+                ("resolved", Some(resolved_ms)) => resolved_ms,
+                ("firing", _) => now_ms + ends_ahead_ms,
+                _ => return None,
+            };
+            Some(json!({
+                "labels": labels,
+                "annotations": parse_set(&a.annotations_json),
+                "startsAt": rfc3339(fired_ms),
+                "endsAt": rfc3339(ends_ms),
+                "generatorURL": subject_url(external_url, &a.subject, a.subject_id),
+            }))
+        })
+        .collect();
+    Value::Array(postable)
+}
+
+/// The fingerprints Alertmanager gives the alerts of a body from [`postable_alerts`].
+pub fn fingerprints(body: &Value) -> Vec<String> {
+    body.as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            labels::fingerprint(&serde_json::from_value(a["labels"].clone()).unwrap_or_default())
+        })
+        .collect()
+}
+
+/// Starts one sender per Alertmanager: each sends every `options.resend`, and at once when
+/// `changes` moves (an evaluation in which an alert fired or resolved). `evaluate_every` is the
+/// rule evaluation interval: a firing alert's `endsAt` is four times the longer of the two
+/// ahead.
+pub fn spawn(
+    state: AppState,
+    options: AlertmanagerOptions,
+    evaluate_every: Duration,
+    changes: tokio::sync::watch::Receiver<u64>,
+) {
+    let ends_ahead_ms = 4 * options.resend.max(evaluate_every).as_millis() as i64;
+    for target in options.targets {
+        let agent = match client::agent(options.ca_pem.as_deref(), client::POST_TIMEOUT) {
+            Ok(agent) => agent,
+            Err(e) => {
+                tracing::error!(error = %e, "alerts cannot be sent to Alertmanager");
+                return;
+            }
+        };
+        let state = state.clone();
+        let mut changes = changes.clone();
+        let resend = options.resend;
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(resend);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = ticker.tick() => {}
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            // The evaluation stopped: keep the cadence alone.
+                            changes = tokio::sync::watch::channel(0).1;
+                        }
+                    }
+                }
+                send(&state, &agent, &target, ends_ahead_ms).await;
+            }
+        });
+    }
+}
+
+/// One POST of every alert to announce now; a failure is logged and counted, and the next
+/// send (on the cadence) carries the same alerts again.
+async fn send(state: &AppState, agent: &ureq::Agent, target: &Target, ends_ahead_ms: i64) {
+    let now_ms = crate::app::now_ms();
+    let alerts = match state
+        .db
+        .alerts_to_announce(now_ms - RESOLVED_SENT_FOR_MS)
+        .await
+    {
+        Ok(alerts) => alerts,
+        Err(e) => {
+            tracing::warn!(error = %e, "alerts for Alertmanager cannot be read");
+            return;
+        }
+    };
+    let body = postable_alerts(&alerts, now_ms, ends_ahead_ms, &state.options.external_url);
+    let count = body.as_array().map_or(0, Vec::len);
+    if count == 0 {
+        return;
+    }
+    let url = format!("{}/api/v2/alerts", target.url);
+    let (agent, auth, body) = (
+        agent.clone(),
+        target.authorization.clone(),
+        body.to_string(),
+    );
+    let posted = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || client::post_json(&agent, &url, auth.as_deref(), &body))
+            .await
+    };
+    match posted {
+        Ok(Ok(())) => {
+            state.metrics.notification("alertmanager_sent");
+            tracing::debug!(alertmanager = ?url, alerts = count, "alerts sent to Alertmanager");
+        }
+        Ok(Err(e)) => {
+            state.metrics.notification("alertmanager_failed");
+            let refused = matches!(e, PostError::Refused(_));
+            tracing::warn!(alertmanager = ?url, error = ?e.to_string(), refused, "alerts could not be sent to Alertmanager; sent again at the next resend");
+        }
+        Err(e) => {
+            state.metrics.notification("alertmanager_failed");
+            tracing::warn!(alertmanager = ?url, error = ?e.to_string(), "the Alertmanager sender failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_is_rfc_4648() {
+        let cases = [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+            ("ada:s3cret", "YWRhOnMzY3JldA=="),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(base64(text.as_bytes()), expected, "{text}");
+        }
+    }
+
+    fn alert(
+        state: &str,
+        fired_ms: Option<i64>,
+        resolved_ms: Option<i64>,
+        labels: &str,
+    ) -> AlertRow {
+        AlertRow {
+            id: 1,
+            rule_id: 1,
+            rule_name: "r".into(),
+            severity: "warning".into(),
+            subject: "guest".into(),
+            subject_id: 7,
+            subject_name: "web-01".into(),
+            host_name: "hv1".into(),
+            state: state.into(),
+            active_ms: 1_000,
+            fired_ms,
+            resolved_ms,
+            value: 5.0,
+            evaluated_ms: 0,
+            acked_by: None,
+            acked_ms: None,
+            labels_json: labels.into(),
+            annotations_json: r#"{"summary":"s"}"#.into(),
+        }
+    }
+
+    #[test]
+    fn firing_alerts_end_ahead_and_resolved_ones_when_they_resolved() {
+        let labels = r#"{"alertname":"r","guest":"web-01"}"#;
+        let alerts = [
+            alert("firing", Some(2_000), None, labels),
+            alert("resolved", Some(2_000), Some(5_000), labels),
+            alert("firing", Some(2_000), None, "{}"),
+            alert("pending", None, None, labels),
+        ];
+        let body = postable_alerts(&alerts, 10_000, 240_000, "https://t.example/");
+        let body = body.as_array().unwrap();
+        assert_eq!(body.len(), 2);
+        assert_eq!(body[0]["startsAt"], "1970-01-01T00:00:02.000Z");
+        assert_eq!(body[0]["endsAt"], "1970-01-01T00:04:10.000Z");
+        assert_eq!(body[1]["endsAt"], "1970-01-01T00:00:05.000Z");
+        assert_eq!(body[0]["labels"], body[1]["labels"]);
+        assert_eq!(body[0]["generatorURL"], "https://t.example/guests/7");
+        assert_eq!(body[0]["annotations"]["summary"], "s");
+    }
+
+    #[test]
+    fn options_refuse_what_cannot_work() {
+        let urls = ["http://am:9093/".to_string()];
+        let ok =
+            AlertmanagerOptions::new(&urls, None, Some("ada:pw\n"), None, DEFAULT_RESEND).unwrap();
+        assert_eq!(ok.targets[0].url, "http://am:9093");
+        assert_eq!(
+            ok.targets[0].authorization.as_deref(),
+            Some("Basic YWRhOnB3")
+        );
+        let cases = [
+            (Some("t"), Some("a:b"), DEFAULT_RESEND),
+            (None, Some("no colon"), DEFAULT_RESEND),
+            (None, None, Duration::ZERO),
+        ];
+        for (bearer, basic, resend) in cases {
+            assert!(AlertmanagerOptions::new(&urls, bearer, basic, None, resend).is_err());
+        }
+        assert!(
+            AlertmanagerOptions::new(&["am:9093".into()], None, None, None, DEFAULT_RESEND)
+                .is_err()
+        );
+    }
+}

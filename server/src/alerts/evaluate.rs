@@ -1,0 +1,444 @@
+//! One evaluation: every rule stepped for every subject it watches, the new states written with
+//! the notifications they send, in one transaction.
+
+use std::collections::HashMap;
+
+use serde_json::json;
+
+use super::labels::LabelSet;
+use super::webhook::Notice;
+use super::{Rule, RuleKind, silences_in_force};
+use crate::analysis::alerting::{self, Open, Step};
+use crate::app::AppState;
+use crate::db::{AlertRow, AlertWrite, HostRow, ReceiverRow, RuleRow};
+use crate::error::AppResult;
+use crate::fleet::AnalysedGuest;
+
+/// One subject's measure under a rule.
+#[derive(Debug, Clone)]
+pub(super) struct Measure {
+    pub subject: &'static str,
+    pub id: i64,
+    pub name: String,
+    pub host: String,
+    pub value: f64,
+    /// The labels that name the subject (beside the rule's `alertname`, `severity` and
+    /// `rule_id`). Only what stays the same while the alert is open: a guest's tick mode
+    /// changes, so it is an annotation.
+    pub labels: Vec<(&'static str, String)>,
+    pub summary: String,
+    /// What to change, for a guest that has a suggestion.
+    pub suggestion: Option<String>,
+    /// The guest's tick mode as judged now.
+    pub tick_mode: Option<String>,
+}
+
+fn guest_measure(g: &AnalysedGuest) -> Measure {
+    let waste = g.wasted_cpu_pct();
+    let suggestion = g
+        .verdict
+        .suggestions
+        .iter()
+        .find(|s| s.saving_cpu_pct.is_some())
+        .or(g.verdict.suggestions.first())
+        .map(|s| s.title.to_string());
+    let mode = g.verdict.classification.mode.as_str();
+    Measure {
+        subject: "guest",
+        id: g.id,
+        name: g.name.clone(),
+        host: g.host.clone(),
+        value: waste,
+        labels: vec![
+            ("guest", g.name.clone()),
+            ("guest_id", g.id.to_string()),
+            ("host", g.host.clone()),
+            ("hypervisor", g.hypervisor.clone()),
+        ],
+        summary: format!(
+            "{} on {} wastes {waste:.2} % of a host core while idle ({mode}).{}",
+            g.name,
+            g.host,
+            suggestion
+                .as_ref()
+                .map(|s| format!(" Suggested: {s}."))
+                .unwrap_or_default()
+        ),
+        suggestion,
+        tick_mode: Some(mode.to_string()),
+    }
+}
+
+fn host_measure(h: &HostRow, now_ms: i64) -> Measure {
+    let silent_s = ((now_ms - h.last_report_ms) as f64 / 1000.0).max(0.0);
+    Measure {
+        subject: "host",
+        id: h.id,
+        name: h.name.clone(),
+        host: h.name.clone(),
+        value: silent_s,
+        labels: vec![("host", h.name.clone())],
+        summary: format!(
+            "The agent on {} has not reported for {:.0} minute(s).",
+            h.name,
+            silent_s / 60.0
+        ),
+        suggestion: None,
+        tick_mode: None,
+    }
+}
+
+/// The label set of a new alert of `rule` about `m`.
+pub(super) fn alert_labels(rule: &RuleRow, m: &Measure) -> LabelSet {
+    let mut set = LabelSet::new();
+    set.insert("alertname".into(), rule.name.clone());
+    set.insert("severity".into(), rule.severity.clone());
+    set.insert("rule_id".into(), rule.id.to_string());
+    for (name, value) in &m.labels {
+        set.insert((*name).into(), value.clone());
+    }
+    set
+}
+
+/// The annotations of `m` under `rule`: its summary, a description with the value and the
+/// threshold, and for guests the suggestion and the tick mode.
+pub(super) fn annotations(rule: &Rule, m: &Measure) -> LabelSet {
+    let mut set = LabelSet::new();
+    set.insert("summary".into(), m.summary.clone());
+    set.insert(
+        "description".into(),
+        format!(
+            "{}: {} {} (threshold {} {}, for {} s).",
+            rule.row.name,
+            format_value(m.value),
+            rule.kind.unit(),
+            format_value(rule.row.threshold),
+            rule.kind.unit(),
+            rule.row.duration_s
+        ),
+    );
+    if let Some(s) = &m.suggestion {
+        set.insert("suggestion".into(), s.clone());
+    }
+    if let Some(mode) = &m.tick_mode {
+        set.insert("tick_mode".into(), mode.clone());
+    }
+    set
+}
+
+fn format_value(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// A stored JSON object of strings (labels or annotations); empty if it is not one.
+pub fn parse_set(json: &str) -> LabelSet {
+    serde_json::from_str(json).unwrap_or_default()
+}
+
+fn set_json(set: &LabelSet) -> String {
+    json!(set).to_string()
+}
+
+/// What one evaluation did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Evaluated {
+    pub firing: usize,
+    pub pending: usize,
+    /// Alerts that fired or resolved in this evaluation.
+    pub transitions: usize,
+    /// Notifications written to the outbox.
+    pub notifications: usize,
+}
+
+/// Evaluates every rule at `now_ms` and stores the outcome with its notifications.
+pub async fn evaluate(state: &AppState, now_ms: i64) -> AppResult<Evaluated> {
+    let db = &state.db;
+    let rules: Vec<RuleRow> = db.alert_rules().await?;
+    let mut open: HashMap<(i64, &'static str, i64), AlertRow> = HashMap::new();
+    for alert in db.open_alerts().await? {
+        let subject = RuleKind::of_subject(&alert.subject).subject();
+        open.insert((alert.rule_id, subject, alert.subject_id), alert);
+    }
+    let silences = silences_in_force(db, now_ms).await?;
+    let receivers: Vec<ReceiverRow> = db
+        .receivers()
+        .await?
+        .into_iter()
+        .filter(|r| r.enabled)
+        .collect();
+    let guests = state.ranked(now_ms).await;
+    let hosts = db.hosts().await?;
+    let external_url = state.options.external_url.trim_end_matches('/');
+
+    let mut writes = Vec::new();
+    let mut evaluated = Evaluated::default();
+    for row in rules {
+        let rule_id = row.id;
+        let Some(rule) = Rule::parse(row) else {
+            tracing::warn!(rule_id, "an alert rule cannot be read; it is skipped");
+            continue;
+        };
+        let mut subjects: Vec<(Measure, bool)> = if !rule.row.enabled {
+            Vec::new()
+        } else {
+            let measures: Vec<Measure> = match rule.kind {
+                RuleKind::GuestWaste => guests
+                    .iter()
+                    .filter(|g| rule.scope.takes_guest(g))
+                    .map(|g| guest_measure(g))
+                    .collect(),
+                RuleKind::HostSilent => hosts
+                    .iter()
+                    .filter(|h| rule.scope.takes_host(h))
+                    .map(|h| host_measure(h, now_ms))
+                    .collect(),
+            };
+            measures
+                .into_iter()
+                .map(|m| {
+                    let holds = m.value >= rule.row.threshold;
+                    (m, holds)
+                })
+                .collect()
+        };
+        // Open alerts whose subject is no longer measured (a guest no longer reported, a rule
+        // disabled or narrowed): the condition no longer holds for them.
+        for ((rule_of, subject, id), alert) in &open {
+            let measured = subjects
+                .iter()
+                .any(|(m, _)| m.subject == *subject && m.id == *id);
+            if *rule_of == rule_id && !measured {
+                subjects.push((gone(alert), false));
+            }
+        }
+        let duration_ms = rule.row.duration_s.saturating_mul(1000);
+        for (m, holds) in &subjects {
+            let alert = open.get(&(rule_id, m.subject, m.id));
+            // The label set is the one stored when the alert opened; a new alert's (or one
+            // stored before labels were kept) is made now.
+            let stored_labels = alert
+                .map(|a| parse_set(&a.labels_json))
+                .filter(|l| !l.is_empty());
+            let labels = stored_labels
+                .clone()
+                .unwrap_or_else(|| alert_labels(&rule.row, m));
+            let mut notes = annotations(&rule, m);
+            if let (Some(a), false) = (alert, *holds) {
+                // Resolving: what was last known of the subject stays where nothing newer is
+                // known (a guest no longer reported has no tick mode now).
+                let mut kept = parse_set(&a.annotations_json);
+                kept.extend(notes);
+                notes = kept;
+            }
+            let previous = alert.map(open_state);
+            let step = alerting::step(previous, *holds, now_ms, duration_ms);
+            let transition = alerting::transition(previous, step);
+            if transition.is_some() {
+                evaluated.transitions += 1;
+            }
+            let notify = match transition {
+                Some(t) if !alerting::silenced(&silences, rule_id, &m.name, &m.host, now_ms) => {
+                    let notice = Notice {
+                        rule: &rule,
+                        measure: m,
+                        labels: &labels,
+                        annotations: &notes,
+                        transition: t,
+                        active_ms: active_since(step, alert, now_ms),
+                        fired_ms: fired_at(step, alert, now_ms),
+                        now_ms,
+                        external_url,
+                    };
+                    receivers.iter().map(|r| notice.notify(r)).collect()
+                }
+                _ => Vec::new(),
+            };
+            evaluated.notifications += notify.len();
+            let annotations_json = set_json(&notes);
+            match step {
+                Step::Keep(o) => {
+                    match o {
+                        Open::Pending { .. } => evaluated.pending += 1,
+                        Open::Firing { .. } => evaluated.firing += 1,
+                    }
+                    let (state, fired_ms) = stored(o);
+                    writes.push(match alert {
+                        None => AlertWrite::Open {
+                            rule_id,
+                            subject: m.subject,
+                            subject_id: m.id,
+                            subject_name: m.name.clone(),
+                            host_name: m.host.clone(),
+                            state,
+                            active_ms: active_since(step, None, now_ms),
+                            fired_ms,
+                            value: m.value,
+                            labels_json: set_json(&labels),
+                            annotations_json,
+                            notify,
+                        },
+                        Some(a) => AlertWrite::Update {
+                            alert_id: a.id,
+                            state,
+                            fired_ms,
+                            value: m.value,
+                            labels_json: stored_labels.is_none().then(|| set_json(&labels)),
+                            annotations_json,
+                            notify,
+                        },
+                    });
+                }
+                Step::Cancel => {
+                    if let Some(a) = alert {
+                        writes.push(AlertWrite::Cancel { alert_id: a.id });
+                    }
+                }
+                Step::Resolve => {
+                    if let Some(a) = alert {
+                        writes.push(AlertWrite::Resolve {
+                            alert_id: a.id,
+                            value: m.value,
+                            annotations_json,
+                            notify,
+                        });
+                    }
+                }
+                Step::Inactive => {}
+            }
+        }
+    }
+    db.write_alerts(writes, now_ms).await?;
+    if evaluated.notifications > 0 {
+        state.notifier.notify_one();
+    }
+    Ok(evaluated)
+}
+
+/// When an alert became active: as the step says, else as stored, else now.
+fn active_since(step: Step, alert: Option<&AlertRow>, now_ms: i64) -> i64 {
+    match step {
+        Step::Keep(Open::Pending { active_ms } | Open::Firing { active_ms, .. }) => active_ms,
+        _ => alert.map_or(now_ms, |a| a.active_ms),
+    }
+}
+
+/// When an alert fired: as the step says, else as stored, else now.
+fn fired_at(step: Step, alert: Option<&AlertRow>, now_ms: i64) -> i64 {
+    match step {
+        Step::Keep(Open::Firing { fired_ms, .. }) => fired_ms,
+        _ => alert.and_then(|a| a.fired_ms).unwrap_or(now_ms),
+    }
+}
+
+/// The measure of an open alert's subject that is no longer measured: its last value.
+fn gone(alert: &AlertRow) -> Measure {
+    Measure {
+        subject: RuleKind::of_subject(&alert.subject).subject(),
+        id: alert.subject_id,
+        name: alert.subject_name.clone(),
+        host: alert.host_name.clone(),
+        value: alert.value,
+        labels: gone_labels(alert),
+        summary: format!(
+            "{} is no longer reported, or no longer watched by this rule.",
+            alert.subject_name
+        ),
+        suggestion: None,
+        tick_mode: None,
+    }
+}
+
+/// The subject labels of an alert stored without a label set (opened before they were kept).
+fn gone_labels(alert: &AlertRow) -> Vec<(&'static str, String)> {
+    if alert.subject == "host" {
+        vec![("host", alert.host_name.clone())]
+    } else {
+        vec![
+            ("guest", alert.subject_name.clone()),
+            ("guest_id", alert.subject_id.to_string()),
+            ("host", alert.host_name.clone()),
+        ]
+    }
+}
+
+fn open_state(alert: &AlertRow) -> Open {
+    match (alert.state.as_str(), alert.fired_ms) {
+        ("firing", Some(fired_ms)) => Open::Firing {
+            active_ms: alert.active_ms,
+            fired_ms,
+        },
+        _ => Open::Pending {
+            active_ms: alert.active_ms,
+        },
+    }
+}
+
+fn stored(open: Open) -> (&'static str, Option<i64>) {
+    match open {
+        Open::Pending { .. } => ("pending", None),
+        Open::Firing { fired_ms, .. } => ("firing", Some(fired_ms)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guest_alerts_labels_leave_out_what_changes_while_it_is_open() {
+        let rule = RuleRow {
+            id: 3,
+            name: "Idle guest burning CPU".into(),
+            kind: "guest_waste".into(),
+            scope: "all".into(),
+            scope_value: String::new(),
+            threshold: 2.0,
+            duration_s: 0,
+            severity: "warning".into(),
+            enabled: true,
+            updated_ms: 0,
+            updated_by: "t".into(),
+        };
+        let m = Measure {
+            subject: "guest",
+            id: 7,
+            name: "web-01".into(),
+            host: "hv1".into(),
+            value: 5.25,
+            labels: vec![
+                ("guest", "web-01".into()),
+                ("guest_id", "7".into()),
+                ("host", "hv1".into()),
+                ("hypervisor", "qemu".into()),
+            ],
+            summary: "s".into(),
+            suggestion: Some("boot with nohz=on".into()),
+            tick_mode: Some("periodic".into()),
+        };
+        let labels = alert_labels(&rule, &m);
+        let names: Vec<&str> = labels.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "alertname",
+                "guest",
+                "guest_id",
+                "host",
+                "hypervisor",
+                "rule_id",
+                "severity"
+            ]
+        );
+        let notes = annotations(&Rule::parse(rule).unwrap(), &m);
+        assert_eq!(notes["tick_mode"], "periodic");
+        assert_eq!(notes["suggestion"], "boot with nohz=on");
+        assert!(
+            notes["description"].contains("5.25 % of a core"),
+            "{notes:?}"
+        );
+    }
+}

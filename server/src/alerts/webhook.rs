@@ -1,0 +1,439 @@
+//! Webhook receivers, as Alertmanager's webhook notifier behaves: each alert's transition is one
+//! outbox row (written with the evaluation, so a restart neither loses nor repeats one); the
+//! sender posts the due rows of one (receiver, group) together, as one body in Alertmanager's
+//! webhook format. A new group is first told after the receiver's group wait, later changes
+//! after its group interval since the group was last told.
+
+use serde_json::{Value, json};
+
+use super::Rule;
+use super::client::{self, PostError};
+use super::evaluate::Measure;
+use super::labels::{self, LabelSet};
+use crate::analysis::alerting::Transition;
+use crate::app::AppState;
+use crate::db::{Notify, OutboxRow, PendingGroup, ReceiverRow};
+use crate::error::{AppError, AppResult};
+
+/// Alertmanager's "no end" time in webhook bodies, for a firing alert.
+const NO_END: &str = "0001-01-01T00:00:00Z";
+
+/// Group keys starting so are rows posted alone, their payload the whole body.
+const SINGLE: &str = "single:";
+
+pub fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The page of an alert's subject.
+pub fn subject_url(external_url: &str, subject: &str, id: i64) -> String {
+    format!("{}/{subject}s/{id}", external_url.trim_end_matches('/'))
+}
+
+/// One transition of one alert, to be told to receivers.
+pub(super) struct Notice<'a> {
+    pub rule: &'a Rule,
+    pub measure: &'a Measure,
+    pub labels: &'a LabelSet,
+    pub annotations: &'a LabelSet,
+    pub transition: Transition,
+    pub active_ms: i64,
+    pub fired_ms: i64,
+    pub now_ms: i64,
+    pub external_url: &'a str,
+}
+
+impl Notice<'_> {
+    fn link(&self) -> String {
+        subject_url(self.external_url, self.measure.subject, self.measure.id)
+    }
+
+    /// The alert as an Alertmanager webhook body lists it.
+    fn alert_object(&self) -> Value {
+        json!({
+            "status": self.transition.as_str(),
+            "labels": self.labels,
+            "annotations": self.annotations,
+            "startsAt": rfc3339(self.fired_ms),
+            "endsAt": match self.transition {
+                Transition::Firing => NO_END.to_string(),
+                Transition::Resolved => rfc3339(self.now_ms),
+            },
+            "generatorURL": self.link(),
+            "fingerprint": labels::fingerprint(self.labels),
+        })
+    }
+
+    /// The plain JSON form: one alert per body.
+    fn plain(&self) -> Value {
+        json!({
+            "status": self.transition.as_str(),
+            "rule": {"id": self.rule.row.id, "name": self.rule.row.name, "kind": self.rule.kind.as_str()},
+            "severity": self.rule.row.severity,
+            "subject": {"kind": self.measure.subject, "id": self.measure.id, "name": self.measure.name, "host": self.measure.host},
+            "value": self.measure.value,
+            "threshold": self.rule.row.threshold,
+            "unit": self.rule.kind.unit(),
+            "summary": self.measure.summary,
+            "labels": self.labels,
+            "active_since": rfc3339(self.active_ms),
+            "fired_at": rfc3339(self.fired_ms),
+            "at": rfc3339(self.now_ms),
+            "url": self.link(),
+            "fingerprint": labels::fingerprint(self.labels),
+        })
+    }
+
+    /// The outbox row for `receiver`.
+    pub fn notify(&self, receiver: &ReceiverRow) -> Notify {
+        if receiver.format == "alertmanager" {
+            let by = labels::parse_group_by(&receiver.group_by);
+            Notify {
+                receiver_id: receiver.id,
+                group_key: labels::group_key(&labels::group_labels(self.labels, &by)),
+                payload: self.alert_object().to_string(),
+            }
+        } else {
+            Notify {
+                receiver_id: receiver.id,
+                group_key: format!(
+                    "{SINGLE}{}:{}:{}",
+                    labels::fingerprint(self.labels),
+                    self.transition.as_str(),
+                    self.now_ms
+                ),
+                payload: self.plain().to_string(),
+            }
+        }
+    }
+}
+
+/// An Alertmanager webhook body for one group: `alerts` are the group's alert objects (the
+/// latest transition of each). Status, common labels and common annotations are computed over
+/// them as Alertmanager does; nothing is truncated (Alertmanager's `max_alerts` 0).
+pub fn group_body(
+    receiver: &ReceiverRow,
+    group_key: &str,
+    external_url: &str,
+    alerts: &[Value],
+) -> Value {
+    let set_of = |alert: &Value, field: &str| -> LabelSet {
+        serde_json::from_value(alert[field].clone()).unwrap_or_default()
+    };
+    let label_sets: Vec<LabelSet> = alerts.iter().map(|a| set_of(a, "labels")).collect();
+    let annotation_sets: Vec<LabelSet> = alerts.iter().map(|a| set_of(a, "annotations")).collect();
+    let by = labels::parse_group_by(&receiver.group_by);
+    let group_labels = label_sets
+        .first()
+        .map(|l| labels::group_labels(l, &by))
+        .unwrap_or_default();
+    let firing = alerts.iter().any(|a| a["status"] == "firing");
+    json!({
+        "version": "4",
+        "groupKey": group_key,
+        "truncatedAlerts": 0,
+        "status": if firing { "firing" } else { "resolved" },
+        "receiver": receiver.name,
+        "groupLabels": group_labels,
+        "commonLabels": labels::common(&label_sets),
+        "commonAnnotations": labels::common(&annotation_sets),
+        "externalURL": external_url.trim_end_matches('/'),
+        "alerts": alerts,
+    })
+}
+
+/// When a group's waiting notifications are due: not before the first of them waited the group
+/// wait, the group's last notification is a group interval old, and their retry time.
+pub fn group_due_ms(g: &PendingGroup) -> i64 {
+    let mut due = g
+        .first_created_ms
+        .saturating_add(g.group_wait_s.saturating_mul(1000))
+        .max(g.next_attempt_ms);
+    if let Some(last) = g.last_sent_ms {
+        due = due.max(last.saturating_add(g.group_interval_s.saturating_mul(1000)));
+    }
+    due
+}
+
+/// The rows one POST tells: of several transitions of one alert, only the latest (an alert
+/// that fired and resolved within the group wait is told resolved, as Alertmanager would).
+/// Returns the alert objects, in the order of the rows.
+pub fn latest_per_alert(rows: &[OutboxRow]) -> Vec<Value> {
+    let mut out: Vec<(i64, Value)> = Vec::new();
+    for row in rows {
+        let Ok(alert) = serde_json::from_str::<Value>(&row.payload) else {
+            continue;
+        };
+        match out.iter_mut().find(|(id, _)| *id == row.alert_id) {
+            Some(slot) => slot.1 = alert,
+            None => out.push((row.alert_id, alert)),
+        }
+    }
+    out.into_iter().map(|(_, a)| a).collect()
+}
+
+/// Attempts before a notification is given up: with a 5 s base and a 15-minute cap, about
+/// two hours of trying.
+pub const MAX_ATTEMPTS: i64 = 12;
+
+/// How long after failed attempt number `attempts` (1-based) the next is made: `base_ms`
+/// doubled per attempt, at most 15 minutes, with up to a fifth added at random so that many
+/// notifications failing together do not retry together.
+pub fn retry_delay_ms(attempts: i64, base_ms: i64, random: u32) -> i64 {
+    const CAP_MS: i64 = 15 * 60 * 1000;
+    let exponent = (attempts - 1).clamp(0, 30) as u32;
+    let delay = base_ms.saturating_mul(1_i64 << exponent).min(CAP_MS);
+    delay + delay / 5 * i64::from(random % 1000) / 1000
+}
+
+/// When the next waiting group is due, if any is waiting.
+pub async fn next_delivery_ms(state: &AppState) -> AppResult<Option<i64>> {
+    Ok(state
+        .db
+        .pending_groups()
+        .await?
+        .iter()
+        .map(group_due_ms)
+        .min())
+}
+
+/// Posts every group due now; returns how many notifications (alert transitions) were
+/// delivered. Each receiver's groups are posted by a task of its own, so a receiver that is
+/// slow to answer (up to the 10 s timeout) holds up nobody else's.
+pub async fn deliver_due(state: &AppState) -> AppResult<usize> {
+    let mut per_receiver: Vec<(i64, Vec<PendingGroup>)> = Vec::new();
+    for group in state.db.pending_groups().await? {
+        match per_receiver
+            .iter_mut()
+            .find(|(id, _)| *id == group.receiver_id)
+        {
+            Some((_, groups)) => groups.push(group),
+            None => per_receiver.push((group.receiver_id, vec![group])),
+        }
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for (_, groups) in per_receiver {
+        let state = state.clone();
+        tasks.spawn(async move { deliver_groups(&state, groups).await });
+    }
+    let mut delivered = 0;
+    let mut failed = None;
+    while let Some(done) = tasks.join_next().await {
+        match done.map_err(|e| AppError::Internal(format!("notification task: {e}")))? {
+            Ok(n) => delivered += n,
+            Err(e) => failed = Some(e),
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(delivered),
+    }
+}
+
+/// Posts the groups of one receiver that are due now, one after the other.
+async fn deliver_groups(state: &AppState, groups: Vec<PendingGroup>) -> AppResult<usize> {
+    let mut delivered = 0;
+    let external_url = state.options.external_url.clone();
+    for group in groups {
+        let now_ms = crate::app::now_ms();
+        if group_due_ms(&group) > now_ms {
+            continue;
+        }
+        let Some(receiver) = state.db.receiver(group.receiver_id).await? else {
+            continue;
+        };
+        let rows = state
+            .db
+            .group_notifications(group.receiver_id, &group.group_key, now_ms)
+            .await?;
+        if rows.is_empty() {
+            continue;
+        }
+        let single = group.group_key.starts_with(SINGLE);
+        let bodies: Vec<(Vec<&OutboxRow>, String)> = if single {
+            rows.iter().map(|r| (vec![r], r.payload.clone())).collect()
+        } else {
+            let alerts = latest_per_alert(&rows);
+            let body = group_body(&receiver, &group.group_key, &external_url, &alerts);
+            vec![(rows.iter().collect(), body.to_string())]
+        };
+        for (told, body) in bodies {
+            let sent = post(&receiver, body).await?;
+            let now_ms = crate::app::now_ms();
+            let ids: Vec<i64> = told.iter().map(|r| r.id).collect();
+            match sent {
+                Ok(()) => {
+                    let key = if single {
+                        None
+                    } else {
+                        Some(group.group_key.as_str())
+                    };
+                    state
+                        .db
+                        .group_delivered(receiver.id, key, &ids, now_ms)
+                        .await?;
+                    for _ in &ids {
+                        state.metrics.notification("delivered");
+                    }
+                    tracing::info!(receiver = ?receiver.name, group = ?group.group_key, alerts = ids.len(), "notification delivered");
+                    delivered += ids.len();
+                }
+                Err(e) => {
+                    let attempts = told.iter().map(|r| r.attempts).max().unwrap_or(0) + 1;
+                    let next = match &e {
+                        PostError::Retry(_) if attempts < MAX_ATTEMPTS => {
+                            let random = getrandom::u32().unwrap_or(0);
+                            Some(
+                                now_ms
+                                    + retry_delay_ms(attempts, state.options.retry_base_ms, random),
+                            )
+                        }
+                        _ => None,
+                    };
+                    for id in &ids {
+                        state
+                            .db
+                            .notification_failed(*id, &e.to_string(), next, now_ms)
+                            .await?;
+                        state.metrics.notification(if next.is_some() {
+                            "retried"
+                        } else {
+                            "given_up"
+                        });
+                    }
+                    tracing::warn!(receiver = ?receiver.name, group = ?group.group_key, attempts, error = %e, given_up = next.is_none(), "notification failed");
+                }
+            }
+        }
+    }
+    Ok(delivered)
+}
+
+/// One POST to a receiver, off the async threads.
+async fn post(receiver: &ReceiverRow, body: String) -> AppResult<Result<(), PostError>> {
+    let url = receiver.url.clone();
+    let auth = receiver.auth_header.clone().filter(|a| !a.is_empty());
+    let ca = receiver.ca_pem.clone().filter(|c| !c.is_empty());
+    tokio::task::spawn_blocking(move || {
+        let agent = client::agent(ca.as_deref().map(str::as_bytes), client::POST_TIMEOUT)
+            .map_err(PostError::Refused)?;
+        client::post_json(&agent, &url, auth.as_deref(), &body)
+    })
+    .await
+    .map_err(|e| AppError::Internal(format!("notification task: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_exponentially_up_to_a_cap() {
+        let cases = [
+            (1, 0, 5_000),
+            (2, 0, 10_000),
+            (3, 0, 20_000),
+            (12, 0, 900_000),
+            (40, 0, 900_000),
+            (1, 999, 5_000 + 999),
+        ];
+        for (attempts, random, expected) in cases {
+            assert_eq!(
+                retry_delay_ms(attempts, 5_000, random),
+                expected,
+                "{attempts}"
+            );
+        }
+        assert!(retry_delay_ms(1, 5_000, 500) > 5_000);
+    }
+
+    fn pending(first: i64, next: i64, last: Option<i64>) -> PendingGroup {
+        PendingGroup {
+            receiver_id: 1,
+            group_key: "k".into(),
+            first_created_ms: first,
+            next_attempt_ms: next,
+            last_sent_ms: last,
+            group_wait_s: 30,
+            group_interval_s: 300,
+        }
+    }
+
+    #[test]
+    fn a_group_waits_its_group_wait_then_its_group_interval() {
+        let cases = [
+            ("new group: group wait", pending(1_000, 1_000, None), 31_000),
+            (
+                "told 10 s ago: group interval",
+                pending(100_000, 100_000, Some(90_000)),
+                390_000,
+            ),
+            (
+                "told long ago: group wait",
+                pending(1_000_000, 1_000_000, Some(0)),
+                1_030_000,
+            ),
+            ("a retry later still", pending(1_000, 50_000, None), 50_000),
+        ];
+        for (what, g, expected) in cases {
+            assert_eq!(group_due_ms(&g), expected, "{what}");
+        }
+    }
+
+    fn row(id: i64, alert_id: i64, status: &str) -> OutboxRow {
+        OutboxRow {
+            id,
+            receiver_id: 1,
+            group_key: "k".into(),
+            alert_id,
+            transition: status.into(),
+            payload: json!({"status": status, "labels": {"alertname": "r", "guest": alert_id.to_string(), "host": "hv1"}, "annotations": {"summary": format!("s{alert_id}"), "x": "same"}}).to_string(),
+            attempts: 0,
+        }
+    }
+
+    #[test]
+    fn a_group_body_is_computed_over_its_alerts() {
+        let receiver = ReceiverRow {
+            id: 1,
+            name: "team".into(),
+            url: String::new(),
+            format: "alertmanager".into(),
+            enabled: true,
+            created_ms: 0,
+            group_by: "host".into(),
+            group_wait_s: 0,
+            group_interval_s: 0,
+            auth_header: None,
+            ca_pem: None,
+        };
+        // Alert 1 fired and resolved before the group was told: told resolved, once.
+        let rows = [
+            row(1, 1, "firing"),
+            row(2, 2, "firing"),
+            row(3, 1, "resolved"),
+        ];
+        let alerts = latest_per_alert(&rows);
+        assert_eq!(alerts.len(), 2);
+        let body = group_body(&receiver, "key", "https://t.example/", &alerts);
+        assert_eq!(body["status"], "firing");
+        assert_eq!(body["alerts"][0]["status"], "resolved");
+        assert_eq!(
+            body["groupLabels"],
+            json!({"alertname": "r", "host": "hv1"})
+        );
+        assert_eq!(
+            body["commonLabels"],
+            json!({"alertname": "r", "host": "hv1"})
+        );
+        assert_eq!(body["commonAnnotations"], json!({"x": "same"}));
+        assert_eq!(body["externalURL"], "https://t.example");
+        let resolved = latest_per_alert(&[row(3, 1, "resolved")]);
+        assert_eq!(
+            group_body(&receiver, "key", "", &resolved)["status"],
+            "resolved"
+        );
+    }
+}
