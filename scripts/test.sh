@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.."
 # systemd (systemd-analyze), adduser and strace: the Debian packages' test (scripts/packages.sh).
 # libvirt-daemon-system, libvirt-clients, qemu-guest-agent, dbus and kmod: the libvirt test
 # (server/tests/libvirt.rs, scripts/libvirt-assets.sh); setpriv comes with util-linux.
+# prometheus (Prometheus and promtool 2.42): server/tests/prometheus.rs checks /metrics and
+# contrib/prometheus/ with promtool and runs a real Prometheus against the demo.
 # linux-source-6.1 and the kernel's build tools: the periodic guest kernel
 # (scripts/periodic-kernel.sh).
 # prometheus-alertmanager: the real Alertmanager tickscope sends alerts to
@@ -21,7 +23,7 @@ cd "$(dirname "$0")/.."
 packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl
     systemd adduser strace libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod
     linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils
-    prometheus-alertmanager)
+    prometheus-alertmanager prometheus)
 as_root=()
 [ "$(id -u)" -eq 0 ] || as_root=(sudo)
 missing=()

@@ -13,6 +13,7 @@ mod reports;
 mod rollups;
 mod settings;
 mod tokens;
+mod totals;
 mod users;
 mod write_tx;
 
@@ -28,6 +29,7 @@ pub use hosts::HostRow;
 pub use reports::{RawSample, StoreOutcome};
 pub use rollups::{FIVE_MINUTES_MS, HOUR_MS, RollupRow, StoredCounts};
 pub use tokens::{LOOKUP_PREFIX_CHARS, TokenListRow, TokenRow};
+pub use totals::ProcessTotalsRow;
 pub use users::UserRow;
 pub use write_tx::WriteTx;
 

@@ -1,0 +1,162 @@
+//! The label sets of the per-guest series.
+//!
+//! Measured series (CPU, waste, wake-ups, vCPUs, the counters) carry only what identifies a
+//! guest and does not change while it runs: `guest`, `guest_id`, `host`, `hypervisor`, and
+//! `uuid` when the agent knows it. What the analysis or the guest says about itself (the tick
+//! mode, the kernel, CONFIG_HZ, ...) goes on one `tickscope_guest_info` series with the same
+//! identity labels, so a changed verdict ends and starts that one series instead of every
+//! measured one; a query joins it back (`* on (guest_id) group_left (tick_mode) ...`).
+//!
+//! A label whose value is unknown is left out, never sent empty: Prometheus treats an empty
+//! label as an absent one, and a `uuid=""` on most guests only looks like data. Names come from
+//! the VMs, so every value passes through [`show_invisible`]; the encoder escapes `\`, `"` and
+//! newlines.
+
+use crate::fleet::AnalysedGuest;
+use crate::visible::show_invisible;
+
+/// A series' labels, in the order they are written.
+pub type Labels = Vec<(&'static str, String)>;
+
+fn visible(text: &str) -> String {
+    show_invisible(text).into_owned()
+}
+
+/// Adds `name` unless `value` is absent or empty.
+fn push_known(labels: &mut Labels, name: &'static str, value: Option<&str>) {
+    if let Some(value) = value.filter(|v| !v.is_empty()) {
+        labels.push((name, visible(value)));
+    }
+}
+
+/// The labels of a guest's measured series.
+pub fn identity(g: &AnalysedGuest) -> Labels {
+    let mut labels = vec![
+        ("guest", visible(&g.name)),
+        ("guest_id", g.id.to_string()),
+        ("host", visible(&g.host)),
+        ("hypervisor", visible(&g.hypervisor)),
+    ];
+    push_known(&mut labels, "uuid", g.uuid.as_deref());
+    labels
+}
+
+/// The labels of a guest's `tickscope_guest_info` series: its identity, the verdict and the
+/// facts its kernel reported.
+pub fn info(g: &AnalysedGuest) -> Labels {
+    let mut labels = identity(g);
+    let classification = &g.verdict.classification;
+    labels.push(("tick_mode", classification.mode.as_str().to_string()));
+    labels.push(("confidence", classification.confidence.as_str().to_string()));
+    push_known(&mut labels, "management", g.management.as_deref());
+    push_known(&mut labels, "cpu_source", g.cpu_source.as_deref());
+    if let Some(kernel) = &g.kernel {
+        push_known(&mut labels, "kernel", kernel.kernel_release.as_deref());
+        push_known(&mut labels, "distro", kernel.distro.as_deref());
+        if let Some(hz) = kernel.config_hz {
+            labels.push(("config_hz", hz.to_string()));
+        }
+        labels.push(("nohz", kernel.nohz.as_str().to_string()));
+        push_known(&mut labels, "clocksource", kernel.clocksource.as_deref());
+    }
+    labels
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::analysis::kernel::KernelFacts;
+    use crate::analysis::{analyse_host, test_window};
+
+    fn guest(uuid: Option<&str>, kernel: Option<KernelFacts>) -> Arc<AnalysedGuest> {
+        let window = test_window(1, 5.3, 650.0, None);
+        let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
+        Arc::new(AnalysedGuest {
+            id: 7,
+            name: "web \"01\"\\\u{202e}x".into(),
+            uuid: uuid.map(Into::into),
+            host: "hv-1".into(),
+            host_id: 1,
+            hypervisor: "qemu".into(),
+            management: Some("libvirt".into()),
+            vcpus: 1,
+            pid: 1000,
+            boot_args: None,
+            uses_kvm: None,
+            cpu_source: None,
+            last_seen_ms: 0,
+            intervals: 6,
+            window_s: 60.0,
+            kernel,
+            verdict,
+        })
+    }
+
+    fn names(labels: &Labels) -> Vec<&'static str> {
+        labels.iter().map(|(name, _)| *name).collect()
+    }
+
+    #[test]
+    fn measured_series_carry_identity_only_and_no_empty_label() {
+        let cases = [
+            (None, vec!["guest", "guest_id", "host", "hypervisor"]),
+            (Some(""), vec!["guest", "guest_id", "host", "hypervisor"]),
+            (
+                Some("0b6f3c8e-0000-4000-8000-000000000007"),
+                vec!["guest", "guest_id", "host", "hypervisor", "uuid"],
+            ),
+        ];
+        for (uuid, want) in cases {
+            let labels = identity(&guest(uuid, None));
+            assert_eq!(names(&labels), want, "{uuid:?}");
+            assert!(labels.iter().all(|(_, v)| !v.is_empty()), "{labels:?}");
+        }
+        // The bidi override is shown as an escape; quotes and backslashes are left to the
+        // encoder, which escapes them.
+        assert_eq!(identity(&guest(None, None))[0].1, "web \"01\"\\\\u{202e}x");
+    }
+
+    #[test]
+    fn the_info_series_holds_the_verdict_and_the_kernel_facts_it_knows() {
+        let without_facts = info(&guest(None, None));
+        assert_eq!(
+            names(&without_facts),
+            [
+                "guest",
+                "guest_id",
+                "host",
+                "hypervisor",
+                "tick_mode",
+                "confidence",
+                "management"
+            ]
+        );
+        assert_eq!(without_facts[4].1, "periodic");
+
+        let facts: tickscope_agent::wire::GuestFacts = serde_json::from_value(serde_json::json!({
+            "kernel_release": "6.1.0-9-amd64",
+            "distro_name": "Debian GNU/Linux 12 (bookworm)",
+            "config": {"source": "boot_config", "hz": 250, "no_hz_idle": true},
+            "clocksource": "kvm-clock"
+        }))
+        .unwrap();
+        let with_facts = info(&guest(
+            None,
+            Some(KernelFacts::new(&facts, "probe_channel", 1.0)),
+        ));
+        let get = |name: &str| {
+            with_facts
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("kernel"), Some("6.1.0-9-amd64"));
+        assert_eq!(get("distro"), Some("Debian GNU/Linux 12 (bookworm)"));
+        assert_eq!(get("config_hz"), Some("250"));
+        assert_eq!(get("nohz"), Some("idle"));
+        assert_eq!(get("clocksource"), Some("kvm-clock"));
+        assert_eq!(get("cpu_source"), None, "unknown, so left out");
+    }
+}

@@ -1,0 +1,387 @@
+//! `/metrics`: the fleet and the server itself for Prometheus, in OpenMetrics or the classic
+//! text format, whichever the scraper asks for ([`format`]).
+//!
+//! The server's own counters live as long as the server; the fleet's series are built from the
+//! current state at each scrape, so a guest that stopped reporting leaves the output at once.
+//! Per-guest series are labelled as [`labels`] explains: identity on the measured series, the
+//! verdict and kernel facts on `tickscope_guest_info` only.
+
+pub mod format;
+pub mod labels;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::db::{AlertRow, HostRow, ProcessTotalsRow};
+use crate::error::{AppError, AppResult};
+use crate::fleet::{self, AnalysedGuest};
+use crate::visible::show_invisible;
+pub use format::Format;
+use labels::Labels;
+
+/// Outcomes of an agent report, each counted from 0 so a rate over them exists from the start.
+pub const REPORT_OUTCOMES: &[&str] = &["stored", "duplicate", "refused"];
+/// Outcomes of a notification attempt: a webhook delivery (`alerts::webhook`) or a post to
+/// Alertmanager (`alerts::alertmanager`). A new outcome goes here too: counting one that is not
+/// listed fails the debug build's tests.
+pub const NOTIFICATION_OUTCOMES: &[&str] = &[
+    "delivered",
+    "retried",
+    "given_up",
+    "alertmanager_sent",
+    "alertmanager_failed",
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AlertLabels {
+    state: String,
+    severity: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HostLabels {
+    host: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerLabels {
+    version: &'static str,
+    external_url: String,
+}
+
+/// What one scrape shows of the fleet, read at the time of the scrape.
+pub struct Scrape<'a> {
+    /// The active guests, analysed.
+    pub guests: &'a [Arc<AnalysedGuest>],
+    /// The latest VM process totals of active guests.
+    pub totals: &'a [ProcessTotalsRow],
+    /// Every host that ever reported.
+    pub hosts: &'a [HostRow],
+    /// The open alerts.
+    pub alerts: &'a [AlertRow],
+    /// Where users reach the dashboard (`serve --external-url`), for links from alert rules.
+    pub external_url: &'a str,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// The server's own counters.
+#[derive(Debug)]
+pub struct Metrics {
+    reports: Family<OutcomeLabels, Counter>,
+    samples: Counter,
+    ingest_seconds: Histogram,
+    notifications: Family<OutcomeLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let metrics = Metrics {
+            reports: Family::default(),
+            samples: Counter::default(),
+            // 0.5 ms to about 4 s.
+            ingest_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
+            notifications: Family::default(),
+        };
+        // Known outcomes are 0 until they happen, instead of absent: `rate()` and alerts on
+        // them then work from the first scrape.
+        for &outcome in REPORT_OUTCOMES {
+            metrics
+                .reports
+                .get_or_create(&OutcomeLabels { outcome })
+                .inc_by(0);
+        }
+        for &outcome in NOTIFICATION_OUTCOMES {
+            metrics
+                .notifications
+                .get_or_create(&OutcomeLabels { outcome })
+                .inc_by(0);
+        }
+        metrics
+    }
+}
+
+/// A gauge holding `value`.
+fn gauge(value: f64) -> FloatGauge {
+    let g = FloatGauge::default();
+    g.set(value);
+    g
+}
+
+/// Seconds since the epoch, from milliseconds.
+fn seconds(ms: i64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+impl Metrics {
+    /// One report received: one of [`REPORT_OUTCOMES`], with its samples and how long storing
+    /// and analysing it took.
+    pub fn report(&self, outcome: &'static str, samples: usize, seconds: f64) {
+        debug_assert!(REPORT_OUTCOMES.contains(&outcome), "unlisted {outcome}");
+        self.reports.get_or_create(&OutcomeLabels { outcome }).inc();
+        self.samples.inc_by(samples as u64);
+        self.ingest_seconds.observe(seconds);
+    }
+
+    /// One notification attempt: one of [`NOTIFICATION_OUTCOMES`].
+    pub fn notification(&self, outcome: &'static str) {
+        debug_assert!(
+            NOTIFICATION_OUTCOMES.contains(&outcome),
+            "unlisted {outcome}"
+        );
+        self.notifications
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// The exposition of what `scrape` holds and of the server's counters, in `format`.
+    pub fn render(&self, scrape: &Scrape, format: Format) -> AppResult<String> {
+        let mut registry = Registry::default();
+        register_guests(&mut registry, scrape);
+        register_fleet(&mut registry, scrape);
+        self.register_own(&mut registry, scrape.external_url);
+        let mut text = String::new();
+        encode(&mut text, &registry)
+            .map_err(|e| AppError::Internal(format!("encoding the metrics: {e}")))?;
+        match format {
+            Format::OpenMetrics => Ok(text),
+            Format::Classic => format::to_classic(&text),
+        }
+    }
+
+    fn register_own(&self, registry: &mut Registry, external_url: &str) {
+        let info = Family::<ServerLabels, FloatGauge>::default();
+        info.get_or_create(&ServerLabels {
+            version: env!("CARGO_PKG_VERSION"),
+            external_url: show_invisible(external_url).into_owned(),
+        })
+        .set(1.0);
+        registry.register(
+            "tickscope_server_info",
+            "Always 1: the server's version, and the address users reach its pages at (serve --external-url), for links",
+            info,
+        );
+        registry.register(
+            "tickscope_ingest_reports",
+            "Agent reports received, by outcome",
+            self.reports.clone(),
+        );
+        registry.register(
+            "tickscope_ingest_samples",
+            "Guest samples stored",
+            self.samples.clone(),
+        );
+        registry.register_with_unit(
+            "tickscope_ingest_duration",
+            "Time to validate, store and analyse one report",
+            Unit::Seconds,
+            self.ingest_seconds.clone(),
+        );
+        registry.register(
+            "tickscope_notifications",
+            "Alert notification attempts, by outcome",
+            self.notifications.clone(),
+        );
+    }
+}
+
+/// The per-guest series.
+fn register_guests(registry: &mut Registry, scrape: &Scrape) {
+    let family = Family::<Labels, FloatGauge>::default;
+    let (cpu, waste, wakeups, vcpus, info) = (family(), family(), family(), family(), family());
+    let cpu_seconds = Family::<Labels, Counter<f64, AtomicU64>>::default();
+    let vcpu_wakeups = Family::<Labels, Counter>::default();
+    let totals: HashMap<i64, &ProcessTotalsRow> =
+        scrape.totals.iter().map(|t| (t.guest_id, t)).collect();
+    for g in scrape.guests {
+        let identity = labels::identity(g);
+        if let Some(rates) = g.verdict.rates {
+            cpu.get_or_create(&identity).set(rates.host_cpu_pct / 100.0);
+            wakeups
+                .get_or_create(&identity)
+                .set(rates.wakeups_per_vcpu_s);
+        }
+        waste
+            .get_or_create(&identity)
+            .set(g.wasted_cpu_pct() / 100.0);
+        vcpus.get_or_create(&identity).set(f64::from(g.vcpus));
+        if let Some(t) = totals.get(&g.id) {
+            cpu_seconds.get_or_create(&identity).inc_by(t.cpu_s_total);
+            vcpu_wakeups
+                .get_or_create(&identity)
+                .inc_by(u64::try_from(t.wakeups_total).unwrap_or(0));
+        }
+        info.get_or_create(&labels::info(g)).set(1.0);
+    }
+    registry.register(
+        "tickscope_guest_info",
+        "Always 1: the guest's tick mode as judged now, the confidence of that verdict, and what its kernel reported (release, distro, CONFIG_HZ, NO_HZ build, clocksource); join on guest_id",
+        info,
+    );
+    registry.register(
+        "tickscope_guest_cpu_cores",
+        "Host CPU the guest used, averaged over the last 5 minutes, in cores (1 = one host core busy)",
+        cpu,
+    );
+    registry.register(
+        "tickscope_guest_wasted_cpu_cores",
+        "Host CPU the guest wastes ticking or polling while idle, in cores",
+        waste,
+    );
+    registry.register(
+        "tickscope_guest_wakeups_per_vcpu_per_second",
+        "vCPU thread wake-ups per vCPU per second, averaged over the last 5 minutes",
+        wakeups,
+    );
+    registry.register("tickscope_guest_vcpus", "vCPUs of the guest", vcpus);
+    registry.register_with_unit(
+        "tickscope_guest_cpu",
+        "Host CPU time the guest's VM process has used since it started, as its agent last reported it; starts again from 0 when the VM restarts, which rate() handles",
+        Unit::Seconds,
+        cpu_seconds,
+    );
+    registry.register(
+        "tickscope_guest_vcpu_wakeups",
+        "Wake-ups of the guest's vCPU threads (all its threads when they cannot be told apart) since its VM process started, as its agent last reported them; starts again from 0 when the VM restarts, which rate() handles",
+        vcpu_wakeups,
+    );
+}
+
+/// The fleet's totals, its hosts' last reports and its open alerts.
+fn register_fleet(registry: &mut Registry, scrape: &Scrape) {
+    let totals = fleet::totals(scrape.guests, &Default::default());
+    registry.register(
+        "tickscope_fleet_guests",
+        "Guests reported in the last 15 minutes",
+        gauge(totals.guests as f64),
+    );
+    registry.register(
+        "tickscope_fleet_hosts",
+        "Hosts with a guest reported in the last 15 minutes",
+        gauge(totals.hosts as f64),
+    );
+    registry.register(
+        "tickscope_fleet_ticking_guests",
+        "Guests that tick or poll while idle",
+        gauge(totals.ticking as f64),
+    );
+    registry.register(
+        "tickscope_fleet_wasted_cpu_cores",
+        "Host CPU the whole fleet wastes while idle, in cores",
+        gauge(totals.wasted_cores),
+    );
+
+    let last_report = Family::<HostLabels, FloatGauge>::default();
+    for h in scrape.hosts {
+        last_report
+            .get_or_create(&HostLabels {
+                host: show_invisible(&h.name).into_owned(),
+            })
+            .set(seconds(h.last_report_ms));
+    }
+    registry.register_with_unit(
+        "tickscope_host_last_report_timestamp",
+        "When the host's agent last reported, in seconds since the epoch (server clock): time() minus it is how long the agent has been silent",
+        Unit::Seconds,
+        last_report,
+    );
+
+    let open = Family::<AlertLabels, FloatGauge>::default();
+    for state in ["pending", "firing"] {
+        for severity in ["info", "warning", "critical"] {
+            let labels = AlertLabels {
+                state: state.into(),
+                severity: severity.into(),
+            };
+            let count = scrape
+                .alerts
+                .iter()
+                .filter(|a| a.state == state && a.severity == severity)
+                .count();
+            open.get_or_create(&labels).set(count as f64);
+        }
+    }
+    registry.register(
+        "tickscope_alerts",
+        "Open alerts by state and severity",
+        open,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty() -> Scrape<'static> {
+        Scrape {
+            guests: &[],
+            totals: &[],
+            hosts: &[],
+            alerts: &[],
+            external_url: "https://tickscope.example",
+        }
+    }
+
+    #[test]
+    fn known_outcomes_are_counted_from_zero_in_both_formats() {
+        let metrics = Metrics::default();
+        metrics.report("stored", 3, 0.01);
+        let open_metrics = metrics.render(&empty(), Format::OpenMetrics).unwrap();
+        let classic = metrics.render(&empty(), Format::Classic).unwrap();
+        for text in [&open_metrics, &classic] {
+            for (family, outcome, value) in [
+                ("tickscope_ingest_reports_total", "stored", 1),
+                ("tickscope_ingest_reports_total", "duplicate", 0),
+                ("tickscope_ingest_reports_total", "refused", 0),
+                ("tickscope_notifications_total", "delivered", 0),
+                ("tickscope_notifications_total", "retried", 0),
+                ("tickscope_notifications_total", "given_up", 0),
+                ("tickscope_notifications_total", "alertmanager_sent", 0),
+                ("tickscope_notifications_total", "alertmanager_failed", 0),
+            ] {
+                let line = format!("{family}{{outcome=\"{outcome}\"}} {value}\n");
+                assert!(text.contains(&line), "{line} in\n{text}");
+            }
+        }
+        assert!(open_metrics.ends_with("# EOF\n"));
+        assert!(classic.contains("# TYPE tickscope_ingest_reports_total counter\n"));
+        assert!(!classic.contains("# EOF") && !classic.contains("# UNIT"));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "unlisted")]
+    fn an_unlisted_outcome_is_caught() {
+        Metrics::default().notification("bounced");
+    }
+
+    #[test]
+    fn help_texts_need_no_escaping_in_either_format() {
+        // OpenMetrics escapes `"` in HELP and the classic format does not; texts without `"`,
+        // `\` or newlines read the same in both.
+        let text = Metrics::default()
+            .render(&empty(), Format::OpenMetrics)
+            .unwrap();
+        for line in text.lines().filter(|l| l.starts_with("# HELP ")) {
+            assert!(!line.contains(['"', '\\']), "{line}");
+        }
+        assert!(
+            text.contains("external_url=\"https://tickscope.example\"} 1"),
+            "{text}"
+        );
+    }
+}
