@@ -20,10 +20,12 @@ cd "$(dirname "$0")/.."
 # (scripts/periodic-kernel.sh).
 # prometheus-alertmanager: the real Alertmanager tickscope sends alerts to
 # (server/tests/alertmanager.rs).
+# ansible-core, python3-yaml and poppler-utils: the export tests read the plan's inventory with
+# ansible-inventory and PyYAML and the printed demo plan with pdftotext (server/tests/exports.rs).
 packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl
     systemd adduser strace libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod
     linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils
-    prometheus-alertmanager prometheus)
+    prometheus-alertmanager prometheus ansible-core python3-yaml poppler-utils)
 as_root=()
 [ "$(id -u)" -eq 0 ] || as_root=(sudo)
 missing=()
