@@ -87,6 +87,7 @@ mod tests {
             uses_kvm: None,
             cpu_source: None,
             last_seen_ms: 0,
+            analysed_ms: 0,
             intervals: 6,
             window_s: 60.0,
             kernel,
