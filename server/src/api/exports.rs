@@ -1,6 +1,8 @@
 //! Exports for viewers: the ranked guests as CSV; the upgrade plan as CSV (by group and by
 //! guest), JSON and an Ansible inventory. Demo data says so in each (see `export::Context`).
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -15,7 +17,8 @@ use crate::analysis::plan::PlanGroup;
 use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
 use crate::error::{AppError, AppResult, ErrorBody};
-use crate::{export, fleet};
+use crate::export;
+use crate::fleet::{self, AnalysedGuest};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -104,6 +107,32 @@ async fn guests_csv(
     ))
 }
 
+/// What the plan exports are made of: the ranking at one instant, its plan, and the cost model
+/// they are priced with.
+struct PlanInputs {
+    now_ms: i64,
+    guests: Vec<Arc<AnalysedGuest>>,
+    plan: Vec<PlanGroup>,
+    model: CostModel,
+}
+
+impl PlanInputs {
+    async fn now(state: &AppState) -> PlanInputs {
+        let now_ms = now_ms();
+        let guests = state.ranked(now_ms).await;
+        PlanInputs {
+            now_ms,
+            plan: fleet::plan(&guests),
+            guests,
+            model: state.cost_model(),
+        }
+    }
+
+    fn context(&self, state: &AppState) -> export::Context<'_> {
+        context(state, &self.model, self.now_ms)
+    }
+}
+
 fn context<'a>(state: &AppState, model: &'a CostModel, now_ms: i64) -> export::Context<'a> {
     export::Context {
         model,
@@ -129,15 +158,12 @@ fn context<'a>(state: &AppState, model: &'a CostModel, now_ms: i64) -> export::C
 )]
 async fn plan_csv(State(state): State<AppState>, caller: Caller) -> AppResult<impl IntoResponse> {
     caller.require(Role::Viewer)?;
-    let now = now_ms();
-    let guests = state.ranked(now).await;
-    let plan = fleet::plan(&guests);
-    let model = state.cost_model();
-    let context = context(&state, &model, now);
+    let p = PlanInputs::now(&state).await;
+    let context = p.context(&state);
     Ok(csv_download(
         "plan",
         context.demo,
-        export::plan_csv(&plan, &guests, &context)?,
+        export::plan_csv(&p.plan, &p.guests, &context)?,
     ))
 }
 
@@ -162,15 +188,12 @@ async fn plan_guests_csv(
     caller: Caller,
 ) -> AppResult<impl IntoResponse> {
     caller.require(Role::Viewer)?;
-    let now = now_ms();
-    let guests = state.ranked(now).await;
-    let plan = fleet::plan(&guests);
-    let model = state.cost_model();
-    let context = context(&state, &model, now);
+    let p = PlanInputs::now(&state).await;
+    let context = p.context(&state);
     Ok(csv_download(
         "plan-guests",
         context.demo,
-        export::plan_guests_csv(&plan, &guests, &context)?,
+        export::plan_guests_csv(&p.plan, &p.guests, &context)?,
     ))
 }
 
@@ -196,17 +219,14 @@ async fn plan_inventory(
     caller: Caller,
 ) -> AppResult<impl IntoResponse> {
     caller.require(Role::Viewer)?;
-    let now = now_ms();
-    let guests = state.ranked(now).await;
-    let plan = fleet::plan(&guests);
-    let model = state.cost_model();
-    let context = context(&state, &model, now);
+    let p = PlanInputs::now(&state).await;
+    let context = p.context(&state);
     Ok(download(
         "plan-inventory",
         "yml",
         "application/yaml; charset=utf-8",
         context.demo,
-        export::plan_inventory(&plan, &guests, &context)?,
+        export::plan_inventory(&p.plan, &p.guests, &context)?,
     ))
 }
 
