@@ -9,11 +9,12 @@
 
 use std::time::Duration;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
 use super::client::{self, PostError};
-use super::evaluate::parse_set;
-use super::labels;
+use super::labels::{self, parse_set};
 use super::webhook::{rfc3339, subject_url};
 use crate::app::AppState;
 use crate::db::AlertRow;
@@ -64,7 +65,7 @@ impl AlertmanagerOptions {
                 if !pair.contains(':') {
                     return Err("the basic-auth file must hold user:password".into());
                 }
-                Some(format!("Basic {}", base64(pair.as_bytes())))
+                Some(format!("Basic {}", BASE64.encode(pair)))
             }
             (None, None) => None,
         };
@@ -80,6 +81,15 @@ impl AlertmanagerOptions {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(format!("{url:?} is not an http:// or https:// address"));
             }
+            // Addresses are logged with every failed send: a password must not be in one.
+            let authority = url.split("://").nth(1).unwrap_or("").split('/').next();
+            if authority.is_some_and(|a| a.contains('@')) {
+                return Err(
+                    "an Alertmanager address may not hold a user or password: give them in \
+                     --alertmanager-basic-auth-file"
+                        .into(),
+                );
+            }
             targets.push(Target {
                 url: url.to_string(),
                 authorization: authorization.clone(),
@@ -93,38 +103,12 @@ impl AlertmanagerOptions {
     }
 }
 
-/// Standard base64 with padding (RFC 4648), for a basic-auth header.
-pub fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// The body POSTed to `/api/v2/alerts` at `now_ms` (Alertmanager's `PostableAlerts`): every
-/// firing alert with `endsAt` `ends_ahead_ms` from now, every resolved one with `endsAt` when
-/// it resolved; `startsAt` when it fired; the labels stored when it opened. Alerts stored
+/// The body POSTed to `/api/v2/alerts` (Alertmanager's `PostableAlerts`): every firing alert
+/// with `endsAt` `ends_ahead_ms` after its last evaluation (so that if the evaluation stops,
+/// Alertmanager resolves it by itself although this sender goes on), every resolved one with
+/// `endsAt` when it resolved; `startsAt` when it fired; the labels stored when it opened. Alerts stored
 /// without labels (opened before they were kept, not evaluated since) are left out.
-pub fn postable_alerts(
-    alerts: &[AlertRow],
-    now_ms: i64,
-    ends_ahead_ms: i64,
-    external_url: &str,
-) -> Value {
+pub fn postable_alerts(alerts: &[AlertRow], ends_ahead_ms: i64, external_url: &str) -> Value {
     let postable: Vec<Value> = alerts
         .iter()
         .filter_map(|a| {
@@ -135,7 +119,7 @@ pub fn postable_alerts(
             }
             let ends_ms = match (a.state.as_str(), a.resolved_ms) {
                 ("resolved", Some(resolved_ms)) => resolved_ms,
-                ("firing", _) => now_ms + ends_ahead_ms,
+                ("firing", _) => a.evaluated_ms + ends_ahead_ms,
                 _ => return None,
             };
             Some(json!({
@@ -181,7 +165,7 @@ pub fn spawn(
             }
         };
         let state = state.clone();
-        let mut changes = changes.clone();
+        let mut changes = Some(changes.clone());
         let resend = options.resend;
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(resend);
@@ -189,10 +173,12 @@ pub fn spawn(
             loop {
                 tokio::select! {
                     _ = ticker.tick() => {}
-                    changed = changes.changed() => {
-                        if changed.is_err() {
-                            // The evaluation stopped: keep the cadence alone.
-                            changes = tokio::sync::watch::channel(0).1;
+                    changed = async { changes.as_mut()?.changed().await.ok() }, if changes.is_some() => {
+                        if changed.is_none() {
+                            // The evaluation stopped: keep the cadence alone (a closed channel
+                            // would answer at once, forever).
+                            changes = None;
+                            continue;
                         }
                     }
                 }
@@ -217,7 +203,7 @@ async fn send(state: &AppState, agent: &ureq::Agent, target: &Target, ends_ahead
             return;
         }
     };
-    let body = postable_alerts(&alerts, now_ms, ends_ahead_ms, &state.options.external_url);
+    let body = postable_alerts(&alerts, ends_ahead_ms, &state.options.external_url);
     let count = body.as_array().map_or(0, Vec::len);
     if count == 0 {
         return;
@@ -254,23 +240,6 @@ async fn send(state: &AppState, agent: &ureq::Agent, target: &Target, ends_ahead
 mod tests {
     use super::*;
 
-    #[test]
-    fn base64_is_rfc_4648() {
-        let cases = [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-            ("ada:s3cret", "YWRhOnMzY3JldA=="),
-        ];
-        for (text, expected) in cases {
-            assert_eq!(base64(text.as_bytes()), expected, "{text}");
-        }
-    }
-
     fn alert(
         state: &str,
         fired_ms: Option<i64>,
@@ -291,7 +260,7 @@ mod tests {
             fired_ms,
             resolved_ms,
             value: 5.0,
-            evaluated_ms: 0,
+            evaluated_ms: 10_000,
             acked_by: None,
             acked_ms: None,
             labels_json: labels.into(),
@@ -308,7 +277,8 @@ mod tests {
             alert("firing", Some(2_000), None, "{}"),
             alert("pending", None, None, labels),
         ];
-        let body = postable_alerts(&alerts, 10_000, 240_000, "https://t.example/");
+        // Each alert was last evaluated at 10 s.
+        let body = postable_alerts(&alerts, 240_000, "https://t.example/");
         let body = body.as_array().unwrap();
         assert_eq!(body.len(), 2);
         assert_eq!(body[0]["startsAt"], "1970-01-01T00:00:02.000Z");
@@ -337,9 +307,26 @@ mod tests {
         for (bearer, basic, resend) in cases {
             assert!(AlertmanagerOptions::new(&urls, bearer, basic, None, resend).is_err());
         }
+        for url in [
+            "am:9093",
+            "http://ada:pw@am:9093",
+            "https://ada@am:9093/prefix",
+        ] {
+            assert!(
+                AlertmanagerOptions::new(&[url.into()], None, None, None, DEFAULT_RESEND).is_err(),
+                "{url}"
+            );
+        }
+        // An @ in the path is no user.
         assert!(
-            AlertmanagerOptions::new(&["am:9093".into()], None, None, None, DEFAULT_RESEND)
-                .is_err()
+            AlertmanagerOptions::new(
+                &["http://am:9093/a@b".into()],
+                None,
+                None,
+                None,
+                DEFAULT_RESEND
+            )
+            .is_ok()
         );
     }
 }
