@@ -56,7 +56,7 @@ const FIRST_PLAN_COLUMNS: [&str; 9] = [
 
 /// Names YAML, CSV and spreadsheets would each read as something else. Control characters
 /// (newlines) are refused at ingest, so they are tested on the writers directly, below.
-const HOSTILE_NAMES: [&str; 22] = [
+const HOSTILE_NAMES: [&str; 23] = [
     "=cmd|' /C calc'!A0",
     "quote\"d, 'and' comma",
     "*alias",
@@ -80,6 +80,8 @@ const HOSTILE_NAMES: [&str; 22] = [
     "<<",
     ".inf",
     "'single'",
+    // Not control characters, so taken at ingest, but outside what YAML allows unescaped.
+    "non\u{fffe}character",
 ];
 
 /// A CSV export: header and rows as maps from column name to cell.

@@ -55,14 +55,43 @@ fn number(value: Option<f64>) -> Value {
 }
 
 /// A guest name Ansible reads as the host name it is: letters, digits, `-`, `_` and `.`,
-/// starting with a letter or digit, at most 253 characters (a DNS name's length).
+/// starting with a letter or digit, at most 253 characters (a DNS name's length). Not a name
+/// that would point a playbook elsewhere: `localhost` or an IP address (the change would be
+/// made on the machine running Ansible, or on whatever has that address), nor Ansible's own
+/// groups `all` and `ungrouped`.
 pub fn plain_host_name(name: &str) -> Option<&str> {
     let plain = name.len() <= 253
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    plain.then_some(name)
+    let lower = name.to_ascii_lowercase();
+    let elsewhere = ["localhost", "all", "ungrouped"].contains(&lower.trim_end_matches('.'))
+        || lower.starts_with("localhost.")
+        || name.parse::<std::net::IpAddr>().is_ok()
+        // What resolvers also read as an IPv4 address: dotted numbers, however many parts.
+        || name.chars().all(|c| c.is_ascii_digit() || c == '.');
+    (plain && !elsewhere).then_some(name)
+}
+
+/// JSON as YAML readers take it: YAML allows fewer characters unescaped than JSON (PyYAML,
+/// Ansible's reader, refuses a whole file for one U+FFFE in a VM's name), so each character
+/// outside YAML's printable set is written as a `\uXXXX` escape, which both read alike. JSON
+/// has such characters only inside strings, and already escapes those below U+0020.
+pub fn yaml_printable(json: &str) -> String {
+    let printable = |c: char| {
+        matches!(c, '\t' | '\n' | '\r' | ' '..='~' | '\u{85}' | '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}')
+            || c >= '\u{10000}'
+    };
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if printable(c) {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        }
+    }
+    out
 }
 
 /// The plan as an Ansible inventory in YAML. Each guest is a host named by its guest name, or
@@ -185,6 +214,7 @@ pub fn plan_inventory(
     entry(&mut root, "all", all);
     let yaml = serde_json::to_string_pretty(&Value::from(root))
         .map_err(|e| AppError::Internal(format!("inventory export: {e}")))?;
+    let yaml = yaml_printable(&yaml);
     let demo = if context.demo {
         "# Demo data: a simulated fleet (tickscope-server serve --demo); no real host reported it.\n"
     } else {
@@ -202,6 +232,23 @@ pub fn plan_inventory(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn characters_yaml_does_not_allow_are_escaped() {
+        let cases = [
+            ("\"web-01\"", "\"web-01\""),
+            ("\"a\u{fffe}b\"", "\"a\\ufffeb\""),
+            ("\"\u{ffff}\"", "\"\\uffff\""),
+            ("\"\u{7f}\u{9f}\"", "\"\\u007f\\u009f\""),
+            (
+                "\"caf\u{e9} \u{1f600} \u{85}\"",
+                "\"caf\u{e9} \u{1f600} \u{85}\"",
+            ),
+        ];
+        for (json, expected) in cases {
+            assert_eq!(yaml_printable(json), expected, "{json:?}");
+        }
+    }
     use crate::analysis::change_kind::ChangeKind;
     use crate::analysis::cost::CostModel;
     use crate::analysis::plan::{PlanMember, PlannedChange};
@@ -303,8 +350,16 @@ mod tests {
         let cases = [
             ("web-01", true),
             ("db_2.example.com", true),
-            ("01", true),
+            ("01x", true),
             ("yes", true),
+            ("01", false),
+            ("localhost", false),
+            ("LocalHost.localdomain", false),
+            ("127.0.0.1", false),
+            ("10.1", false),
+            ("all", false),
+            ("ungrouped", false),
+            ("allhosts", true),
             ("host:22", false),
             ("web[1:3]", false),
             ("-x", false),
