@@ -643,10 +643,15 @@ impl ReceiverForm {
             Ok(number(field, text, 0.0, 86_400.0)?.round() as i64)
         };
         let auth = self.auth_header.trim();
-        if auth.chars().any(char::is_control) {
+        // What HTTP can carry as a header value (visible ASCII and spaces): anything else would
+        // be saved, then fail every delivery.
+        if auth.chars().any(char::is_control)
+            || axum::http::HeaderValue::from_str(auth).is_err()
+            || !auth.is_ascii()
+        {
             return Err(AppError::invalid(
                 "auth_header",
-                "must be one line, without control characters",
+                "must be one line of visible ASCII characters (e.g. Bearer followed by a token)",
             ));
         }
         let ca = self.ca_pem.trim();
