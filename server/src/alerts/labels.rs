@@ -8,13 +8,11 @@ pub type LabelSet = BTreeMap<String, String>;
 
 /// Alertmanager's fingerprint of a label set (prometheus/common `model.LabelSet.Fingerprint`):
 /// FNV-1a 64 over the labels sorted by name, each name then 0xff then its value then 0xff,
-/// written as 16 lowercase hex digits. An empty set is 0.
+/// written as 16 lowercase hex digits. An empty set is the hash of nothing, the offset basis,
+/// as Go's `emptyLabelSignature`.
 pub fn fingerprint(labels: &LabelSet) -> String {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    if labels.is_empty() {
-        return format!("{:016x}", 0);
-    }
     let mut hash = OFFSET;
     for (name, value) in labels {
         for part in [name.as_bytes(), &[0xff], value.as_bytes(), &[0xff]] {
@@ -25,6 +23,16 @@ pub fn fingerprint(labels: &LabelSet) -> String {
         }
     }
     format!("{hash:016x}")
+}
+
+/// A stored JSON object of strings (labels or annotations); empty if it is not one.
+pub fn parse_set(json: &str) -> LabelSet {
+    serde_json::from_str(json).unwrap_or_default()
+}
+
+/// A label set (or annotations) as stored.
+pub fn set_json(set: &LabelSet) -> String {
+    serde_json::to_string(set).unwrap_or_else(|_| "{}".into())
 }
 
 /// The labels an alert is grouped by for a receiver: `alertname` and the receiver's own
@@ -143,6 +151,8 @@ mod tests {
                 set(&[("alertname", "x"), ("guest", "naïve \"quoted\" é")]),
                 "93ba873ee3e832b2",
             ),
+            // prometheus/common's emptyLabelSignature: FNV-1a 64's offset basis.
+            (set(&[]), "cbf29ce484222325"),
         ];
         for (labels, expected) in cases {
             assert_eq!(fingerprint(&labels), expected, "{labels:?}");

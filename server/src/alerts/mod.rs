@@ -13,6 +13,7 @@ pub mod alertmanager;
 pub mod client;
 mod evaluate;
 pub mod labels;
+mod measure;
 pub mod webhook;
 
 use std::time::Duration;

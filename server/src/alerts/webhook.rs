@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::Rule;
 use super::client::{self, PostError};
-use super::evaluate::Measure;
 use super::labels::{self, LabelSet};
+use super::measure::Measure;
 use crate::analysis::alerting::{Transition, silenced};
 use crate::app::AppState;
 use crate::db::{AlertRow, Notify, OutboxRow, PendingGroup, ReceiverRow};
@@ -263,7 +263,17 @@ pub async fn deliver_due(state: &AppState) -> AppResult<usize> {
 async fn deliver_groups(state: &AppState, groups: Vec<PendingGroup>) -> AppResult<usize> {
     let mut delivered = 0;
     let external_url = state.options.external_url.clone();
-    for group in groups {
+    // Read once for all the groups of this round: what still fires, and what is silenced.
+    let round_ms = crate::app::now_ms();
+    let firing: Vec<AlertRow> = state
+        .db
+        .open_alerts()
+        .await?
+        .into_iter()
+        .filter(|a| a.state == "firing")
+        .collect();
+    let silences = super::silences_in_force(&state.db, round_ms).await?;
+    'groups: for group in groups {
         let now_ms = crate::app::now_ms();
         if group_due_ms(&group) > now_ms {
             continue;
@@ -286,14 +296,18 @@ async fn deliver_groups(state: &AppState, groups: Vec<PendingGroup>) -> AppResul
             // As Alertmanager's, a group's notification lists every alert of the group that
             // still fires, not only those that changed: a receiver sees the whole group.
             let told: Vec<i64> = rows.iter().map(|r| r.alert_id).collect();
-            let firing = state.db.open_alerts().await?;
-            let silences = super::silences_in_force(&state.db, now_ms).await?;
             alerts.extend(
                 firing
                     .iter()
-                    .filter(|a| a.state == "firing" && !told.contains(&a.id))
+                    .filter(|a| !told.contains(&a.id))
                     .filter(|a| {
-                        !silenced(&silences, a.rule_id, &a.subject_name, &a.host_name, now_ms)
+                        !silenced(
+                            &silences,
+                            a.rule_id,
+                            &a.subject_name,
+                            &a.host_name,
+                            round_ms,
+                        )
                     })
                     .filter_map(|a| still_firing_in(a, &receiver, &group.group_key, &external_url)),
             );
@@ -345,6 +359,12 @@ async fn deliver_groups(state: &AppState, groups: Vec<PendingGroup>) -> AppResul
                         });
                     }
                     tracing::warn!(receiver = ?receiver.name, group = ?group.group_key, attempts, error = %e, given_up = next.is_none(), "notification failed");
+                    if matches!(e, PostError::Retry(_)) {
+                        // The receiver is down or slow (each try may take the whole timeout):
+                        // its other groups wait for the next round rather than each taking
+                        // the timeout again while other receivers' rounds wait for this one.
+                        break 'groups;
+                    }
                 }
             }
         }
