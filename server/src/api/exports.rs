@@ -207,7 +207,7 @@ async fn plan_guests_csv(
     tag = "exports",
     security(("token" = [])),
     responses(
-        (status = 200, description = "An Ansible inventory in YAML", body = String, content_type = "application/yaml"),
+        (status = 200, description = "An Ansible inventory in YAML", body = Object, content_type = "application/yaml"),
         (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
         (status = 403, description = "The token is not a viewer token", body = ErrorBody),
         (status = 408, description = "The request took longer than the server's timeout"),
