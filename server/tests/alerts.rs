@@ -693,20 +693,9 @@ async fn a_receiver_that_answers_429_or_503_is_tried_again() {
 /// A webhook receiver over HTTPS with a certificate from a private CA (made for the test with
 /// rcgen): returns the receiver, its address and the CA's PEM.
 async fn https_receiver(dir: &std::path::Path) -> (Receiver, String, String) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &ca, &ca_key)
+    let certificate = common::loopback_certificate(dir);
+    let tls = tickscope_server::http::tls::acceptor(&certificate.cert_path, &certificate.key_path)
         .unwrap();
-    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::write(&cert_path, cert.pem()).unwrap();
-    std::fs::write(&key_path, key.serialize_pem()).unwrap();
-    let tls = tickscope_server::http::tls::acceptor(&cert_path, &key_path).unwrap();
 
     let receiver = Receiver::default();
     let app = axum::Router::new()
@@ -732,7 +721,7 @@ async fn https_receiver(dir: &std::path::Path) -> (Receiver, String, String) {
             });
         }
     });
-    (receiver, url, ca.pem())
+    (receiver, url, certificate.ca.pem())
 }
 
 #[tokio::test]

@@ -5,7 +5,6 @@ mod common;
 
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use ureq::tls::{Certificate, RootCerts, TlsConfig};
 
 use common::processes::{Processes, add_token, start_server};
@@ -14,18 +13,11 @@ use tickscope_agent::client::Client;
 #[test]
 fn the_server_serves_https_with_hsts_and_the_agent_reports_through_it() {
     let work = tempfile::tempdir().unwrap();
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &ca, &ca_key)
-        .unwrap();
-    let (cert_path, key_path) = (work.path().join("cert.pem"), work.path().join("key.pem"));
-    std::fs::write(&cert_path, cert.pem()).unwrap();
-    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let common::LoopbackCertificate {
+        cert_path,
+        key_path,
+        ca,
+    } = common::loopback_certificate(work.path());
 
     let db = work.path().join("t.db");
     let agent_token = add_token(&db, "agent");

@@ -415,3 +415,33 @@ pub async fn set_guest_rule(db: &Db, duration_s: i64, enabled: bool) {
     new.enabled = enabled;
     db.save_alert_rule(Some(id), &new, "test", 0).await.unwrap();
 }
+
+/// A certificate for 127.0.0.1, signed by a private CA made for the test (rcgen), written to
+/// `cert.pem` and `key.pem` in `dir`.
+pub struct LoopbackCertificate {
+    pub cert_path: std::path::PathBuf,
+    pub key_path: std::path::PathBuf,
+    /// The CA a client must trust to reach it.
+    pub ca: rcgen::Certificate,
+}
+
+pub fn loopback_certificate(dir: &std::path::Path) -> LoopbackCertificate {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    LoopbackCertificate {
+        cert_path,
+        key_path,
+        ca,
+    }
+}
