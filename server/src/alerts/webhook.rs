@@ -33,6 +33,25 @@ pub fn subject_url(external_url: &str, subject: &str, id: i64) -> String {
     format!("{}/{subject}s/{id}", external_url.trim_end_matches('/'))
 }
 
+/// An alert as an Alertmanager webhook body lists it: firing until `resolved_ms`.
+fn webhook_alert(
+    labels: &LabelSet,
+    annotations: &LabelSet,
+    fired_ms: i64,
+    resolved_ms: Option<i64>,
+    generator_url: String,
+) -> Value {
+    json!({
+        "status": if resolved_ms.is_some() { "resolved" } else { "firing" },
+        "labels": labels,
+        "annotations": annotations,
+        "startsAt": rfc3339(fired_ms),
+        "endsAt": resolved_ms.map_or(NO_END.to_string(), rfc3339),
+        "generatorURL": generator_url,
+        "fingerprint": labels::fingerprint(labels),
+    })
+}
+
 /// One transition of one alert, to be told to receivers.
 pub(super) struct Notice<'a> {
     pub rule: &'a Rule,
@@ -53,18 +72,17 @@ impl Notice<'_> {
 
     /// The alert as an Alertmanager webhook body lists it.
     fn alert_object(&self) -> Value {
-        json!({
-            "status": self.transition.as_str(),
-            "labels": self.labels,
-            "annotations": self.annotations,
-            "startsAt": rfc3339(self.fired_ms),
-            "endsAt": match self.transition {
-                Transition::Firing => NO_END.to_string(),
-                Transition::Resolved => rfc3339(self.now_ms),
-            },
-            "generatorURL": self.link(),
-            "fingerprint": labels::fingerprint(self.labels),
-        })
+        let resolved_ms = match self.transition {
+            Transition::Firing => None,
+            Transition::Resolved => Some(self.now_ms),
+        };
+        webhook_alert(
+            self.labels,
+            self.annotations,
+            self.fired_ms,
+            resolved_ms,
+            self.link(),
+        )
     }
 
     /// The plain JSON form: one alert per body.
@@ -183,22 +201,19 @@ pub fn still_firing_in(
     group_key: &str,
     external_url: &str,
 ) -> Option<Value> {
-    let labels: LabelSet = serde_json::from_str(&alert.labels_json).ok()?;
+    let labels = labels::parse_set(&alert.labels_json);
     let fired_ms = alert.fired_ms?;
     let by = labels::parse_group_by(&receiver.group_by);
     if labels.is_empty() || labels::group_key(&labels::group_labels(&labels, &by)) != group_key {
         return None;
     }
-    let annotations: LabelSet = serde_json::from_str(&alert.annotations_json).unwrap_or_default();
-    Some(json!({
-        "status": "firing",
-        "labels": labels,
-        "annotations": annotations,
-        "startsAt": rfc3339(fired_ms),
-        "endsAt": NO_END,
-        "generatorURL": subject_url(external_url, &alert.subject, alert.subject_id),
-        "fingerprint": labels::fingerprint(&labels),
-    }))
+    Some(webhook_alert(
+        &labels,
+        &labels::parse_set(&alert.annotations_json),
+        fired_ms,
+        None,
+        subject_url(external_url, &alert.subject, alert.subject_id),
+    ))
 }
 
 /// Attempts before a notification is given up: with a 5 s base and a 15-minute cap, about
@@ -231,7 +246,12 @@ pub async fn next_delivery_ms(state: &AppState) -> AppResult<Option<i64>> {
 /// slow to answer (up to the 10 s timeout) holds up nobody else's.
 pub async fn deliver_due(state: &AppState) -> AppResult<usize> {
     let mut per_receiver: Vec<(i64, Vec<PendingGroup>)> = Vec::new();
+    let now_ms = crate::app::now_ms();
+    // Only groups due now: a receiver with none has nothing to read or post this round.
     for group in state.db.pending_groups().await? {
+        if group_due_ms(&group) > now_ms {
+            continue;
+        }
         match per_receiver
             .iter_mut()
             .find(|(id, _)| *id == group.receiver_id)
@@ -241,9 +261,9 @@ pub async fn deliver_due(state: &AppState) -> AppResult<usize> {
         }
     }
     let mut tasks = tokio::task::JoinSet::new();
-    for (_, groups) in per_receiver {
+    for (receiver_id, groups) in per_receiver {
         let state = state.clone();
-        tasks.spawn(async move { deliver_groups(&state, groups).await });
+        tasks.spawn(async move { deliver_groups(&state, receiver_id, groups).await });
     }
     let mut delivered = 0;
     let mut failed = None;
@@ -259,9 +279,16 @@ pub async fn deliver_due(state: &AppState) -> AppResult<usize> {
     }
 }
 
-/// Posts the groups of one receiver that are due now, one after the other.
-async fn deliver_groups(state: &AppState, groups: Vec<PendingGroup>) -> AppResult<usize> {
+/// Posts `groups`, the due groups of one receiver, one after the other.
+async fn deliver_groups(
+    state: &AppState,
+    receiver_id: i64,
+    groups: Vec<PendingGroup>,
+) -> AppResult<usize> {
     let mut delivered = 0;
+    let Some(receiver) = state.db.receiver(receiver_id).await? else {
+        return Ok(0);
+    };
     let external_url = state.options.external_url.clone();
     // Read once for all the groups of this round: what still fires, and what is silenced.
     let round_ms = crate::app::now_ms();
@@ -275,12 +302,6 @@ async fn deliver_groups(state: &AppState, groups: Vec<PendingGroup>) -> AppResul
     let silences = super::silences_in_force(&state.db, round_ms).await?;
     'groups: for group in groups {
         let now_ms = crate::app::now_ms();
-        if group_due_ms(&group) > now_ms {
-            continue;
-        }
-        let Some(receiver) = state.db.receiver(group.receiver_id).await? else {
-            continue;
-        };
         let rows = state
             .db
             .group_notifications(group.receiver_id, &group.group_key, now_ms)
