@@ -56,6 +56,12 @@ impl AnalysedGuest {
     pub fn wasted_cpu_pct(&self) -> f64 {
         self.verdict.waste.wasted_cpu_pct
     }
+
+    /// Where the lookback window its verdict was judged over starts: the analysis window up to
+    /// its last report (which ends it).
+    pub fn window_start_ms(&self) -> i64 {
+        self.last_seen_ms - ANALYSIS_WINDOW_MS
+    }
 }
 
 /// Facts older than this are not used: the probe delivers every minute and guest agents are

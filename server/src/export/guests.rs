@@ -7,7 +7,7 @@ use super::{Context, flag, number, rfc3339, text_cell, write_csv};
 use crate::analysis::cost;
 use crate::analysis::history::Accumulated;
 use crate::error::AppResult;
-use crate::fleet::{self, ANALYSIS_WINDOW_MS, AnalysedGuest, WasteSoFar};
+use crate::fleet::{self, AnalysedGuest, WasteSoFar};
 
 /// Columns of the guests export, in order. The first 19 are as they always were; the others were
 /// added at the end (issue 16), so that a reader by position still finds what it did.
@@ -121,7 +121,7 @@ pub fn guests_csv(
             opt(v.activity.idle_share()),
             rfc3339(g.last_seen_ms),
             // The window holds the samples received within its length before the newest.
-            rfc3339(g.last_seen_ms - ANALYSIS_WINDOW_MS),
+            rfc3339(g.window_start_ms()),
             rfc3339(g.last_seen_ms),
             number(g.window_s),
             day_wasted,

@@ -8,7 +8,7 @@ use super::{Context, flag, number, rfc3339, text_cell, write_csv};
 use crate::analysis::cost;
 use crate::analysis::plan::PlanGroup;
 use crate::error::AppResult;
-use crate::fleet::{ANALYSIS_WINDOW_MS, AnalysedGuest};
+use crate::fleet::AnalysedGuest;
 
 /// Columns of the plan export, in order. The first 9 are as they always were; the others were
 /// added at the end (issue 16).
@@ -66,7 +66,7 @@ pub const PLAN_GUEST_COLUMNS: [&str; 25] = [
 /// end, earliest analysis), or `None` for no guest.
 fn span_of<'a>(guests: impl Iterator<Item = &'a AnalysedGuest>) -> Option<(i64, i64, i64)> {
     guests.fold(None, |span, g| {
-        let start = g.last_seen_ms - ANALYSIS_WINDOW_MS;
+        let start = g.window_start_ms();
         Some(match span {
             None => (start, g.last_seen_ms, g.analysed_ms),
             Some((s, e, a)) => (s.min(start), e.max(g.last_seen_ms), a.min(g.analysed_ms)),
@@ -151,9 +151,7 @@ pub fn plan_guests_csv(
                     number(cost::of_waste(pct, model).money_per_year)
                 }),
                 text_cell(&model.currency),
-                g.map_or(String::new(), |g| {
-                    rfc3339(g.last_seen_ms - ANALYSIS_WINDOW_MS)
-                }),
+                g.map_or(String::new(), |g| rfc3339(g.window_start_ms())),
                 g.map_or(String::new(), |g| rfc3339(g.last_seen_ms)),
                 g.map_or(String::new(), |g| number(g.window_s)),
                 g.map_or(String::new(), |g| rfc3339(g.analysed_ms)),
