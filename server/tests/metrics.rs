@@ -7,10 +7,8 @@ use std::collections::BTreeSet;
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use http_body_util::BodyExt;
 use prometheus_parse::{Scrape, Value};
 use serde_json::json;
-use tower::ServiceExt;
 
 use common::{fleet_report, guest, report, server};
 
@@ -25,28 +23,8 @@ async fn scrape(s: &common::Server, accept: Option<&str>) -> (StatusCode, String
     if let Some(accept) = accept {
         request = request.header(header::ACCEPT, accept);
     }
-    let response = s
-        .router
-        .clone()
-        .oneshot(request.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let header_text = |name| {
-        response
-            .headers()
-            .get(name)
-            .map(|v: &header::HeaderValue| v.to_str().unwrap().to_string())
-            .unwrap_or_default()
-    };
-    let (content_type, vary) = (header_text(header::CONTENT_TYPE), header_text(header::VARY));
-    let status = response.status();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        content_type,
-        vary,
-        String::from_utf8(body.to_vec()).unwrap(),
-    )
+    let reply = s.send(request.body(Body::empty()).unwrap()).await;
+    (reply.status, reply.content_type, reply.vary, reply.body)
 }
 
 /// Parses the classic text format (what `prometheus-parse` reads).

@@ -56,6 +56,8 @@ pub struct Reply {
     pub body: String,
     /// `Location`, for redirects.
     pub location: String,
+    /// `Vary`, for answers that depend on a request header.
+    pub vary: String,
     /// The session cookie the reply set (`tickscope_session=...`), if it set one.
     pub session_cookie: Option<String>,
     /// That cookie's whole `Set-Cookie` header, flags included.
@@ -250,7 +252,8 @@ impl Server {
             .await
     }
 
-    async fn send(&self, request: Request<Body>) -> Reply {
+    /// Sends `request` through the server's router as it is.
+    pub async fn send(&self, request: Request<Body>) -> Reply {
         let response = self.router.clone().oneshot(request).await.unwrap();
         let status = response.status();
         let header_text = |name| {
@@ -262,6 +265,7 @@ impl Server {
         };
         let content_type = header_text(header::CONTENT_TYPE);
         let location = header_text(header::LOCATION);
+        let vary = header_text(header::VARY);
         let set_cookie = response
             .headers()
             .get_all(header::SET_COOKIE)
@@ -285,6 +289,7 @@ impl Server {
             content_type,
             body: String::from_utf8(bytes.to_vec()).unwrap(),
             location,
+            vary,
             session_cookie,
             set_cookie,
             login_cookie,
