@@ -17,9 +17,10 @@ use tower::ServiceExt;
 
 use tickscope_agent::simulate::{SimulatedHost, random_fleet};
 use tickscope_agent::wire::Report;
-use tickscope_server::app::{self, AppState, Options};
+use tickscope_server::app;
 use tickscope_server::auth;
 use tickscope_server::db::{Db, RawSample};
+use tickscope_server::state::{AppState, Options};
 
 const INTERVAL_MS: i64 = 10_000;
 
@@ -47,7 +48,7 @@ async fn main() {
     let router = app::router(state.clone());
 
     // The reports, made up front so that neither side pays for the model.
-    let now = app::now_ms();
+    let now = tickscope_server::clock::now_ms();
     let start = now - rounds as i64 * INTERVAL_MS;
     let fleet = random_fleet(
         1,

@@ -27,12 +27,13 @@ use tower::ServiceExt;
 use tickscope_agent::wire::{
     AgentInfo, GuestSample, HostInfo, Hypervisor, Interval, ProcessTotals, Report, WakeupsSource,
 };
-use tickscope_server::app::{self, AppState, Options};
+use tickscope_server::app;
 use tickscope_server::auth;
-use tickscope_server::current::Current;
 use tickscope_server::db::{Db, GuestScope};
+use tickscope_server::fleet::current::Current;
 use tickscope_server::ingest;
 use tickscope_server::retention::{self, Retention};
+use tickscope_server::state::{AppState, Options};
 
 const GUESTS_PER_HOST: usize = 100;
 const INTERVAL_MS: i64 = 10_000;
@@ -78,7 +79,7 @@ fn guest_sample(host: usize, i: usize, seq: u64) -> GuestSample {
 
 /// Stores one report through the server, as `POST /api/v1/reports` does after parsing.
 async fn store(state: &AppState, token: i64, report: Report, received_ms: i64) {
-    let valid = ingest::validate(report, app::now_ms()).unwrap();
+    let valid = ingest::validate(report, tickscope_server::clock::now_ms()).unwrap();
     state
         .store_report(&valid, token, received_ms)
         .await
@@ -113,7 +114,7 @@ async fn fill_history(state: &AppState, days: i64) -> i64 {
         .insert_token("history", "agent", &format!("{:064}", "h"), None, 0)
         .await
         .unwrap();
-    let now = app::now_ms();
+    let now = tickscope_server::clock::now_ms();
     let reports = days * 24 * 60 * 60 * 1000 / EVERY_MS;
     for n in 0..reports {
         let end_ms = now - (reports - 1 - n) * EVERY_MS;
@@ -136,7 +137,7 @@ async fn fill_history(state: &AppState, days: i64) -> i64 {
         };
         store(state, token, report, end_ms).await;
     }
-    let guests = state.ranked(app::now_ms()).await;
+    let guests = state.ranked(tickscope_server::clock::now_ms()).await;
     guests
         .iter()
         .find(|g| g.name == "history-guest")
@@ -147,7 +148,7 @@ async fn fill_history(state: &AppState, days: i64) -> i64 {
 async fn fill(state: &AppState, guests: usize, intervals: i64) -> Duration {
     let started = Instant::now();
     let hosts = guests.div_ceil(GUESTS_PER_HOST);
-    let now = app::now_ms();
+    let now = tickscope_server::clock::now_ms();
     for host in 0..hosts {
         let token = state
             .db
@@ -224,7 +225,7 @@ impl Browser {
 
     async fn login(router: Router, db: &Db) -> Browser {
         let hash = auth::hash_password(PASSWORD).unwrap();
-        db.insert_user("bench", "viewer", &hash, app::now_ms())
+        db.insert_user("bench", "viewer", &hash, tickscope_server::clock::now_ms())
             .await
             .unwrap();
         let mut browser = Browser {
@@ -277,9 +278,11 @@ async fn time_analysis(db: &Db, calls: usize) -> (f64, f64) {
     let mut times = Vec::new();
     for _ in 0..calls {
         let started = Instant::now();
-        let current = Current::load(db, app::now_ms()).await.unwrap();
+        let current = Current::load(db, tickscope_server::clock::now_ms())
+            .await
+            .unwrap();
         times.push(started.elapsed().as_secs_f64() * 1000.0);
-        assert!(!current.ranked(app::now_ms()).is_empty());
+        assert!(!current.ranked(tickscope_server::clock::now_ms()).is_empty());
     }
     percentiles(times)
 }
@@ -289,7 +292,7 @@ async fn time_baseline(db: &Db, calls: usize) -> (f64, f64) {
     for _ in 0..calls {
         let started = Instant::now();
         let scope = GuestScope::Active {
-            since_ms: app::now_ms() - 15 * 60 * 1000,
+            since_ms: tickscope_server::clock::now_ms() - 15 * 60 * 1000,
         };
         let rows = db.window_intervals(scope, 5 * 60 * 1000).await.unwrap();
         times.push(started.elapsed().as_secs_f64() * 1000.0);
@@ -320,9 +323,13 @@ async fn main() {
         // As a running server would have it: the history guest's samples past 48 hours rolled
         // up into five-minute and hourly summaries.
         state.refresher.caught_up().await;
-        let rolled = retention::run(&state, Retention::default(), app::now_ms())
-            .await
-            .unwrap();
+        let rolled = retention::run(
+            &state,
+            Retention::default(),
+            tickscope_server::clock::now_ms(),
+        )
+        .await
+        .unwrap();
         let samples = guests as i64 * intervals;
         let browser = Browser::login(app::router(state), &db).await;
         let guest_id: i64 = 2;

@@ -14,11 +14,11 @@ use std::path::Path;
 use std::time::Instant;
 
 use tickscope_agent::simulate::{SimulatedHost, random_fleet};
-use tickscope_server::app::{self, AppState, Options};
 use tickscope_server::auth;
 use tickscope_server::db::Db;
 use tickscope_server::ingest;
 use tickscope_server::retention::{self, Retention};
+use tickscope_server::state::{AppState, Options};
 
 fn env_or(name: &str, default: i64) -> i64 {
     std::env::var(name)
@@ -45,7 +45,7 @@ async fn main() {
     let db = Db::open(&path).await.unwrap();
     let state = AppState::new(db.clone(), Options::default()).await.unwrap();
 
-    let now = app::now_ms();
+    let now = tickscope_server::clock::now_ms();
     let start = now - days * 86_400_000;
     let fleet = random_fleet(
         3,

@@ -9,11 +9,11 @@ use std::time::Duration;
 use tickscope_agent::simulate::{GuestSpec, HostSpec, Kernel, SimulatedHost, Tick};
 use tickscope_agent::wire::Hypervisor;
 
-use crate::app::AppState;
-use crate::app::now_ms;
 use crate::auth::{self, UserRole};
+use crate::clock::now_ms;
 use crate::error::{AppError, AppResult};
 use crate::ingest;
+use crate::state::AppState;
 
 const INTERVAL_MS: i64 = 10_000;
 /// The demo's login, shown on its login page.

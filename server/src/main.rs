@@ -9,12 +9,13 @@ use tracing_subscriber::EnvFilter;
 
 use tickscope_server::alerts::alertmanager::AlertmanagerOptions;
 use tickscope_server::analysis::cost::CostModel;
-use tickscope_server::app::{self, AppState, Options};
 use tickscope_server::auth::{self, Role, UserRole};
 use tickscope_server::db::Db;
 use tickscope_server::http::admission::AdmissionLimits;
 use tickscope_server::http::listener::{self, ConnectionLimits};
 use tickscope_server::retention::Retention;
+use tickscope_server::state::{AppState, Options};
+use tickscope_server::{app, clock};
 
 #[derive(Parser)]
 #[command(
@@ -404,7 +405,7 @@ async fn main() -> Result<()> {
                         role.as_str(),
                         &auth::token_hash(&token),
                         Some(&host),
-                        app::now_ms(),
+                        clock::now_ms(),
                     )
                     .await?;
                     println!("{token}");
@@ -418,7 +419,7 @@ async fn main() -> Result<()> {
                 role.as_str(),
                 &auth::token_hash(&token),
                 host.as_deref(),
-                app::now_ms(),
+                clock::now_ms(),
             )
             .await?;
             db.close().await;
@@ -445,7 +446,7 @@ async fn user_command(command: UserCommand) -> Result<()> {
             let password = read_password(&name)?;
             let hash = auth::hash_password(&password).map_err(clear)?;
             let db = open_db(&db.path(false)).await?;
-            db.insert_user(&name, role.as_str(), &hash, app::now_ms())
+            db.insert_user(&name, role.as_str(), &hash, clock::now_ms())
                 .await
                 .map_err(clear)?;
             db.close().await;
@@ -525,7 +526,7 @@ async fn serve(
     let db = open_db(db_path).await?;
     // A database that opens but cannot be written (a read-only file or mount, a full disk)
     // would answer every report 5xx while looking healthy: refuse to start instead.
-    db.probe_write(app::now_ms()).await.map_err(|e| {
+    db.probe_write(clock::now_ms()).await.map_err(|e| {
         anyhow::anyhow!(
             "cannot write the database {}: {e}; check the free space and the permissions of \
              the file, its directory and the mount",

@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use crate::app::AppState;
 use crate::db::{FIVE_MINUTES_MS, HOUR_MS, IDLE_READINGS_KEPT_MS};
 use crate::error::AppResult;
 use crate::fleet::{self, ANALYSIS_WINDOW_MS, AROUND_CHANGE_MS};
+use crate::state::AppState;
 
 const HOUR: i64 = HOUR_MS;
 const DAY: i64 = 24 * HOUR;
@@ -131,7 +131,7 @@ pub fn spawn(state: AppState, retention: Retention, every: Duration) {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            match run(&state, retention, crate::app::now_ms()).await {
+            match run(&state, retention, crate::clock::now_ms()).await {
                 Ok(o) if o.guests > 0 || o.five_minute_merged > 0 || o.expired > 0 => {
                     tracing::info!(
                         guests = o.guests,

@@ -6,7 +6,7 @@ mod common;
 use axum::http::StatusCode;
 
 use common::{Login, Server, fleet_report, server};
-use tickscope_server::{alerts, app};
+use tickscope_server::alerts;
 
 /// A form that did its work: back to `/alerts`, which then says what was done.
 async fn done(s: &Server, login: &Login, reply: common::Reply) -> String {
@@ -83,7 +83,7 @@ async fn furnished() -> Server {
     let s = server().await;
     s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
     common::set_guest_rule(&s.db, 0, true).await;
-    let now = app::now_ms();
+    let now = tickscope_server::clock::now_ms();
     s.db.insert_silence(None, "nothing-*", now, now + 60_000, "r", "t", now)
         .await
         .unwrap();
@@ -300,7 +300,7 @@ async fn an_admin_manages_rules_silences_receivers_and_acknowledges() {
         "both tickers"
     );
     let id =
-        s.db.silences(app::now_ms())
+        s.db.silences(tickscope_server::clock::now_ms())
             .await
             .unwrap()
             .into_iter()
@@ -509,7 +509,9 @@ async fn hostile_names_render_as_text_on_the_alert_pages() {
     report["host"]["name"] = serde_json::json!("hv\"><script>alert(2)</script>");
     s.post_report(Some(&s.agent_token), &report).await;
     common::set_guest_rule(&s.db, 0, true).await;
-    alerts::evaluate(&s.state, app::now_ms()).await.unwrap();
+    alerts::evaluate(&s.state, tickscope_server::clock::now_ms())
+        .await
+        .unwrap();
     let login = s.login("alice", "viewer").await;
     let id =
         s.db.open_alerts()

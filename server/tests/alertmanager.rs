@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use common::guest;
 use common::processes::{Processes, add_token, free_port, start_server};
 use tickscope_server::alerts::labels::{LabelSet, fingerprint};
-use tickscope_server::app::now_ms;
+use tickscope_server::clock::now_ms;
 use tickscope_server::db::{Db, NewRule};
 
 const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";

@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 
 use common::{Server, guest, server_with};
 use tickscope_server::alerts;
-use tickscope_server::app::{AppState, Options};
 use tickscope_server::db::NewReceiver;
 use tickscope_server::ingest;
+use tickscope_server::state::{AppState, Options};
 
 /// A webhook receiver: keeps every payload and the Authorization header of each request, and
 /// answers `fail_status` to the first `fail_first` requests.
@@ -364,7 +364,7 @@ async fn a_silence_holds_back_notifications_but_not_the_state() {
         "TICKER-1",
         START_MS - 1,
         // Delivery judges silences when it posts, on the wall clock.
-        tickscope_server::app::now_ms() + 3_600_000,
+        tickscope_server::clock::now_ms() + 3_600_000,
         "kernel upgrade booked for Friday",
         "ada",
         START_MS,
@@ -415,7 +415,7 @@ async fn a_restart_in_the_middle_neither_loses_nor_repeats_a_notification() {
         .unwrap();
     set_duration(&s, 0).await;
     // On the real clock: the restarted server analyses the window as of now.
-    let start = tickscope_server::app::now_ms() - 60_000;
+    let start = tickscope_server::clock::now_ms() - 60_000;
     report_at(&s, 0, start, ticking()).await;
     alerts::evaluate(&s.state, start).await.unwrap();
     // The server stops before it delivered anything.
@@ -563,7 +563,7 @@ async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wa
     .unwrap();
     set_duration(&s, 0).await;
     // On the real clock: group wait and interval are counted from when rows were written.
-    let start = tickscope_server::app::now_ms();
+    let start = tickscope_server::clock::now_ms();
     report_at(&s, 0, start, six_tickers()).await;
     let evaluated = alerts::evaluate(&s.state, start).await.unwrap();
     assert_eq!((evaluated.firing, evaluated.notifications), (6, 6));
@@ -596,7 +596,7 @@ async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wa
     // The rule is narrowed to `web-*`: the two others are no longer watched, so their alerts
     // resolve, told together after the group interval since the last POST, with the labels
     // they fired with.
-    let later = tickscope_server::app::now_ms();
+    let later = tickscope_server::clock::now_ms();
     let mut rule = tickscope_server::db::NewRule::from(s.db.alert_rules().await.unwrap().remove(0));
     rule.scope = "name".into();
     rule.scope_value = "web-*".into();

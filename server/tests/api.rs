@@ -6,7 +6,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::json;
 
 use common::{fleet_report, guest, report, server};
-use tickscope_server::{app, auth};
+use tickscope_server::auth;
 
 #[tokio::test]
 async fn a_report_is_stored_and_ranked_by_waste() {
@@ -282,7 +282,7 @@ async fn an_agent_token_reports_for_one_host_only() {
         "agent",
         &auth::token_hash(&token),
         Some("hv9"),
-        app::now_ms(),
+        tickscope_server::clock::now_ms(),
     )
     .await
     .unwrap();
@@ -410,7 +410,7 @@ async fn a_report_that_fails_halfway_through_storing_leaves_nothing_behind() {
 #[tokio::test]
 async fn a_host_clock_that_steps_back_does_not_shrink_the_window() {
     let s = server().await;
-    let now = app::now_ms();
+    let now = tickscope_server::clock::now_ms();
     for (seq, end_ms) in [(1, now - 1000), (2, now - 3_600_000)] {
         let mut r = fleet_report(seq);
         r["interval"]["end_ms"] = json!(end_ms);

@@ -8,7 +8,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use common::{Reply, Server, fleet_report, server};
-use tickscope_server::{app, auth};
+use tickscope_server::auth;
 
 const UUID: &str = "564d9a3b-1234-5678-9abc-def012345678";
 /// The same UUID as VMware shows it to the guest: first three fields byte-swapped.
@@ -18,9 +18,15 @@ const UUID_SWAPPED: &str = "3b9a4d56-3412-7856-9abc-def012345678";
 async fn token(s: &Server, role: &str, host: Option<&str>) -> (i64, String) {
     let token = auth::new_token().unwrap();
     let id =
-        s.db.insert_token("new", role, &auth::token_hash(&token), host, app::now_ms())
-            .await
-            .unwrap();
+        s.db.insert_token(
+            "new",
+            role,
+            &auth::token_hash(&token),
+            host,
+            tickscope_server::clock::now_ms(),
+        )
+        .await
+        .unwrap();
     (id, token)
 }
 
@@ -36,7 +42,7 @@ async fn token_id(s: &Server, name: &str) -> i64 {
 
 fn facts(release: &str, uuid: &str) -> Value {
     json!({"facts": {
-        "collected_ms": app::now_ms(), "kernel_release": release, "cmdline": "quiet",
+        "collected_ms": tickscope_server::clock::now_ms(), "kernel_release": release, "cmdline": "quiet",
         "cpus": 1, "dmi_uuid": uuid
     }})
 }
@@ -112,7 +118,11 @@ async fn a_guest_bound_to_one_token_is_refused_to_another_until_that_one_is_revo
     assert_eq!(fresh_row.guest_uuid, None);
 
     // Once the first token is revoked, the guest can be given a new one.
-    assert!(s.db.revoke_token(first_id, app::now_ms()).await.unwrap());
+    assert!(
+        s.db.revoke_token(first_id, tickscope_server::clock::now_ms())
+            .await
+            .unwrap()
+    );
     let reply = post_facts(&s, &fresh, &facts("6.1.0-58-cloud-amd64", UUID)).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
 }
@@ -167,9 +177,12 @@ async fn an_admin_bound_token_takes_over_a_host_and_a_revoked_ones_host_stays_bo
     // The host's token is revoked (leaked, say): a token made without --host cannot take the
     // host over, one made for it can.
     assert!(
-        s.db.revoke_token(token_id(&s, "agent").await, app::now_ms())
-            .await
-            .unwrap()
+        s.db.revoke_token(
+            token_id(&s, "agent").await,
+            tickscope_server::clock::now_ms()
+        )
+        .await
+        .unwrap()
     );
     let (_, unbound) = token(&s, "agent", None).await;
     let reply = s.post_report(Some(&unbound), &fleet_report(2)).await;

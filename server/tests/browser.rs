@@ -140,7 +140,7 @@ async fn type_into(client: &Client, id: &str, text: &str) {
 
 /// Reports one more VM, with a hostile name and kernel string, through the real API.
 fn report_hostile_vm(url: &str, token: &str) {
-    let now = tickscope_server::app::now_ms();
+    let now = tickscope_server::clock::now_ms();
     let report = json!({
         "agent": {"id": "hostile-machine", "run_id": "run-1", "version": "0.1.0"},
         "seq": 0,

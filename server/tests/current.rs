@@ -6,8 +6,8 @@ mod common;
 use serde_json::{Value, json};
 
 use common::{fleet_report, guest, report, server};
-use tickscope_server::current::Current;
-use tickscope_server::{app, auth};
+use tickscope_server::auth;
+use tickscope_server::fleet::current::Current;
 
 /// The ranking as JSON, without the facts' ages (they depend on when each analysis ran).
 fn ranking(current: &Current, now_ms: i64) -> Value {
@@ -28,8 +28,8 @@ fn strip_ages(value: &mut Value) {
 }
 
 fn facts(release: &str) -> Value {
-    json!({"source": "probe_channel", "received_ms": app::now_ms(), "facts": {
-        "collected_ms": app::now_ms(), "kernel_release": release,
+    json!({"source": "probe_channel", "received_ms": tickscope_server::clock::now_ms(), "facts": {
+        "collected_ms": tickscope_server::clock::now_ms(), "kernel_release": release,
         "config": {"source": "boot_config", "hz": 1000, "hz_periodic": true},
         "measured_hz": 1000.2, "cmdline": "quiet", "idle_fraction": 0.99, "cpus": 1
     }})
@@ -63,7 +63,7 @@ async fn the_state_kept_up_to_date_is_the_state_analysed_from_scratch() {
         let reply = s.post_report(Some(&second_token), &other).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
     }
-    let now = app::now_ms();
+    let now = tickscope_server::clock::now_ms();
     // The analyses the reports asked for run after the answers: wait for them.
     s.state.refresher.caught_up().await;
     let kept = ranking(&s.state.current, now);

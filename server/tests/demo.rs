@@ -1,9 +1,10 @@
 //! The demo fleet behind the README's first command.
 
 use tickscope_server::analysis::tick_mode::TickMode;
-use tickscope_server::app::{AppState, Options, now_ms};
+use tickscope_server::clock::now_ms;
 use tickscope_server::db::Db;
 use tickscope_server::demo;
+use tickscope_server::state::{AppState, Options};
 
 #[tokio::test]
 async fn demo_fills_an_empty_database_with_a_ranked_fleet() {

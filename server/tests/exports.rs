@@ -12,12 +12,12 @@ use axum::http::{Method, StatusCode, header};
 use serde_json::{Value, json};
 
 use common::{Server, fleet_report, guest, server, server_with};
-use tickscope_server::app::{self, Options};
 use tickscope_server::db::HOUR_MS;
 use tickscope_server::export::{self, GUEST_COLUMNS, PLAN_COLUMNS, PLAN_GUEST_COLUMNS};
 use tickscope_server::fleet::History;
 use tickscope_server::ingest;
 use tickscope_server::retention::{self, Retention};
+use tickscope_server::state::Options;
 
 /// The guests.csv columns as they were before issue 16, documented as stable: they stay first,
 /// in this order.
@@ -148,8 +148,8 @@ fn host_report(host: &str, seq: u64, guests: Vec<Value>) -> Value {
 }
 
 fn with_facts(mut guest: Value, release: &str, distro: &str, hz: u32) -> Value {
-    guest["facts"] = json!({"source": "probe_channel", "received_ms": app::now_ms() - 1000, "facts": {
-        "collected_ms": app::now_ms() - 1000, "kernel_release": release, "distro_name": distro,
+    guest["facts"] = json!({"source": "probe_channel", "received_ms": tickscope_server::clock::now_ms() - 1000, "facts": {
+        "collected_ms": tickscope_server::clock::now_ms() - 1000, "kernel_release": release, "distro_name": distro,
         "config": {"source": "/boot/config", "hz": hz, "hz_periodic": false, "no_hz_idle": true},
         "measured_hz": 250.0, "cmdline": "quiet nohz=off", "idle_fraction": 0.98,
         "idle_measured_s": 10.0, "cpus": 1
@@ -184,7 +184,7 @@ async fn hostile_fleet(s: &Server) {
         "agent",
         &tickscope_server::auth::token_hash(&second_token),
         None,
-        app::now_ms(),
+        tickscope_server::clock::now_ms(),
     )
     .await
     .unwrap();
@@ -818,7 +818,7 @@ fn assert_same_waste(a: &BTreeMap<i64, [f64; 4]>, b: &BTreeMap<i64, [f64; 4]>, t
 #[tokio::test]
 async fn the_24_hour_and_7_day_waste_is_what_the_stored_samples_give() {
     let s = server().await;
-    let now = app::now_ms();
+    let now = tickscope_server::clock::now_ms();
     two_days(&s, now).await;
     // Without `history` the columns are there, empty: the export does not read the week.
     let quick = parse_csv(&get(&s, "/api/v1/guests.csv").await);

@@ -6,7 +6,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use common::{Reply, Server, fleet_report, server};
-use tickscope_server::{app, auth};
+use tickscope_server::auth;
 
 const UUID: &str = "564d9a3b-1234-5678-9abc-def012345678";
 /// The same UUID as VMware shows it to the guest: first three fields byte-swapped.
@@ -14,7 +14,7 @@ const UUID_SWAPPED: &str = "3b9a4d56-3412-7856-9abc-def012345678";
 
 fn probe_facts(release: &str, cmdline: &str, modes: &[u32]) -> Value {
     json!({
-        "collected_ms": app::now_ms(),
+        "collected_ms": tickscope_server::clock::now_ms(),
         "kernel_release": release,
         "distro_id": "debian", "distro_version_id": "12", "distro_name": "Debian GNU/Linux 12 (bookworm)",
         "config": {"source": "boot_config", "hz": 250, "hz_periodic": false, "no_hz_idle": false, "no_hz_full": true, "no_hz_legacy": false},
@@ -33,8 +33,7 @@ fn report_with(seq: u64, facts: Option<Value>) -> Value {
     let mut r = fleet_report(seq);
     r["guests"][1]["uuid"] = json!(UUID);
     if let Some(facts) = facts {
-        r["guests"][1]["facts"] =
-            json!({"source": "probe_channel", "received_ms": app::now_ms(), "facts": facts});
+        r["guests"][1]["facts"] = json!({"source": "probe_channel", "received_ms": tickscope_server::clock::now_ms(), "facts": facts});
     }
     r
 }
@@ -65,7 +64,7 @@ async fn guest_token(s: &Server) -> String {
         "guest",
         &auth::token_hash(&token),
         None,
-        app::now_ms(),
+        tickscope_server::clock::now_ms(),
     )
     .await
     .unwrap();

@@ -10,8 +10,8 @@ use axum::http::{Method, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::{fleet_report, server, server_with};
-use tickscope_server::app::Options;
 use tickscope_server::http::admission::AdmissionLimits;
+use tickscope_server::state::Options;
 
 #[tokio::test]
 async fn every_response_carries_the_security_headers() {

@@ -336,7 +336,7 @@ async fn the_guest_list_filters_by_the_address_and_escapes_names() {
 
 #[tokio::test]
 async fn hosts_show_their_agents_and_a_silent_one_stands_out() {
-    use tickscope_server::{app, ingest};
+    use tickscope_server::ingest;
     let s = server().await;
     s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
     // A second host whose agent last reported ten minutes ago.
@@ -344,14 +344,18 @@ async fn hosts_show_their_agents_and_a_silent_one_stands_out() {
     old["host"]["name"] = serde_json::json!("hv-<quiet>");
     old["agent"]["id"] = serde_json::json!("machine-2");
     let report = serde_json::from_value(old).unwrap();
-    let valid = ingest::validate(report, app::now_ms()).unwrap();
+    let valid = ingest::validate(report, tickscope_server::clock::now_ms()).unwrap();
     let token =
         s.db.insert_token("old", "agent", "00", None, 0)
             .await
             .unwrap();
-    s.db.store_report(&valid, token, app::now_ms() - 10 * 60 * 1000)
-        .await
-        .unwrap();
+    s.db.store_report(
+        &valid,
+        token,
+        tickscope_server::clock::now_ms() - 10 * 60 * 1000,
+    )
+    .await
+    .unwrap();
 
     let login = s.login("alice", "viewer").await;
     let hosts = s.page("/hosts", &login).await;
@@ -396,7 +400,7 @@ async fn hosts_show_their_agents_and_a_silent_one_stands_out() {
 async fn the_guest_page_charts_its_history_and_marks_a_kernel_change() {
     let s = server().await;
     let facts = |release: &str| {
-        serde_json::json!({"source": "probe_channel", "received_ms": tickscope_server::app::now_ms(),
+        serde_json::json!({"source": "probe_channel", "received_ms": tickscope_server::clock::now_ms(),
                            "facts": {"kernel_release": release, "idle_fraction": 0.99}})
     };
     for (seq, release) in [(1, "6.1.0-57"), (2, "6.12<script>alert(1)</script>")] {

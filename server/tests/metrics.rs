@@ -175,7 +175,7 @@ async fn metrics_hold_every_guest_and_the_servers_own_counters() {
     let last = samples(&scrape_, "tickscope_host_last_report_timestamp_seconds");
     assert_eq!(last.len(), 1);
     assert_eq!(last[0].labels.get("host"), Some("hv1"));
-    let now_s = tickscope_server::app::now_ms() as f64 / 1000.0;
+    let now_s = tickscope_server::clock::now_ms() as f64 / 1000.0;
     assert!((now_s - value(last[0])).abs() < 60.0, "{last:?}");
 
     // Every known outcome, from 0.

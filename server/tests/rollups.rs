@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 
 use common::server;
 use tickscope_server::analysis::history::Summary;
-use tickscope_server::app;
 use tickscope_server::db::{FIVE_MINUTES_MS, HOUR_MS};
 use tickscope_server::fleet::History;
 use tickscope_server::ingest;
@@ -122,7 +121,7 @@ fn assert_same(before: &BTreeMap<(i64, i64), Summary>, after: &BTreeMap<(i64, i6
 #[tokio::test]
 async fn history_from_rollups_is_what_the_raw_samples_gave_and_retention_deletes_only_the_old() {
     let s = server().await;
-    let now = app::now_ms();
+    let now = tickscope_server::clock::now_ms();
     fill(&s, now, 3).await;
     // Every analysis the reports asked for, done: the baseline the windows are priced against
     // must not move between the two readings.
@@ -249,7 +248,7 @@ fn retention_shorter_than_the_pages_read_is_refused() {
 async fn the_samples_around_a_kernel_change_stay_to_measure_it() {
     let s = server().await;
     let token = s.db.tokens().await.unwrap()[0].id;
-    let now = app::now_ms();
+    let now = tickscope_server::clock::now_ms();
     let start = now - 3 * DAY_MS;
     let upgraded_at = now - 36 * HOUR_MS;
     for (seq, end_ms) in (start..now).step_by(STEP_MS as usize).enumerate() {

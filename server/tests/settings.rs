@@ -5,7 +5,7 @@ mod common;
 use axum::http::{Method, StatusCode};
 
 use common::{Login, PASSWORD, fleet_report, form, server};
-use tickscope_server::app::{AppState, Options};
+use tickscope_server::state::{AppState, Options};
 
 /// A form that did its work: redirected back to the settings page, which is then shown.
 async fn done(s: &common::Server, login: &Login, reply: common::Reply) -> common::Reply {

@@ -60,8 +60,8 @@ fn the_server_serves_https_with_hsts_and_the_agent_reports_through_it() {
         "agent": {"id": "m", "run_id": "r", "version": "1"},
         "seq": 0,
         "host": {"name": "tls-host", "cpus": 2, "kernel": "6.1"},
-        "interval": {"start_ms": tickscope_server::app::now_ms() - 10_000,
-                     "end_ms": tickscope_server::app::now_ms(), "length_ns": 10_000_000_000u64},
+        "interval": {"start_ms": tickscope_server::clock::now_ms() - 10_000,
+                     "end_ms": tickscope_server::clock::now_ms(), "length_ns": 10_000_000_000u64},
         "guests": []
     });
     agent

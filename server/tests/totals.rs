@@ -8,7 +8,6 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use common::server;
-use tickscope_server::app;
 use tickscope_server::db::GuestScope;
 
 const BOOT: &str = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9";
@@ -16,7 +15,7 @@ const BOOT: &str = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9";
 /// Report `seq` of a 10 s agent, for one VM whose process started at `start_ticks`: `cpu_s` and
 /// `wakeups` in the interval, `cpu_total` and `wakeups_total` since the process started.
 fn report(seq: u64, start_ticks: u64, interval: (f64, u64), totals: (f64, u64)) -> Value {
-    let base = app::now_ms() - 3_600_000;
+    let base = tickscope_server::clock::now_ms() - 3_600_000;
     let end = base + (seq as i64 + 1) * 10_000;
     json!({
         "agent": {"id": "machine-1", "run_id": "run-1", "version": "0.1.0"},

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use super::client::{self, PostError};
 use super::labels::{self, parse_set};
 use super::webhook::{rfc3339, subject_url};
-use crate::app::AppState;
 use crate::db::AlertRow;
+use crate::state::AppState;
 
 /// How long a resolved alert is still sent, as Prometheus does.
 pub const RESOLVED_SENT_FOR_MS: i64 = 15 * 60 * 1000;
@@ -191,7 +191,7 @@ pub fn spawn(
 /// One POST of every alert to announce now; a failure is logged and counted, and the next
 /// send (on the cadence) carries the same alerts again.
 async fn send(state: &AppState, agent: &ureq::Agent, target: &Target, ends_ahead_ms: i64) {
-    let now_ms = crate::app::now_ms();
+    let now_ms = crate::clock::now_ms();
     let alerts = match state
         .db
         .alerts_to_announce(now_ms - RESOLVED_SENT_FOR_MS)

@@ -8,9 +8,9 @@ use super::measure::{Measure, guest_measure, host_measure};
 use super::webhook::Notice;
 use super::{Rule, RuleKind, silences_in_force};
 use crate::analysis::alerting::{self, Open, Step};
-use crate::app::AppState;
 use crate::db::{AlertRow, AlertWrite, ReceiverRow, RuleRow};
 use crate::error::AppResult;
+use crate::state::AppState;
 
 /// The label set of a new alert of `rule` about `m`.
 pub(super) fn alert_labels(rule: &RuleRow, m: &Measure) -> LabelSet {

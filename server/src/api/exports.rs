@@ -14,11 +14,12 @@ use utoipa_axum::routes;
 
 use crate::analysis::cost::CostModel;
 use crate::analysis::plan::PlanGroup;
-use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
+use crate::clock::now_ms;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::export;
 use crate::fleet::{self, AnalysedGuest};
+use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

@@ -8,10 +8,11 @@ use tickscope_agent::wire::FactsSubmission;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
+use crate::clock::now_ms;
 use crate::error::{AppError, AppResult, ErrorBody};
-use crate::facts;
+use crate::ingest::facts;
+use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(receive))

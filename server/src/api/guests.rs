@@ -11,10 +11,11 @@ use utoipa_axum::routes;
 use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::suggest::Suggestion;
-use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
+use crate::clock::now_ms;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::fleet::{self, AnalysedGuest, Totals, WasteSoFar};
+use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

@@ -9,7 +9,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::app::{AppState, now_ms};
+use crate::clock::now_ms;
+use crate::state::AppState;
 
 /// Below this much free space the next report may not fit: the server says it cannot write.
 pub const MIN_FREE_BYTES: u64 = 1024 * 1024;

@@ -7,10 +7,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::analysis::cost::CostModel;
-use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
+use crate::clock::now_ms;
 use crate::error::{AppResult, ErrorBody};
 use crate::fleet::{self, HostTotals};
+use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list))

@@ -8,11 +8,12 @@ use axum::http::{HeaderMap, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
+use crate::clock::now_ms;
 use crate::error::AppResult;
 use crate::fleet::ACTIVE_WITHIN_MS;
 use crate::metrics::{Scrape, format};
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/metrics", get(metrics))

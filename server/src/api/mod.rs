@@ -20,8 +20,8 @@ use axum::response::IntoResponse;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::app::AppState;
 use crate::error::{AppError, AppResult};
+use crate::state::AppState;
 
 /// A JSON request body, or our own error for it: well-formed JSON of the wrong shape is 422
 /// naming the body, a body over `limit_bytes` is 413, a body not sent as `application/json` is

@@ -8,11 +8,12 @@ use tickscope_agent::wire::Report;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::app::{AppState, now_ms};
 use crate::auth::{Caller, Role};
+use crate::clock::now_ms;
 use crate::db::StoreOutcome;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::ingest;
+use crate::state::AppState;
 
 /// A report of 10,000 guests is about 3 MB of JSON.
 const MAX_REPORT_BYTES: usize = 16 * 1024 * 1024;

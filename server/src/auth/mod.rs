@@ -2,7 +2,7 @@
 //! dashboard.
 
 mod passwords;
-mod session;
+pub mod session;
 pub mod session_store;
 pub mod throttle;
 mod tokens;
@@ -25,8 +25,8 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use tower_sessions::Session;
 
-use crate::app::AppState;
 use crate::error::{AppError, AppResult};
+use crate::state::AppState;
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,8 +14,8 @@ use subtle::ConstantTimeEq;
 use tower_sessions::Session;
 
 use super::tokens::random_hex;
-use crate::app::AppState;
 use crate::error::{AppError, AppResult};
+use crate::state::AppState;
 
 const USER_ID_KEY: &str = "user_id";
 const CREDENTIAL_KEY: &str = "credential";
@@ -233,6 +233,13 @@ pub fn safe_next(next: Option<&str>) -> &str {
         _ => "/",
     }
 }
+
+/// The dashboard's session cookie.
+pub const SESSION_COOKIE: &str = "tickscope_session";
+
+/// A dashboard session lapses after this long without a request (a wall screen that refreshes
+/// stays logged in).
+pub const SESSION_IDLE_HOURS: i64 = 12;
 
 #[cfg(test)]
 mod tests {

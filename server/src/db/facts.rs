@@ -2,7 +2,7 @@ use sqlx::{FromRow, SqliteConnection};
 
 use super::Db;
 use crate::error::{AppError, AppResult};
-use crate::facts::ValidFacts;
+use crate::ingest::facts::ValidFacts;
 
 /// The newest facts of one guest from one source.
 #[derive(Debug, Clone, FromRow)]
@@ -177,7 +177,7 @@ impl Db {
             // (in either byte order): a revoked one no longer holds its guest, so that a guest
             // whose token was revoked can be given a new one.
             None => {
-                let [as_sent, swapped] = crate::facts::uuid_forms(uuid);
+                let [as_sent, swapped] = crate::ingest::facts::uuid_forms(uuid);
                 let taken: bool = sqlx::query_scalar(
                     "SELECT EXISTS (SELECT 1 FROM tokens
                         WHERE role = 'guest' AND guest_uuid IN (?, ?) AND id != ?

@@ -24,9 +24,10 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::sync::Semaphore;
 
-use crate::app::{AppState, SESSION_COOKIE};
+use crate::auth::session::SESSION_COOKIE;
 use crate::auth::{Caller, Role};
 use crate::error::AppError;
+use crate::state::AppState;
 
 /// How many requests of each kind are served at once, and how long a client may take.
 #[derive(Debug, Clone, Copy)]

@@ -3,6 +3,7 @@
 //! A wire [`Report`] is turned into a [`ValidReport`] once; behind this point nothing needs
 //! checking again. A report with any bad value is refused whole, naming the field.
 
+pub mod facts;
 pub mod interval;
 pub mod totals;
 
@@ -14,8 +15,8 @@ use tickscope_agent::wire::{
     normalise_uuid,
 };
 
+use self::facts::ValidFacts;
 use crate::error::{AppError, AppResult};
-use crate::facts::{self, ValidFacts};
 pub use interval::{MAX_CLOCK_SKEW_MS, MAX_INTERVAL_MS, MAX_REPLAY_AGE_MS, MIN_INTERVAL_MS};
 use totals::ReportedTotals;
 

@@ -12,9 +12,10 @@ use super::flash;
 use super::form::{BoundedForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
 use super::pages::PageError;
-use crate::app::{AppState, now_ms};
 use crate::auth::{self, PageUser, User};
+use crate::clock::now_ms;
 use crate::error::AppError;
+use crate::state::AppState;
 
 #[derive(Template, WebTemplate)]
 #[template(path = "account.html")]

@@ -22,10 +22,11 @@ use super::view;
 use crate::alerts::labels;
 use crate::alerts::{RuleKind, Scope, as_silences};
 use crate::analysis::alerting::{self, Silence};
-use crate::app::{AppState, now_ms};
 use crate::auth::{PageUser, User};
+use crate::clock::now_ms;
 use crate::db::{AlertRow, NewReceiver, NewRule, RuleRow};
 use crate::error::{AppError, AppResult};
+use crate::state::AppState;
 
 /// An alert as a row of the page.
 pub struct AlertLine {

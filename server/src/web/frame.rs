@@ -3,9 +3,9 @@
 
 use tower_sessions::Session;
 
-use crate::app::AppState;
 use crate::auth::{self, User};
 use crate::error::AppResult;
+use crate::state::AppState;
 
 #[derive(Debug, Clone, Default)]
 pub struct Frame {

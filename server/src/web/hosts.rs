@@ -11,11 +11,12 @@ use axum::extract::{Path, State};
 use super::frame::Frame;
 use super::pages::PageError;
 use super::view::{self, GuestRow};
-use crate::app::{AppState, now_ms};
 use crate::auth::PageUser;
+use crate::clock::now_ms;
 use crate::db::HostRow;
 use crate::error::{AppError, AppResult};
 use crate::fleet::{self, AnalysedGuest, HostTotals};
+use crate::state::AppState;
 use tickscope_agent::wire::BlindSpot;
 
 /// A host whose agent has not reported for this long is shown as silent (agents report every

@@ -11,8 +11,9 @@ use tower_sessions::Session;
 use super::form::{BoundedForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
 use super::pages::PageError;
-use crate::app::{AppState, now_ms};
 use crate::auth::{self, PageUser};
+use crate::clock::now_ms;
+use crate::state::AppState;
 
 #[derive(Template, WebTemplate)]
 #[template(path = "login.html")]

@@ -24,7 +24,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 const STYLESHEET: &str = include_str!("../../../static/style.css");
 

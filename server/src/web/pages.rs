@@ -18,10 +18,11 @@ use crate::analysis::change_kind::{ChangeKind, Needs};
 use crate::analysis::cost;
 use crate::analysis::history::Figures;
 use crate::analysis::suggest::Suggestion;
-use crate::app::{AppState, now_ms};
 use crate::auth::PageUser;
+use crate::clock::now_ms;
 use crate::error::AppError;
 use crate::fleet::{self, AnalysedGuest, Totals};
+use crate::state::AppState;
 
 /// An error shown as a page rather than as JSON.
 pub struct PageError(AppError);

@@ -23,9 +23,10 @@ use super::login::CsrfForm;
 use super::pages::PageError;
 use super::view;
 use crate::analysis::cost::CostModel;
-use crate::app::{AppState, now_ms};
 use crate::auth::{self, PageUser, Role, User, UserRole};
+use crate::clock::now_ms;
 use crate::error::{AppError, AppResult};
+use crate::state::AppState;
 
 struct TokenLine {
     id: i64,

@@ -10,9 +10,10 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use tickscope_server::app::{self, AppState, Options};
 use tickscope_server::auth;
 use tickscope_server::db::Db;
+use tickscope_server::state::{AppState, Options};
+use tickscope_server::{app, clock};
 
 pub struct Server {
     pub dir: tempfile::TempDir,
@@ -34,7 +35,7 @@ pub async fn server_with(options: Options) -> Server {
     let mut tokens = vec![];
     for role in ["agent", "viewer"] {
         let token = auth::new_token().unwrap();
-        db.insert_token(role, role, &auth::token_hash(&token), None, app::now_ms())
+        db.insert_token(role, role, &auth::token_hash(&token), None, clock::now_ms())
             .await
             .unwrap();
         tokens.push(token);
@@ -224,7 +225,7 @@ impl Server {
         if self.db.user_by_name(name).await.unwrap().is_none() {
             let hash = auth::hash_password(PASSWORD).unwrap();
             self.db
-                .insert_user(name, role, &hash, app::now_ms())
+                .insert_user(name, role, &hash, clock::now_ms())
                 .await
                 .unwrap();
         }
@@ -388,7 +389,7 @@ pub fn guest(
 }
 
 pub fn report(seq: u64, guests: Vec<Value>) -> Value {
-    let end = app::now_ms() - 1000;
+    let end = clock::now_ms() - 1000;
     json!({
         "agent": {"id": "machine-1", "run_id": "run-1", "version": "0.1.0"},
         "seq": seq,

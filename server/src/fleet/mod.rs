@@ -1,5 +1,8 @@
 //! The fleet as the pages and the API show it: stored windows, analysed per host, ranked.
 
+pub mod current;
+pub mod refresher;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 

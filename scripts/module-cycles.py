@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Import circles between the modules of a crate, from its `use` paths.
+
+Reads every .rs file under a crate's src/, turns each `crate::a::b` path (in `use` items and in
+code) into an edge from the file's module to the longest module of the crate it names, and
+prints every strongly connected component of more than one module: an import circle. Also
+prints the edges that reach from a module into one of its own ancestors ("reaching up").
+Exit status 1 when a circle or an upward edge exists, so CI can run it.
+
+Usage: scripts/module-cycles.py server/src [--allow-up MODULE ...]
+Tests (`#[cfg(test)] mod tests` bodies) are skipped: a test may use anything.
+"""
+import os
+import re
+import sys
+
+
+def module_of(root, path):
+    rel = os.path.relpath(path, root)[:-3].split(os.sep)
+    if rel[-1] in ("mod", "lib", "main"):
+        rel = rel[:-1]
+    return "::".join(["crate"] + rel)
+
+
+def strip_tests(text):
+    # Drop `#[cfg(test)]` items: find the attribute, then the brace block that follows it.
+    out, i = [], 0
+    while True:
+        j = text.find("#[cfg(test)]", i)
+        if j < 0:
+            out.append(text[i:])
+            return "".join(out)
+        out.append(text[i:j])
+        k = text.find("{", j)
+        semi = text.find(";", j)
+        if k < 0 or (0 <= semi < k):
+            i = semi + 1
+            continue
+        depth = 0
+        for pos in range(k, len(text)):
+            c = text[pos]
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+        i = pos + 1
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def expand_use_groups(text):
+    """`use crate::{a::{b, c}, d}` → paths crate::a::b, crate::a::c, crate::d."""
+    paths = []
+    for m in re.finditer(r"\buse\s+(crate|super|self)((?:::[^;]*?)?);", text, flags=re.S):
+        paths.extend(expand(m.group(1) + m.group(2)))
+    return paths
+
+
+def expand(tree):
+    tree = re.sub(r"\s+", "", tree)
+    i = tree.find("{")
+    if i < 0:
+        return [re.sub(r"as\w+$", "", tree)]
+    prefix, body = tree[:i], tree[i + 1 : tree.rfind("}")]
+    parts, depth, cur = [], 0, ""
+    for c in body:
+        if c == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += c == "{"
+        depth -= c == "}"
+        cur += c
+    if cur:
+        parts.append(cur)
+    result = []
+    for p in parts:
+        result.extend(expand(prefix + p) if p not in ("self",) else [prefix.rstrip(":")])
+    return result
+
+
+def resolve(path, here, modules):
+    segs = path.split("::")
+    if segs[0] == "super":
+        base = here.split("::")
+        while segs and segs[0] == "super":
+            base = base[:-1]
+            segs = segs[1:]
+        segs = base + segs
+    elif segs[0] == "self":
+        segs = here.split("::") + segs[1:]
+    for n in range(len(segs), 0, -1):
+        cand = "::".join(segs[:n])
+        if cand in modules:
+            return cand
+    return None
+
+
+def main():
+    root = sys.argv[1]
+    allow_up = set(sys.argv[sys.argv.index("--allow-up") + 1 :]) if "--allow-up" in sys.argv else set()
+    files = {}
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            if name.endswith(".rs"):
+                path = os.path.join(dirpath, name)
+                files[module_of(root, path)] = path
+    modules = set(files)
+    edges = {m: set() for m in modules}
+    for mod, path in files.items():
+        text = strip_comments(strip_tests(open(path, encoding="utf-8").read()))
+        paths = expand_use_groups(text)
+        paths += re.findall(r"\b(?:crate|super|self)(?:::\w+)+", text)
+        # A parent names its children by relative paths: `use reports::X`, `reports::f()`.
+        children = {m.rsplit("::", 1)[1] for m in modules if "::" in m and m.rsplit("::", 1)[0] == mod}
+        for c in children:
+            if re.search(r"(?<![:\w])" + c + r"::", text):
+                paths.append(mod + "::" + c)
+        for p in paths:
+            target = resolve(p, mod, modules)
+            if target and target != mod:
+                edges[mod].add(target)
+    # Tarjan's strongly connected components.
+    index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
+    sys.setrecursionlimit(10000)
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            sccs.append(comp)
+
+    for v in sorted(modules):
+        if v not in index:
+            visit(v)
+    bad = 0
+    for comp in sorted((c for c in sccs if len(c) > 1), key=len, reverse=True):
+        bad += 1
+        print(f"circle of {len(comp)} modules:")
+        for m in sorted(comp):
+            inside = sorted(w for w in edges[m] if w in comp)
+            print(f"  {m} -> {', '.join(inside)}")
+    for m in sorted(modules):
+        for t in sorted(edges[m]):
+            if m.startswith(t + "::") and t != "crate" and t not in allow_up:
+                bad += 1
+                print(f"reaches up: {m} -> {t}")
+    n_edges = sum(len(e) for e in edges.values())
+    print(f"{len(modules)} modules, {n_edges} edges, {bad} problem(s)")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

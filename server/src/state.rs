@@ -1,0 +1,246 @@
+//! The server's shared state: the database, the analysed fleet and the services the handlers
+//! and the background jobs share. The router that serves it is assembled in `app`.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::{Arc, RwLock};
+use std::time::Duration as StdDuration;
+
+use crate::analysis::change::Change;
+use crate::analysis::cost::CostModel;
+use crate::auth::throttle::LoginThrottle;
+use crate::clock::{SharedClock, SystemClock};
+use crate::db::{Db, StoreOutcome};
+use crate::error::{AppError, AppResult};
+use crate::fleet::current::Current;
+use crate::fleet::refresher::Refresher;
+use crate::fleet::{self, AnalysedGuest};
+use crate::http::admission::{Admission, AdmissionLimits};
+use crate::ingest::ValidReport;
+use crate::metrics::Metrics;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub db: Db,
+    pub options: Arc<Options>,
+    /// The cost model in force: `options.cost` until an admin saves one on the settings page.
+    cost: Arc<RwLock<CostModel>>,
+    /// Every active guest, analysed: what the pages and the API rank. Read it through
+    /// [`AppState::ranked`] and the like, which wait for the analyses of what was stored.
+    pub current: Arc<Current>,
+    /// Analyses hosts again after their reports, off the request path.
+    pub refresher: Arc<Refresher>,
+    /// The server's own counters, for `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// Wakes the notification sender when an evaluation wrote something to the outbox.
+    pub notifier: Arc<tokio::sync::Notify>,
+    /// Failed logins per name, to hold back guessing.
+    pub login_throttle: Arc<LoginThrottle>,
+    /// Reports per agent token, to keep one token from flooding the server.
+    pub ingest_limiter: Arc<governor::DefaultKeyedRateLimiter<i64>>,
+    /// The request slots, and what a client may take to send a request.
+    pub admission: Arc<Admission>,
+    /// Whether the last report could be stored, for `/readyz`.
+    pub storage: Arc<StorageStatus>,
+    /// Where "now" comes from: the wall clock, or a test's manual clock.
+    pub clock: SharedClock,
+}
+
+/// What the last attempt to store a report found: a full disk or a database that cannot be
+/// written is remembered until a report is stored again, or for a minute (agents that met it
+/// wait before they send again, and a write probe that works then speaks for itself).
+#[derive(Debug, Default)]
+pub struct StorageStatus {
+    fault: std::sync::Mutex<Option<(std::time::Instant, String)>>,
+    /// `/readyz`'s last answer and when it was found, reused for a moment.
+    pub probe_cache:
+        tokio::sync::Mutex<Option<(std::time::Instant, crate::api::health::Readiness)>>,
+}
+
+impl StorageStatus {
+    /// The storage fault the last report met, if it met one.
+    pub fn fault(&self) -> Option<String> {
+        const REMEMBERED_FOR: StdDuration = StdDuration::from_secs(60);
+        self.fault
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < REMEMBERED_FOR)
+            .map(|(_, fault)| fault.clone())
+    }
+
+    fn record<T>(&self, result: &AppResult<T>) {
+        let fault = match result {
+            Ok(_) => None,
+            // A full disk may let the write probe through (SQLite reuses its write-ahead log's
+            // pages) while reports do not fit: remembered. A database that is read-only or
+            // failing fails the probe itself; one busy for a moment is no reason to be pulled
+            // from a load balancer.
+            Err(e @ AppError::StorageFull { .. }) => {
+                Some((std::time::Instant::now(), e.to_string()))
+            }
+            // Refused for itself (a bad value, a wrong host), or busy: says nothing lasting
+            // about the storage.
+            Err(_) => return,
+        };
+        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+    }
+}
+
+/// The name under which the settings page stores the cost model.
+pub const COST_MODEL_SETTING: &str = "cost_model";
+
+impl AppState {
+    /// The state of a server on `db`, with the cost model an admin saved, if any, and every
+    /// active guest analysed.
+    pub async fn new(db: Db, options: Options) -> AppResult<AppState> {
+        Self::with_clock(db, options, Arc::new(SystemClock)).await
+    }
+
+    /// The same, reading the time from `clock`.
+    pub async fn with_clock(db: Db, options: Options, clock: SharedClock) -> AppResult<AppState> {
+        let saved = db.setting(COST_MODEL_SETTING).await?;
+        let cost = match saved.as_deref().map(serde_json::from_str::<CostModel>) {
+            Some(Ok(model)) => model,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "the saved cost model is unreadable; using the command line's");
+                options.cost.clone()
+            }
+            None => options.cost.clone(),
+        };
+        let started = std::time::Instant::now();
+        let now_ms = clock.now_ms();
+        let current = Current::load(&db, now_ms).await?;
+        tracing::info!(
+            guests = current.ranked(now_ms).len(),
+            took_ms = started.elapsed().as_millis() as u64,
+            "analysed the active guests"
+        );
+        let current = Arc::new(current);
+        Ok(AppState {
+            refresher: Refresher::start(db.clone(), current.clone()),
+            db,
+            current,
+            metrics: Arc::new(Metrics::default()),
+            notifier: Arc::new(tokio::sync::Notify::new()),
+            login_throttle: Arc::new(LoginThrottle::default()),
+            ingest_limiter: Arc::new(governor::RateLimiter::keyed(
+                governor::Quota::per_second(options.ingest_per_second)
+                    .allow_burst(options.ingest_burst),
+            )),
+            cost: Arc::new(RwLock::new(cost)),
+            admission: Arc::new(Admission::new(options.admission)),
+            storage: Arc::new(StorageStatus::default()),
+            options: Arc::new(options),
+            clock,
+        })
+    }
+
+    /// Stores a report, then asks for its host to be analysed again. The report is stored
+    /// once this returns; the analysis follows (see [`Refresher`]).
+    pub async fn store_report(
+        &self,
+        report: &ValidReport,
+        token_id: i64,
+        received_ms: i64,
+    ) -> AppResult<StoreOutcome> {
+        let outcome = self.db.store_report(report, token_id, received_ms).await;
+        self.storage.record(&outcome);
+        let outcome = outcome?;
+        if let StoreOutcome::Stored { host_id, .. } = outcome {
+            // As of when the report arrived (a backfill's reports arrive on their own timeline).
+            self.refresh_host(host_id, received_ms);
+        }
+        Ok(outcome)
+    }
+
+    /// Asks for a host's guests to be analysed again as of `at_ms`, after something it or
+    /// they sent was stored.
+    pub fn refresh_host(&self, host_id: i64, at_ms: i64) {
+        self.refresher.ask(host_id, at_ms);
+    }
+
+    /// The active guests, most wasteful first, with everything stored so far analysed.
+    pub async fn ranked(&self, now_ms: i64) -> Vec<Arc<AnalysedGuest>> {
+        self.refresher.settled().await;
+        self.current.ranked(now_ms)
+    }
+
+    /// The active guests' last kernel or command-line changes, measured, by guest.
+    pub async fn changes(&self, now_ms: i64) -> HashMap<i64, Change> {
+        self.refresher.settled().await;
+        self.current.changes(now_ms)
+    }
+
+    /// One guest as the ranking has it; a guest that stopped reporting is analysed from its
+    /// last window. `None` if there is no such guest.
+    pub async fn guest(&self, guest_id: i64, now_ms: i64) -> AppResult<Option<Arc<AnalysedGuest>>> {
+        self.refresher.settled().await;
+        if let Some(guest) = self.current.guest(guest_id, now_ms) {
+            return Ok(Some(guest));
+        }
+        Ok(fleet::guest(&self.db, guest_id, now_ms)
+            .await?
+            .map(Arc::new))
+    }
+
+    /// The cost model in force.
+    pub fn cost_model(&self) -> CostModel {
+        self.cost.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Stores a new cost model and puts it in force.
+    pub async fn set_cost_model(&self, model: CostModel, by: &str) -> AppResult<()> {
+        let json = serde_json::to_string(&model)
+            .map_err(|e| AppError::Internal(format!("cost model to JSON: {e}")))?;
+        self.db
+            .save_setting(COST_MODEL_SETTING, &json, by, self.clock.now_ms())
+            .await?;
+        *self.cost.write().unwrap_or_else(|e| e.into_inner()) = model;
+        Ok(())
+    }
+}
+
+/// How this server instance presents itself.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The address users reach the dashboard at, for links in notifications.
+    pub external_url: String,
+    /// The first retry of a failed notification waits this long; each next one twice as long.
+    pub retry_base_ms: i64,
+    /// Reports one agent token may send per second, sustained, and in a burst (an agent
+    /// replaying its spool after an outage sends as fast as the server answers).
+    pub ingest_per_second: NonZeroU32,
+    pub ingest_burst: NonZeroU32,
+    /// How long the server may take over one request (its body already read) before it is
+    /// answered 408: a database that is stuck.
+    pub request_timeout: StdDuration,
+    /// Request slots and the deadline for a request's body.
+    pub admission: AdmissionLimits,
+    /// The database holds the simulated demo fleet: every page says so.
+    pub demo: bool,
+    /// How wasted CPU is priced until an admin sets it on the settings page.
+    pub cost: CostModel,
+    /// The session cookie is marked Secure: the server is reached over HTTPS (through a TLS
+    /// reverse proxy), so browsers never send it in clear.
+    pub secure_cookies: bool,
+    /// The server itself serves HTTPS: responses carry HSTS.
+    pub tls: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            external_url: "http://127.0.0.1:8080".into(),
+            retry_base_ms: 5_000,
+            ingest_per_second: NonZeroU32::new(20).expect("non-zero"),
+            ingest_burst: NonZeroU32::new(200).expect("non-zero"),
+            request_timeout: StdDuration::from_secs(30),
+            admission: AdmissionLimits::default(),
+            demo: false,
+            cost: CostModel::default(),
+            secure_cookies: false,
+            tls: false,
+        }
+    }
+}
