@@ -10,10 +10,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use super::analysed::{self, ACTIVE_WITHIN_MS, AnalysedGuest};
+use super::changes::{self, SettledChanges};
 use crate::analysis::change::Change;
 use crate::db::{Db, GuestScope};
 use crate::error::AppResult;
-use crate::fleet::{self, ACTIVE_WITHIN_MS, AnalysedGuest, SettledChanges};
 
 /// The analysed guests of every host, as of each host's last report.
 #[derive(Default)]
@@ -44,18 +45,18 @@ impl Current {
         };
         let mut hosts: HashMap<i64, HostState> = HashMap::new();
         let mut host_of = HashMap::new();
-        for guest in fleet::analyse(db, scope, now_ms).await? {
+        for guest in analysed::analyse(db, scope, now_ms).await? {
             host_of.insert(guest.id, guest.host_id);
             let host = hosts.entry(guest.host_id).or_default();
             host.ticket = ticket;
             host.guests.push(Arc::new(guest));
         }
-        let last = fleet::last_changes(db.fact_changes(None).await?)
+        let last = changes::last_changes(db.fact_changes(None).await?)
             .into_iter()
             .filter(|(guest, _)| host_of.contains_key(guest))
             .collect();
         let (changes, settled) =
-            fleet::measure_changes(db, last, now_ms, &SettledChanges::new()).await?;
+            changes::measure_changes(db, last, now_ms, &SettledChanges::new()).await?;
         for (guest, change) in changes {
             hosts
                 .entry(host_of[&guest])
@@ -82,9 +83,9 @@ impl Current {
             guest_id: None,
             active_since_ms: now_ms - ACTIVE_WITHIN_MS,
         };
-        let guests = fleet::analyse(db, scope, now_ms).await?;
+        let guests = analysed::analyse(db, scope, now_ms).await?;
         let ids: HashSet<i64> = guests.iter().map(|g| g.id).collect();
-        let last = fleet::last_changes(db.fact_changes_of_host(host_id).await?)
+        let last = changes::last_changes(db.fact_changes_of_host(host_id).await?)
             .into_iter()
             .filter(|(guest, _)| ids.contains(guest))
             .collect();
@@ -93,7 +94,7 @@ impl Current {
             .get(&host_id)
             .map(|h| h.settled.clone())
             .unwrap_or_default();
-        let (changes, settled) = fleet::measure_changes(db, last, now_ms, &settled).await?;
+        let (changes, settled) = changes::measure_changes(db, last, now_ms, &settled).await?;
         self.put(
             host_id,
             HostState {
@@ -106,7 +107,7 @@ impl Current {
         Ok(())
     }
 
-    /// The active guests, most wasteful first (see [`fleet::rank`]).
+    /// The active guests, most wasteful first (see [`analysed::rank`]).
     pub fn ranked(&self, now_ms: i64) -> Vec<Arc<AnalysedGuest>> {
         let since_ms = now_ms - ACTIVE_WITHIN_MS;
         let mut guests: Vec<Arc<AnalysedGuest>> = self
@@ -116,7 +117,7 @@ impl Current {
             .filter(|g| g.last_seen_ms >= since_ms)
             .cloned()
             .collect();
-        fleet::rank(&mut guests);
+        analysed::rank(&mut guests);
         guests
     }
 
@@ -131,7 +132,7 @@ impl Current {
     }
 
     /// The last kernel or command-line change of each active guest, measured (see
-    /// [`fleet::changes`]).
+    /// [`changes::changes`]).
     pub fn changes(&self, now_ms: i64) -> HashMap<i64, Change> {
         let since_ms = now_ms - ACTIVE_WITHIN_MS;
         let hosts = self.read();

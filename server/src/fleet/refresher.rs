@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 
+use super::current::Current;
 use crate::db::Db;
-use crate::fleet::current::Current;
 
 /// Longest a reader waits for the analyses before it: past this, it reads the state as it is
 /// (a server too busy to keep up should still answer).

@@ -1,0 +1,140 @@
+//! Fleet and host totals of the analysed guests.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+use tickscope_agent::wire::BlindSpot;
+
+use super::analysed::{ACTIVE_WITHIN_MS, AnalysedGuest};
+use crate::analysis::cost::{self, CostModel};
+use crate::db::HostRow;
+
+/// Fleet totals for the overview.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Totals {
+    pub guests: usize,
+    pub hosts: usize,
+    pub ticking: usize,
+    /// Summed waste, in host cores.
+    pub wasted_cores: f64,
+    /// The same waste per day and year, in energy and money, under `cost_model`.
+    pub wasted_core_hours_per_day: f64,
+    pub wasted_kwh_per_year: f64,
+    pub wasted_cost_per_year: f64,
+    pub cost_model: CostModel,
+}
+
+pub fn totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Totals {
+    let hosts: std::collections::BTreeSet<i64> = guests.iter().map(|g| g.host_id).collect();
+    let wasted_pct: f64 = guests.iter().map(|g| g.wasted_cpu_pct()).sum();
+    let yearly = cost::of_waste(wasted_pct, model);
+    Totals {
+        guests: guests.len(),
+        hosts: hosts.len(),
+        ticking: guests
+            .iter()
+            .filter(|g| g.verdict.classification.mode.is_wasteful())
+            .count(),
+        wasted_cores: yearly.cores,
+        wasted_core_hours_per_day: yearly.core_hours_per_day,
+        wasted_kwh_per_year: yearly.kwh_per_year,
+        wasted_cost_per_year: yearly.money_per_year,
+        cost_model: model.clone(),
+    }
+}
+
+/// A host's tickless baseline for one hypervisor family.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct HostBaseline {
+    pub hypervisor: String,
+    /// Host CPU an idle tickless vCPU costs there, in % of a core.
+    pub cpu_pct_per_vcpu: f64,
+    /// Tickless guests it was learned from; 0 for the default.
+    pub learned_from_guests: usize,
+}
+
+/// One host's share of the fleet's waste.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct HostTotals {
+    pub host_id: i64,
+    pub host: String,
+    pub guests: usize,
+    pub ticking: usize,
+    /// Summed waste of its guests, in % of one core.
+    pub wasted_cpu_pct: f64,
+    pub wasted_core_hours_per_day: f64,
+    pub wasted_kwh_per_year: f64,
+    pub wasted_cost_per_year: f64,
+    pub baselines: Vec<HostBaseline>,
+    /// What the host's agent says it cannot see, each with its fix.
+    pub blind_spots: Vec<BlindSpot>,
+}
+
+/// Adds to the hosts' totals what their agents said they cannot see, and the hosts that
+/// reported lately without any guest (an agent that sees no VM at all may be the blindest).
+pub fn with_host_rows(hosts: &mut Vec<HostTotals>, rows: &[HostRow], now_ms: i64) {
+    for row in rows {
+        match hosts.iter_mut().find(|h| h.host_id == row.id) {
+            Some(totals) => totals.blind_spots = row.blind_spots(),
+            None if now_ms - row.last_report_ms <= ACTIVE_WITHIN_MS => hosts.push(HostTotals {
+                host_id: row.id,
+                host: row.name.clone(),
+                guests: 0,
+                ticking: 0,
+                wasted_cpu_pct: 0.0,
+                wasted_core_hours_per_day: 0.0,
+                wasted_kwh_per_year: 0.0,
+                wasted_cost_per_year: 0.0,
+                baselines: Vec::new(),
+                blind_spots: row.blind_spots(),
+            }),
+            None => {}
+        }
+    }
+}
+
+/// Totals per host of the active guests, most wasteful host first.
+pub fn host_totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Vec<HostTotals> {
+    let mut by_host: BTreeMap<i64, Vec<&AnalysedGuest>> = BTreeMap::new();
+    for g in guests {
+        by_host.entry(g.host_id).or_default().push(g);
+    }
+    let mut hosts: Vec<HostTotals> = by_host
+        .into_iter()
+        .map(|(host_id, guests)| {
+            let wasted_cpu_pct: f64 = guests.iter().map(|g| g.wasted_cpu_pct()).sum();
+            let yearly = cost::of_waste(wasted_cpu_pct, model);
+            let mut baselines: BTreeMap<&str, HostBaseline> = BTreeMap::new();
+            for g in &guests {
+                let b = g.verdict.waste.baseline;
+                baselines.entry(&g.hypervisor).or_insert(HostBaseline {
+                    hypervisor: g.hypervisor.clone(),
+                    cpu_pct_per_vcpu: b.cpu_pct_per_vcpu,
+                    learned_from_guests: b.learned_from_guests,
+                });
+            }
+            HostTotals {
+                host_id,
+                host: guests[0].host.clone(),
+                guests: guests.len(),
+                ticking: guests
+                    .iter()
+                    .filter(|g| g.verdict.classification.mode.is_wasteful())
+                    .count(),
+                wasted_cpu_pct,
+                wasted_core_hours_per_day: yearly.core_hours_per_day,
+                wasted_kwh_per_year: yearly.kwh_per_year,
+                wasted_cost_per_year: yearly.money_per_year,
+                baselines: baselines.into_values().collect(),
+                blind_spots: Vec::new(),
+            }
+        })
+        .collect();
+    hosts.sort_by(|a, b| {
+        b.wasted_cpu_pct
+            .total_cmp(&a.wasted_cpu_pct)
+            .then_with(|| a.host.cmp(&b.host))
+    });
+    hosts
+}
