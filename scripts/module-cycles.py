@@ -57,7 +57,8 @@ def expand_use_groups(text):
     """`use crate::{a::{b, c}, d}` → paths crate::a::b, crate::a::c, crate::d."""
     paths = []
     for m in re.finditer(r"\buse\s+(crate|super|self)((?:::[^;]*?)?);", text, flags=re.S):
-        paths.extend(expand(m.group(1) + m.group(2)))
+        tree = re.sub(r"\s+as\s+\w+", "", m.group(1) + m.group(2))
+        paths.extend(expand(tree))
     return paths
 
 
@@ -65,7 +66,7 @@ def expand(tree):
     tree = re.sub(r"\s+", "", tree)
     i = tree.find("{")
     if i < 0:
-        return [re.sub(r"as\w+$", "", tree)]
+        return [tree]
     prefix, body = tree[:i], tree[i + 1 : tree.rfind("}")]
     parts, depth, cur = [], 0, ""
     for c in body:

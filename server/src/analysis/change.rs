@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::Span;
+use super::window::Span;
 
 /// Idle time needed on each side of a change before it is judged, in seconds.
 pub const MIN_SPAN_S: f64 = 10.0;

@@ -8,8 +8,10 @@
 
 use serde::Serialize;
 
+use super::verdict::{judged, settled};
 use super::waste::{self, Baseline};
-use super::{Window, idle, judged, settled, tick_mode};
+use super::window::Window;
+use super::{idle, tick_mode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct Accumulated {

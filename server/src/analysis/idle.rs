@@ -19,7 +19,7 @@
 
 use serde::Serialize;
 
-use super::{Interval, Span};
+use super::window::{Interval, Span};
 
 /// Share of the interval a guest's vCPUs must have idled for the interval to count as idle.
 pub const IDLE_MIN_REPORTED_FRACTION: f64 = 0.9;

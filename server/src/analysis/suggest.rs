@@ -12,7 +12,7 @@ use super::idle::Activity;
 use super::kernel::{self, KernelFacts, NohzBuilt};
 use super::tick_mode::{Classification, Confidence, TickMode};
 use super::waste::Waste;
-use super::{Rates, Window};
+use super::window::{Rates, Window};
 
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Suggestion {

@@ -14,7 +14,7 @@ use tickscope_agent::wire::Hypervisor;
 
 use super::boot_args;
 use super::kernel::{KernelFacts, NohzBuilt};
-use super::{Rates, Span, Window};
+use super::window::{Rates, Span, Window};
 
 /// Per-vCPU host CPU above which a guest is busy (or polling), not idle, in % of a core.
 pub const BUSY_CPU_PCT_PER_VCPU: f64 = 50.0;

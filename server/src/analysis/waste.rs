@@ -7,9 +7,9 @@
 
 use serde::Serialize;
 
-use super::Span;
 use super::idle::Activity;
 use super::tick_mode::{Classification, TickMode};
+use super::window::Span;
 
 /// Tickless idle cost per vCPU when a host has no guests to learn it from, in % of a core.
 /// Idle tickless TCG guests measured 0.1-0.4 % per vCPU on the reference machine (docs/measurements.md);
@@ -150,9 +150,9 @@ pub fn waste(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::Interval;
     use crate::analysis::idle::activity;
     use crate::analysis::tick_mode::Confidence;
+    use crate::analysis::window::Interval;
 
     fn classification(mode: TickMode) -> Classification {
         Classification {

@@ -1,0 +1,148 @@
+//! What a guest is judged on: its samples, by report interval, over the analysis window.
+
+use serde::Serialize;
+use tickscope_agent::wire::Hypervisor;
+
+/// Samples summed over a stretch of time.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Span {
+    /// Host CPU used, in core-seconds.
+    pub host_cpu_s: f64,
+    /// Measured time, in seconds.
+    pub length_s: f64,
+    /// Σ vCPUs × length, in vCPU-seconds (exact when vCPUs were hot-plugged).
+    pub vcpu_s: f64,
+    pub wakeups: u64,
+}
+
+impl Span {
+    pub fn add(&mut self, interval: &Interval) {
+        self.host_cpu_s += interval.host_cpu_s;
+        self.length_s += interval.length_s;
+        self.vcpu_s += f64::from(interval.vcpus) * interval.length_s;
+        self.wakeups += interval.wakeups;
+    }
+
+    pub fn of(intervals: &[Interval]) -> Span {
+        let mut span = Span::default();
+        for interval in intervals {
+            span.add(interval);
+        }
+        span
+    }
+
+    /// `None` when the span holds no time to divide by.
+    pub fn rates(&self) -> Option<Rates> {
+        if !(self.length_s > 0.0 && self.vcpu_s > 0.0) {
+            return None;
+        }
+        Some(Rates {
+            host_cpu_pct: 100.0 * self.host_cpu_s / self.length_s,
+            cpu_pct_per_vcpu: 100.0 * self.host_cpu_s / self.vcpu_s,
+            wakeups_per_vcpu_s: self.wakeups as f64 / self.vcpu_s,
+        })
+    }
+}
+
+/// One report interval of one guest.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    pub length_s: f64,
+    pub vcpus: u32,
+    /// Host CPU used, in core-seconds.
+    pub host_cpu_s: f64,
+    pub wakeups: u64,
+    /// The guest's own idle fraction over this time, when it reported one (0 to 1).
+    pub guest_idle_fraction: Option<f64>,
+}
+
+impl Interval {
+    /// Host CPU per vCPU, in % of a core; `None` for an empty interval.
+    pub fn cpu_pct_per_vcpu(&self) -> Option<f64> {
+        let vcpu_s = f64::from(self.vcpus) * self.length_s;
+        (vcpu_s > 0.0).then(|| 100.0 * self.host_cpu_s / vcpu_s)
+    }
+}
+
+/// A guest's samples over the analysis window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    pub hypervisor: Hypervisor,
+    /// vCPUs at the latest sample.
+    pub vcpus: u32,
+    /// The report intervals, oldest first.
+    pub intervals: Vec<Interval>,
+    /// Whether every sample counted named vCPU threads rather than the whole process.
+    pub wakeups_from_vcpu_threads: bool,
+    /// The guest kernel command line, when the host can see it.
+    pub boot_args: Option<String>,
+    /// What the guest itself reported, when any channel delivered facts.
+    pub facts: Option<super::kernel::KernelFacts>,
+    /// Whether the VM runs on KVM, when the agent could tell.
+    pub uses_kvm: Option<bool>,
+    /// The host's KVM `halt_poll_ns`, when KVM is loaded there.
+    pub host_halt_poll_ns: Option<u64>,
+}
+
+impl Window {
+    /// The guest's kernel command line: as the host sees it, else as the guest reported it.
+    pub fn cmdline(&self) -> Option<&str> {
+        self.boot_args
+            .as_deref()
+            .or_else(|| self.facts.as_ref()?.cmdline.as_deref())
+    }
+
+    /// Every interval, summed.
+    pub fn total(&self) -> Span {
+        Span::of(&self.intervals)
+    }
+
+    /// Host CPU of the busiest interval, in cores.
+    pub fn peak_cores(&self) -> Option<f64> {
+        self.intervals
+            .iter()
+            .filter(|i| i.length_s > 0.0)
+            .map(|i| i.host_cpu_s / i.length_s)
+            .max_by(f64::total_cmp)
+    }
+}
+
+/// Rates derived from a span.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Rates {
+    /// Host CPU used by the whole VM, in % of one host core.
+    pub host_cpu_pct: f64,
+    /// Host CPU per vCPU, in % of one host core.
+    pub cpu_pct_per_vcpu: f64,
+    /// vCPU thread wake-ups per vCPU per second.
+    pub wakeups_per_vcpu_s: f64,
+}
+
+/// A one-minute window of a QEMU guest of six steady 10 s intervals with the given rates, for
+/// the rule tables' tests.
+#[cfg(test)]
+pub(crate) fn test_window(
+    vcpus: u32,
+    cpu_pct: f64,
+    wakeups_per_vcpu_s: f64,
+    boot_args: Option<&str>,
+) -> Window {
+    let length_s = 10.0;
+    let interval = Interval {
+        length_s,
+        vcpus,
+        host_cpu_s: cpu_pct / 100.0 * length_s,
+        wakeups: (wakeups_per_vcpu_s * f64::from(vcpus) * length_s) as u64,
+        guest_idle_fraction: None,
+    };
+    Window {
+        hypervisor: Hypervisor::Qemu,
+        vcpus,
+        intervals: vec![interval; 6],
+        wakeups_from_vcpu_threads: true,
+        boot_args: boot_args.map(str::to_string),
+        facts: None,
+        uses_kvm: None,
+        host_halt_poll_ns: None,
+    }
+}
