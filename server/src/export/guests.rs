@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{Context, flag, number, rfc3339, text_cell, write_csv};
+use super::cells::{Context, flag, number, rfc3339, text_cell, write_csv};
 use crate::analysis::cost;
 use crate::analysis::history::Accumulated;
 use crate::error::AppResult;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{Context, rfc3339};
+use super::cells::{Context, rfc3339};
 use crate::analysis::cost;
 use crate::analysis::plan::PlanGroup;
 use crate::error::{AppError, AppResult};
