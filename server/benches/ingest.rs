@@ -108,7 +108,7 @@ async fn main() {
     }
     // Until every host's analysis caught up with what was stored: the analysis runs after the
     // answers, and is part of what ingest costs.
-    state.refresher.caught_up().await;
+    state.fleet.caught_up().await;
     let ours = started.elapsed().as_secs_f64();
 
     // The baseline: the same rows, as bare inserts, one transaction per report, starting from an

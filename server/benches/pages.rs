@@ -322,7 +322,7 @@ async fn main() {
         let filled = fill(&state, guests, intervals).await;
         // As a running server would have it: the history guest's samples past 48 hours rolled
         // up into five-minute and hourly summaries.
-        state.refresher.caught_up().await;
+        state.fleet.caught_up().await;
         let rolled = retention::run(
             &state,
             Retention::default(),

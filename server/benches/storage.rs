@@ -77,7 +77,7 @@ async fn main() {
         }
         end += interval_ms;
     }
-    state.refresher.caught_up().await;
+    state.fleet.caught_up().await;
     let filled_s = started.elapsed().as_secs_f64();
     let before = db.stored_counts().await.unwrap();
     let before_mib = size_mib(&db, &path).await;

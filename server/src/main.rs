@@ -560,7 +560,11 @@ async fn serve(
             .await
             .context("cannot fill the demo database")?;
     }
-    tickscope_server::alerts::spawn(state.clone(), alert_every, alertmanagers);
+    tickscope_server::alerts::spawn(
+        axum::extract::FromRef::from_ref(&state),
+        alert_every,
+        alertmanagers,
+    );
     // Every five minutes: one analysis window more of each guest becomes due.
     tickscope_server::retention::spawn(
         state.clone(),

@@ -5,10 +5,12 @@
 
 use std::time::Duration;
 
-use crate::db::{FIVE_MINUTES_MS, HOUR_MS, IDLE_READINGS_KEPT_MS};
+use axum::extract::FromRef;
+
+use crate::clock::SharedClock;
+use crate::db::{Db, FIVE_MINUTES_MS, HOUR_MS, IDLE_READINGS_KEPT_MS};
 use crate::error::AppResult;
-use crate::fleet::{self, ANALYSIS_WINDOW_MS, AROUND_CHANGE_MS};
-use crate::state::AppState;
+use crate::fleet::{self, ANALYSIS_WINDOW_MS, AROUND_CHANGE_MS, LiveFleet};
 
 const HOUR: i64 = HOUR_MS;
 const DAY: i64 = 24 * HOUR;
@@ -66,23 +68,24 @@ pub struct Outcome {
 }
 
 /// Rolls up and expires everything the retention says is due at `now_ms`.
-pub async fn run(state: &AppState, retention: Retention, now_ms: i64) -> AppResult<Outcome> {
+pub async fn run<S>(state: &S, retention: Retention, now_ms: i64) -> AppResult<Outcome>
+where
+    Db: FromRef<S>,
+    LiveFleet: FromRef<S>,
+{
+    let (db, live) = (Db::from_ref(state), LiveFleet::from_ref(state));
     let mut outcome = Outcome::default();
     // Whole analysis windows only, so that no window is cut in two.
     let raw_before =
         (now_ms - retention.raw_ms).div_euclid(ANALYSIS_WINDOW_MS) * ANALYSIS_WINDOW_MS;
     // Once for the run, not per guest: under steady ingest each wait lasts a refresher pass.
-    state.refresher.settled().await;
+    live.settled().await;
     let mut keep_reports = Vec::new();
     // Every guest's last kernel or command-line change, read once for the run.
-    let last_changes = fleet::last_changes(state.db.fact_changes(None).await?);
-    for guest_id in state.db.guests_with_samples_before(raw_before).await? {
-        let guest = match state.current.guest(guest_id, now_ms) {
-            Some(guest) => guest,
-            None => match fleet::guest(&state.db, guest_id, now_ms).await? {
-                Some(guest) => std::sync::Arc::new(guest),
-                None => continue,
-            },
+    let last_changes = fleet::last_changes(db.fact_changes(None).await?);
+    for guest_id in db.guests_with_samples_before(raw_before).await? {
+        let Some(guest) = live.guest_as_is(guest_id, now_ms).await? else {
+            continue;
         };
         // The samples around the guest's last kernel or command-line change stay raw: what the
         // change saved is measured from them (`fleet::changes`).
@@ -95,20 +98,17 @@ pub async fn run(state: &AppState, retention: Retention, now_ms: i64) -> AppResu
         });
         if let Some((from, to)) = keep {
             keep_reports.extend(
-                state
-                    .db
-                    .reports_of_samples(guest_id, from, to.min(raw_before))
+                db.reports_of_samples(guest_id, from, to.min(raw_before))
                     .await?,
             );
         }
-        let history = fleet::History::load_samples(&state.db, guest_id, 0, raw_before).await?;
+        let history = fleet::History::load_samples(&db, guest_id, 0, raw_before).await?;
         let windows: Vec<_> = history
             .raw_summaries(&guest, 0)
             .into_iter()
             .filter(|(start, _)| !keep.is_some_and(|(from, to)| (from..to).contains(start)))
             .collect();
-        outcome.samples_deleted += state
-            .db
+        outcome.samples_deleted += db
             .roll_up_guest(guest_id, &windows, raw_before, keep)
             .await?;
         outcome.windows += windows.len();
@@ -116,22 +116,28 @@ pub async fn run(state: &AppState, retention: Retention, now_ms: i64) -> AppResu
     }
     debug_assert_eq!(HOUR_MS % FIVE_MINUTES_MS, 0);
     let merge_before = (now_ms - retention.five_minute_ms).div_euclid(HOUR_MS) * HOUR_MS;
-    outcome.five_minute_merged = state.db.merge_hourly_rollups(merge_before).await?;
-    outcome.expired = state
-        .db
+    outcome.five_minute_merged = db.merge_hourly_rollups(merge_before).await?;
+    outcome.expired = db
         .expire(now_ms - retention.hourly_ms, raw_before, &keep_reports)
         .await?;
     Ok(outcome)
 }
 
 /// Runs the retention every `every`, the first time soon after start.
-pub fn spawn(state: AppState, retention: Retention, every: Duration) {
+pub fn spawn<S>(state: S, retention: Retention, every: Duration)
+where
+    S: Send + Sync + 'static,
+    Db: FromRef<S>,
+    LiveFleet: FromRef<S>,
+    SharedClock: FromRef<S>,
+{
+    let clock = SharedClock::from_ref(&state);
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            match run(&state, retention, crate::clock::now_ms()).await {
+            match run(&state, retention, clock.now_ms()).await {
                 Ok(o) if o.guests > 0 || o.five_minute_merged > 0 || o.expired > 0 => {
                     tracing::info!(
                         guests = o.guests,

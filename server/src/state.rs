@@ -8,13 +8,16 @@ use std::time::Duration as StdDuration;
 
 use crate::analysis::change::Change;
 use crate::analysis::cost::CostModel;
+use axum::extract::FromRef;
+
+use crate::alerts::AlertContext;
 use crate::auth::throttle::LoginThrottle;
 use crate::clock::{SharedClock, SystemClock};
 use crate::db::{Db, StoreOutcome};
 use crate::error::{AppError, AppResult};
+use crate::fleet::AnalysedGuest;
 use crate::fleet::current::Current;
-use crate::fleet::refresher::Refresher;
-use crate::fleet::{self, AnalysedGuest};
+use crate::fleet::live::LiveFleet;
 use crate::http::admission::{Admission, AdmissionLimits};
 use crate::ingest::ValidReport;
 use crate::metrics::Metrics;
@@ -25,11 +28,9 @@ pub struct AppState {
     pub options: Arc<Options>,
     /// The cost model in force: `options.cost` until an admin saves one on the settings page.
     cost: Arc<RwLock<CostModel>>,
-    /// Every active guest, analysed: what the pages and the API rank. Read it through
-    /// [`AppState::ranked`] and the like, which wait for the analyses of what was stored.
-    pub current: Arc<Current>,
-    /// Analyses hosts again after their reports, off the request path.
-    pub refresher: Arc<Refresher>,
+    /// Every active guest, analysed and kept current off the request path: what the pages and
+    /// the API rank. [`AppState::ranked`] and the like wait for the analyses of what was stored.
+    pub fleet: LiveFleet,
     /// The server's own counters, for `/metrics`.
     pub metrics: Arc<Metrics>,
     /// Wakes the notification sender when an evaluation wrote something to the outbox.
@@ -116,11 +117,9 @@ impl AppState {
             took_ms = started.elapsed().as_millis() as u64,
             "analysed the active guests"
         );
-        let current = Arc::new(current);
         Ok(AppState {
-            refresher: Refresher::start(db.clone(), current.clone()),
+            fleet: LiveFleet::start(db.clone(), current),
             db,
-            current,
             metrics: Arc::new(Metrics::default()),
             notifier: Arc::new(tokio::sync::Notify::new()),
             login_throttle: Arc::new(LoginThrottle::default()),
@@ -137,7 +136,7 @@ impl AppState {
     }
 
     /// Stores a report, then asks for its host to be analysed again. The report is stored
-    /// once this returns; the analysis follows (see [`Refresher`]).
+    /// once this returns; the analysis follows (see [`LiveFleet`]).
     pub async fn store_report(
         &self,
         report: &ValidReport,
@@ -157,31 +156,23 @@ impl AppState {
     /// Asks for a host's guests to be analysed again as of `at_ms`, after something it or
     /// they sent was stored.
     pub fn refresh_host(&self, host_id: i64, at_ms: i64) {
-        self.refresher.ask(host_id, at_ms);
+        self.fleet.refresh_host(host_id, at_ms);
     }
 
     /// The active guests, most wasteful first, with everything stored so far analysed.
     pub async fn ranked(&self, now_ms: i64) -> Vec<Arc<AnalysedGuest>> {
-        self.refresher.settled().await;
-        self.current.ranked(now_ms)
+        self.fleet.ranked(now_ms).await
     }
 
     /// The active guests' last kernel or command-line changes, measured, by guest.
     pub async fn changes(&self, now_ms: i64) -> HashMap<i64, Change> {
-        self.refresher.settled().await;
-        self.current.changes(now_ms)
+        self.fleet.changes(now_ms).await
     }
 
     /// One guest as the ranking has it; a guest that stopped reporting is analysed from its
     /// last window. `None` if there is no such guest.
     pub async fn guest(&self, guest_id: i64, now_ms: i64) -> AppResult<Option<Arc<AnalysedGuest>>> {
-        self.refresher.settled().await;
-        if let Some(guest) = self.current.guest(guest_id, now_ms) {
-            return Ok(Some(guest));
-        }
-        Ok(fleet::guest(&self.db, guest_id, now_ms)
-            .await?
-            .map(Arc::new))
+        self.fleet.guest(guest_id, now_ms).await
     }
 
     /// The cost model in force.
@@ -241,6 +232,40 @@ impl Default for Options {
             cost: CostModel::default(),
             secure_cookies: false,
             tls: false,
+        }
+    }
+}
+
+// The narrow parts a background job or an extractor takes (axum's `FromRef`), so that it
+// depends on what it uses, not on the whole state.
+impl FromRef<AppState> for Db {
+    fn from_ref(state: &AppState) -> Db {
+        state.db.clone()
+    }
+}
+
+impl FromRef<AppState> for LiveFleet {
+    fn from_ref(state: &AppState) -> LiveFleet {
+        state.fleet.clone()
+    }
+}
+
+impl FromRef<AppState> for SharedClock {
+    fn from_ref(state: &AppState) -> SharedClock {
+        state.clock.clone()
+    }
+}
+
+impl FromRef<AppState> for AlertContext {
+    fn from_ref(state: &AppState) -> AlertContext {
+        AlertContext {
+            db: state.db.clone(),
+            fleet: state.fleet.clone(),
+            external_url: state.options.external_url.clone(),
+            retry_base_ms: state.options.retry_base_ms,
+            metrics: state.metrics.clone(),
+            notifier: state.notifier.clone(),
+            clock: state.clock.clone(),
         }
     }
 }

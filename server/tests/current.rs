@@ -65,8 +65,8 @@ async fn the_state_kept_up_to_date_is_the_state_analysed_from_scratch() {
     }
     let now = tickscope_server::clock::now_ms();
     // The analyses the reports asked for run after the answers: wait for them.
-    s.state.refresher.caught_up().await;
-    let kept = ranking(&s.state.current, now);
+    s.state.fleet.caught_up().await;
+    let kept = ranking(s.state.fleet.current(), now);
     let from_scratch = ranking(&Current::load(&s.db, now).await.unwrap(), now);
     assert_eq!(kept, from_scratch);
     let names: Vec<&str> = kept

@@ -770,7 +770,7 @@ async fn two_days(s: &Server, now_ms: i64) {
         let valid = ingest::validate(serde_json::from_value(report).unwrap(), end_ms).unwrap();
         s.state.store_report(&valid, token, end_ms).await.unwrap();
     }
-    s.state.refresher.caught_up().await;
+    s.state.fleet.caught_up().await;
 }
 
 fn close(what: &str, a: f64, b: f64, tolerance: f64) {

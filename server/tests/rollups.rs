@@ -125,7 +125,7 @@ async fn history_from_rollups_is_what_the_raw_samples_gave_and_retention_deletes
     fill(&s, now, 3).await;
     // Every analysis the reports asked for, done: the baseline the windows are priced against
     // must not move between the two readings.
-    s.state.refresher.caught_up().await;
+    s.state.fleet.caught_up().await;
     let from = now - 4 * DAY_MS;
     let before = hourly(&s, now, from).await;
     let ticker = s.state.guest(1, now).await.unwrap().unwrap();
@@ -272,7 +272,7 @@ async fn the_samples_around_a_kernel_change_stay_to_measure_it() {
         let valid = ingest::validate(serde_json::from_value(report).unwrap(), end_ms).unwrap();
         s.state.store_report(&valid, token, end_ms).await.unwrap();
     }
-    s.state.refresher.caught_up().await;
+    s.state.fleet.caught_up().await;
     let before = tickscope_server::fleet::changes(&s.db, Some(1), now)
         .await
         .unwrap();

@@ -14,10 +14,10 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
 use super::client::{self, PostError};
+use super::context::AlertContext;
 use super::labels::{self, parse_set};
 use super::webhook::{rfc3339, subject_url};
 use crate::db::AlertRow;
-use crate::state::AppState;
 
 /// How long a resolved alert is still sent, as Prometheus does.
 pub const RESOLVED_SENT_FOR_MS: i64 = 15 * 60 * 1000;
@@ -150,7 +150,7 @@ pub fn fingerprints(body: &Value) -> Vec<String> {
 /// rule evaluation interval: a firing alert's `endsAt` is four times the longer of the two
 /// ahead.
 pub fn spawn(
-    state: AppState,
+    state: AlertContext,
     options: AlertmanagerOptions,
     evaluate_every: Duration,
     changes: tokio::sync::watch::Receiver<u64>,
@@ -190,7 +190,7 @@ pub fn spawn(
 
 /// One POST of every alert to announce now; a failure is logged and counted, and the next
 /// send (on the cadence) carries the same alerts again.
-async fn send(state: &AppState, agent: &ureq::Agent, target: &Target, ends_ahead_ms: i64) {
+async fn send(state: &AlertContext, agent: &ureq::Agent, target: &Target, ends_ahead_ms: i64) {
     let now_ms = crate::clock::now_ms();
     let alerts = match state
         .db
@@ -203,7 +203,7 @@ async fn send(state: &AppState, agent: &ureq::Agent, target: &Target, ends_ahead
             return;
         }
     };
-    let body = postable_alerts(&alerts, ends_ahead_ms, &state.options.external_url);
+    let body = postable_alerts(&alerts, ends_ahead_ms, &state.external_url);
     let count = body.as_array().map_or(0, Vec::len);
     if count == 0 {
         return;

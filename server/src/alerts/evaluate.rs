@@ -3,14 +3,15 @@
 
 use std::collections::HashMap;
 
+use super::context::AlertContext;
 use super::labels::{LabelSet, parse_set, set_json};
 use super::measure::{Measure, guest_measure, host_measure};
+use super::rules::{Rule, RuleKind, silences_in_force};
 use super::webhook::Notice;
-use super::{Rule, RuleKind, silences_in_force};
 use crate::analysis::alerting::{self, Open, Step};
 use crate::db::{AlertRow, AlertWrite, ReceiverRow, RuleRow};
 use crate::error::AppResult;
-use crate::state::AppState;
+use axum::extract::FromRef;
 
 /// The label set of a new alert of `rule` about `m`.
 pub(super) fn alert_labels(rule: &RuleRow, m: &Measure) -> LabelSet {
@@ -70,7 +71,11 @@ pub struct Evaluated {
 }
 
 /// Evaluates every rule at `now_ms` and stores the outcome with its notifications.
-pub async fn evaluate(state: &AppState, now_ms: i64) -> AppResult<Evaluated> {
+pub async fn evaluate<S>(state: &S, now_ms: i64) -> AppResult<Evaluated>
+where
+    AlertContext: FromRef<S>,
+{
+    let state = &AlertContext::from_ref(state);
     let db = &state.db;
     let rules: Vec<RuleRow> = db.alert_rules().await?;
     let mut open: HashMap<(i64, &'static str, i64), AlertRow> = HashMap::new();
@@ -85,9 +90,9 @@ pub async fn evaluate(state: &AppState, now_ms: i64) -> AppResult<Evaluated> {
         .into_iter()
         .filter(|r| r.enabled)
         .collect();
-    let guests = state.ranked(now_ms).await;
+    let guests = state.fleet.ranked(now_ms).await;
     let hosts = db.hosts().await?;
-    let external_url = state.options.external_url.trim_end_matches('/');
+    let external_url = state.external_url.trim_end_matches('/');
 
     let mut writes = Vec::new();
     let mut evaluated = Evaluated::default();

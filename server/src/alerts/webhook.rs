@@ -7,14 +7,15 @@
 
 use serde_json::{Value, json};
 
-use super::Rule;
 use super::client::{self, PostError};
+use super::context::AlertContext;
 use super::labels::{self, LabelSet};
 use super::measure::Measure;
+use super::rules::Rule;
 use crate::analysis::alerting::{Transition, silenced};
 use crate::db::{AlertRow, Notify, OutboxRow, PendingGroup, ReceiverRow};
 use crate::error::{AppError, AppResult};
-use crate::state::AppState;
+use axum::extract::FromRef;
 
 /// Alertmanager's "no end" time in webhook bodies, for a firing alert.
 const NO_END: &str = "0001-01-01T00:00:00Z";
@@ -231,7 +232,7 @@ pub fn retry_delay_ms(attempts: i64, base_ms: i64, random: u32) -> i64 {
 }
 
 /// When the next waiting group is due, if any is waiting.
-pub async fn next_delivery_ms(state: &AppState) -> AppResult<Option<i64>> {
+pub async fn next_delivery_ms(state: &AlertContext) -> AppResult<Option<i64>> {
     Ok(state
         .db
         .pending_groups()
@@ -244,7 +245,11 @@ pub async fn next_delivery_ms(state: &AppState) -> AppResult<Option<i64>> {
 /// Posts every group due now; returns how many notifications (alert transitions) were
 /// delivered. Each receiver's groups are posted by a task of its own, so a receiver that is
 /// slow to answer (up to the 10 s timeout) holds up nobody else's.
-pub async fn deliver_due(state: &AppState) -> AppResult<usize> {
+pub async fn deliver_due<S>(state: &S) -> AppResult<usize>
+where
+    AlertContext: FromRef<S>,
+{
+    let state = &AlertContext::from_ref(state);
     let mut per_receiver: Vec<(i64, Vec<PendingGroup>)> = Vec::new();
     let now_ms = crate::clock::now_ms();
     // Only groups due now: a receiver with none has nothing to read or post this round.
@@ -281,7 +286,7 @@ pub async fn deliver_due(state: &AppState) -> AppResult<usize> {
 
 /// Posts `groups`, the due groups of one receiver, one after the other.
 async fn deliver_groups(
-    state: &AppState,
+    state: &AlertContext,
     receiver_id: i64,
     groups: Vec<PendingGroup>,
 ) -> AppResult<usize> {
@@ -289,7 +294,7 @@ async fn deliver_groups(
     let Some(receiver) = state.db.receiver(receiver_id).await? else {
         return Ok(0);
     };
-    let external_url = state.options.external_url.clone();
+    let external_url = state.external_url.clone();
     // Read once for all the groups of this round: what still fires, and what is silenced.
     let round_ms = crate::clock::now_ms();
     let firing: Vec<AlertRow> = state
@@ -299,7 +304,7 @@ async fn deliver_groups(
         .into_iter()
         .filter(|a| a.state == "firing")
         .collect();
-    let silences = super::silences_in_force(&state.db, round_ms).await?;
+    let silences = super::rules::silences_in_force(&state.db, round_ms).await?;
     'groups: for group in groups {
         let now_ms = crate::clock::now_ms();
         let rows = state
@@ -361,10 +366,7 @@ async fn deliver_groups(
                     let next = match &e {
                         PostError::Retry(_) if attempts < MAX_ATTEMPTS => {
                             let random = getrandom::u32().unwrap_or(0);
-                            Some(
-                                now_ms
-                                    + retry_delay_ms(attempts, state.options.retry_base_ms, random),
-                            )
+                            Some(now_ms + retry_delay_ms(attempts, state.retry_base_ms, random))
                         }
                         _ => None,
                     };

@@ -51,7 +51,10 @@ pub(super) fn number(value: f64) -> String {
     format!("{value:.4}")
 }
 
-pub(super) fn write_csv(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> AppResult<String> {
+pub(super) fn write_csv(
+    header: &[&str],
+    rows: impl Iterator<Item = Vec<String>>,
+) -> AppResult<String> {
     // Every field quoted: a spreadsheet set to split on `;` must not find a new cell, starting
     // with `=`, inside a VM's name.
     let mut writer = csv::WriterBuilder::new()

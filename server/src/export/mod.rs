@@ -12,7 +12,7 @@ mod guests;
 mod inventory;
 mod plan;
 
+pub use cells::{Context, file_name, rfc3339, text_cell};
 pub use guests::{GUEST_COLUMNS, guests_csv};
 pub use inventory::{ansible_group, plain_host_name, plan_inventory};
 pub use plan::{PLAN_COLUMNS, PLAN_GUEST_COLUMNS, plan_csv, plan_guests_csv};
-pub use cells::{Context, file_name, rfc3339, text_cell};

@@ -4,6 +4,7 @@ pub mod analysed;
 pub mod changes;
 pub mod current;
 pub mod history;
+pub mod live;
 pub mod plan;
 pub mod refresher;
 pub mod totals;
@@ -13,5 +14,6 @@ pub use analysed::{
 };
 pub use changes::{AROUND_CHANGE_MS, SettledChanges, changes, last_changes};
 pub use history::{History, WASTE_SO_FAR_BATCH, WASTE_SO_FAR_MS, WasteSoFar, waste_so_far_of};
+pub use live::LiveFleet;
 pub use plan::{group_key_of, plan, plan_guest};
 pub use totals::{HostBaseline, HostTotals, Totals, host_totals, totals, with_host_rows};

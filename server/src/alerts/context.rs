@@ -1,0 +1,23 @@
+//! What the alerting reads and writes, narrowed from the server's state: the database, the live
+//! fleet, where links point, the counters, the delivery wake-up and the clock.
+
+use std::sync::Arc;
+
+use crate::clock::SharedClock;
+use crate::db::Db;
+use crate::fleet::LiveFleet;
+use crate::metrics::Metrics;
+
+#[derive(Clone)]
+pub struct AlertContext {
+    pub db: Db,
+    pub fleet: LiveFleet,
+    /// The address users reach the dashboard at, for the links in notifications.
+    pub external_url: String,
+    /// The first retry of a failed notification waits this long; each next one twice as long.
+    pub retry_base_ms: i64,
+    pub metrics: Arc<Metrics>,
+    /// Wakes the notification sender when an evaluation wrote something to the outbox.
+    pub notifier: Arc<tokio::sync::Notify>,
+    pub clock: SharedClock,
+}

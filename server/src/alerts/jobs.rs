@@ -1,0 +1,54 @@
+//! The alerting background jobs: the evaluation on a timer, the webhook delivery, and the
+//! Alertmanager senders.
+
+use std::time::Duration;
+
+use super::alertmanager;
+use super::context::AlertContext;
+use super::evaluate::evaluate;
+use super::webhook::{self, deliver_due};
+
+/// Runs the evaluation every `every`, the webhook delivery whenever something is due, and one
+/// sender per Alertmanager, until the server stops.
+pub fn spawn(
+    state: AlertContext,
+    every: Duration,
+    alertmanagers: alertmanager::AlertmanagerOptions,
+) {
+    let (changed, changes) = tokio::sync::watch::channel(0_u64);
+    if !alertmanagers.targets.is_empty() {
+        alertmanager::spawn(state.clone(), alertmanagers, every, changes);
+    }
+    let evaluating = state.clone();
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            match evaluate(&evaluating, crate::clock::now_ms()).await {
+                // Alertmanager hears of a change at once, not at the next resend.
+                Ok(e) if e.transitions > 0 => changed.send_modify(|n| *n += 1),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "alert rules could not be evaluated"),
+            }
+        }
+    });
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = deliver_due(&state).await {
+                tracing::warn!(error = %e, "notifications could not be delivered");
+            }
+            // Sleep until the next group is due (at most a minute), or until an evaluation
+            // writes a new notification.
+            let wait_ms = match webhook::next_delivery_ms(&state).await {
+                Ok(Some(at)) => (at - crate::clock::now_ms()).clamp(50, 60_000),
+                _ => 60_000,
+            };
+            let _ = tokio::time::timeout(
+                Duration::from_millis(wait_ms as u64),
+                state.notifier.notified(),
+            )
+            .await;
+        }
+    });
+}
