@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::guest_agent::run_capturing;
+use crate::guest_agent::command::run_capturing;
 use crate::wire::{
     BlindSpot, BlindSpotCheck, MAX_BLIND_SPOT_TEXT_CHARS, MAX_NAME_CHARS, clean_text,
 };

@@ -1,7 +1,8 @@
 //! cloud-hypervisor: `comm` is truncated to `cloud-hyperviso`; vCPU threads are `vcpu<n>`.
 //! The VM is named after its API socket, the one per-VM path on its command line.
 
-use super::{Family, ProcessView, VmIdentity, file_stem, flag_value, index_after};
+use super::args::{file_stem, flag_value, index_after};
+use super::identity::{Family, ProcessView, VmIdentity};
 use crate::wire::Hypervisor;
 
 pub const FAMILY: Family = Family {

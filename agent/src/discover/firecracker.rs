@@ -1,6 +1,7 @@
 //! Firecracker microVMs: `firecracker --id <id>`, vCPU threads `fc_vcpu <n>`.
 
-use super::{Family, ProcessView, VmIdentity, flag_value, index_after};
+use super::args::{flag_value, index_after};
+use super::identity::{Family, ProcessView, VmIdentity};
 use crate::wire::Hypervisor;
 
 pub const FAMILY: Family = Family {
@@ -24,7 +25,7 @@ fn vcpu_index(thread: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discover::argv;
+    use crate::discover::args::argv;
 
     #[test]
     fn id_names_the_microvm() {

@@ -3,7 +3,8 @@
 //! vCPU threads are named `CPU <n>/KVM` (or `/TCG`, `/HVF`, ...) when QEMU runs with
 //! `-name ...,debug-threads=on`, which libvirt and Proxmox set by default.
 
-use super::{Family, ProcessView, VmIdentity, flag_value, flag_values};
+use super::args::{flag_value, flag_values};
+use super::identity::{Family, ProcessView, VmIdentity};
 use crate::wire::Hypervisor;
 use crate::wire::normalise_uuid;
 
@@ -193,7 +194,7 @@ fn vcpu_index(thread: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discover::argv;
+    use crate::discover::args::argv;
 
     fn identify(comm: &str, line: &str) -> Option<VmIdentity> {
         let a = argv(line);

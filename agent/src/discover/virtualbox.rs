@@ -1,7 +1,8 @@
 //! VirtualBox: `VBoxHeadless` (headless and vboxmanage-started VMs) and `VirtualBoxVM` (GUI).
 //! vCPU threads are the emulation threads, `EMT` for a single-CPU VM and `EMT-<n>` otherwise.
 
-use super::{Family, ProcessView, VmIdentity, flag_value, index_after};
+use super::args::{flag_value, index_after};
+use super::identity::{Family, ProcessView, VmIdentity};
 use crate::wire::Hypervisor;
 use crate::wire::normalise_uuid;
 
@@ -40,7 +41,7 @@ fn vcpu_index(thread: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discover::argv;
+    use crate::discover::args::argv;
 
     #[test]
     fn headless_vm_takes_name_from_comment_and_uuid_from_startvm() {

@@ -2,7 +2,8 @@
 //! vCPU threads `vmx-vcpu-<n>`. The `.vmx` file, when readable, gives the display name, the
 //! BIOS UUID and the vCPU count.
 
-use super::{Family, ProcessView, VmIdentity, file_stem, index_after};
+use super::args::{file_stem, index_after};
+use super::identity::{Family, ProcessView, VmIdentity};
 use crate::wire::Hypervisor;
 use crate::wire::normalise_uuid;
 

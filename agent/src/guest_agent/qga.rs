@@ -52,7 +52,7 @@ pub fn osinfo_from_libvirt(uri: &str, domain: &str) -> Option<GuestFacts> {
             domain,
         ])
         .env("LC_ALL", "C");
-    let stdout = super::run_with_timeout(command, TIMEOUT * 3)?;
+    let stdout = super::command::run_with_timeout(command, TIMEOUT * 3)?;
     guestinfo_facts(std::str::from_utf8(&stdout).ok()?)
 }
 

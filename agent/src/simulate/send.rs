@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::{HostSpec, SimulatedHost};
+use super::fleet::{HostSpec, SimulatedHost};
 use crate::client::Client;
 
 /// What the senders did so far.

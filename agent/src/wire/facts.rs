@@ -5,7 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, clean_text, normalise_uuid};
+use super::limits::{
+    MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, clean_text, normalise_uuid,
+};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
