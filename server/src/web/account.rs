@@ -11,7 +11,7 @@ use tower_sessions::Session;
 use super::flash;
 use super::form::{BoundedForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
-use super::pages::PageError;
+use super::error::PageError;
 use crate::auth::{self, PageUser, User};
 use crate::clock::now_ms;
 use crate::error::AppError;

@@ -12,12 +12,11 @@ use tower_sessions::Session;
 
 use super::flash;
 use super::form::{
-    BoundedForm, FieldLimits, MAX_CHOICE_CHARS, MAX_CSRF_CHARS, MAX_NUMBER_CHARS, admin_form,
+    BoundedForm, CsrfForm, FieldLimits, MAX_CHOICE_CHARS, MAX_CSRF_CHARS, MAX_NUMBER_CHARS, admin_form,
     label, number,
 };
 use super::frame::Frame;
-use super::login::CsrfForm;
-use super::pages::PageError;
+use super::error::PageError;
 use super::view;
 use crate::alerts::labels;
 use crate::alerts::{RuleKind, Scope, as_silences};

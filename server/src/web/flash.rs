@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tower_sessions::Session;
 
-use super::pages::PageError;
+use super::error::PageError;
 use crate::error::{AppError, AppResult};
 
 /// Leaves `value` under `key` and redirects to `to` (303), so that reloading the page there does

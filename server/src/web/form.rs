@@ -6,10 +6,11 @@ use axum::Form;
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
 use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tower_sessions::Session;
 
-use super::pages::PageError;
+use super::error::PageError;
 use crate::auth::{self, User};
 use crate::error::{AppError, AppResult};
 
@@ -85,6 +86,16 @@ where
             .map_err(IntoResponse::into_response)?;
         Ok(BoundedForm(form))
     }
+}
+
+/// A form that carries nothing but its CSRF token (logout, revoking a token).
+#[derive(Deserialize)]
+pub struct CsrfForm {
+    pub csrf: Option<String>,
+}
+
+impl FieldLimits for CsrfForm {
+    const MAX_CHARS: &'static [(&'static str, usize)] = &[("csrf", MAX_CSRF_CHARS)];
 }
 
 /// Checks the caller is an admin and the form is this session's.

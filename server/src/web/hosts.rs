@@ -9,7 +9,7 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 
 use super::frame::Frame;
-use super::pages::PageError;
+use super::error::PageError;
 use super::view::{self, GuestRow};
 use crate::auth::PageUser;
 use crate::clock::now_ms;

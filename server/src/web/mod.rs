@@ -6,6 +6,7 @@
 mod account;
 mod alerts;
 mod chart;
+mod error;
 mod escape;
 mod flash;
 mod form;
@@ -17,7 +18,7 @@ mod pages;
 mod settings;
 mod view;
 
-pub use pages::not_found;
+pub use error::not_found;
 
 use axum::Router;
 use axum::http::header;

@@ -4,11 +4,11 @@ use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
 use super::alerts::AlertLine;
 use super::chart::{self, Chart, Range};
+use super::error::PageError;
 use super::frame::Frame;
 use super::guest_list::{self, Column, ListQuery};
 use super::hosts::{self, HostLine};
@@ -23,38 +23,6 @@ use crate::clock::now_ms;
 use crate::error::AppError;
 use crate::fleet::{self, AnalysedGuest, Totals};
 use crate::state::AppState;
-
-/// An error shown as a page rather than as JSON.
-pub struct PageError(AppError);
-
-impl From<AppError> for PageError {
-    fn from(e: AppError) -> Self {
-        PageError(e)
-    }
-}
-
-#[derive(Template)]
-#[template(path = "error.html")]
-struct ErrorPage {
-    frame: Frame,
-    status: u16,
-    message: String,
-}
-
-impl IntoResponse for PageError {
-    fn into_response(self) -> Response {
-        let status = self.0.status();
-        let page = ErrorPage {
-            frame: Frame::default(),
-            status: status.as_u16(),
-            message: self.0.public_message(),
-        };
-        match page.render() {
-            Ok(html) => (status, axum::response::Html(html)).into_response(),
-            Err(_) => (status, self.0.public_message()).into_response(),
-        }
-    }
-}
 
 #[derive(Template, WebTemplate)]
 #[template(path = "overview.html")]
@@ -488,16 +456,6 @@ pub async fn guest(
         samples,
         guest,
     })
-}
-
-/// For requests to paths that do not exist: JSON under `/api/`, a page elsewhere.
-pub async fn not_found(uri: axum::http::Uri) -> Response {
-    let error = AppError::NotFound(format!("There is nothing at {}.", uri.path()));
-    if uri.path().starts_with("/api/") {
-        error.into_response()
-    } else {
-        PageError(error).into_response()
-    }
 }
 
 struct PlanRow {

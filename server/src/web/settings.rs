@@ -15,12 +15,11 @@ use tower_sessions::Session;
 
 use super::flash;
 use super::form::{
-    BoundedForm, FieldLimits, MAX_CHOICE_CHARS, MAX_CSRF_CHARS, MAX_NUMBER_CHARS,
+    BoundedForm, CsrfForm, FieldLimits, MAX_CHOICE_CHARS, MAX_CSRF_CHARS, MAX_NUMBER_CHARS,
     MAX_PASSWORD_CHARS, admin_form, label, number,
 };
 use super::frame::Frame;
-use super::login::CsrfForm;
-use super::pages::PageError;
+use super::error::PageError;
 use super::view;
 use crate::analysis::cost::CostModel;
 use crate::auth::{self, PageUser, Role, User, UserRole};
