@@ -6,6 +6,8 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, RwLock};
 use std::time::Duration as StdDuration;
 
+use axum::extract::FromRef;
+
 use crate::analysis::change::Change;
 use crate::analysis::cost::CostModel;
 use crate::auth::throttle::LoginThrottle;
@@ -15,7 +17,7 @@ use crate::error::{AppError, AppResult};
 use crate::fleet::current::Current;
 use crate::fleet::refresher::Refresher;
 use crate::fleet::{self, AnalysedGuest};
-use crate::http::admission::{Admission, AdmissionLimits};
+use crate::http::admission::{Admission, AdmissionLimits, RequestTimeout};
 use crate::ingest::ValidReport;
 use crate::metrics::Metrics;
 
@@ -54,7 +56,7 @@ pub struct StorageStatus {
     fault: std::sync::Mutex<Option<(std::time::Instant, String)>>,
     /// `/readyz`'s last answer and when it was found, reused for a moment.
     pub probe_cache:
-        tokio::sync::Mutex<Option<(std::time::Instant, crate::api::health::Readiness)>>,
+        tokio::sync::Mutex<Option<(std::time::Instant, crate::api::readiness::Readiness)>>,
 }
 
 impl StorageStatus {
@@ -198,6 +200,26 @@ impl AppState {
             .await?;
         *self.cost.write().unwrap_or_else(|e| e.into_inner()) = model;
         Ok(())
+    }
+}
+
+/// The parts of the state that extractors and middleware take by themselves (`State<Db>`),
+/// so that they need not know the whole of it.
+impl FromRef<AppState> for Db {
+    fn from_ref(state: &AppState) -> Db {
+        state.db.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Admission> {
+    fn from_ref(state: &AppState) -> Arc<Admission> {
+        state.admission.clone()
+    }
+}
+
+impl FromRef<AppState> for RequestTimeout {
+    fn from_ref(state: &AppState) -> RequestTimeout {
+        RequestTimeout(state.options.request_timeout)
     }
 }
 
