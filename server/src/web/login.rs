@@ -8,9 +8,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use tower_sessions::Session;
 
+use super::error::PageError;
 use super::form::{BoundedForm, CsrfForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
-use super::error::PageError;
 use crate::auth::{self, PageUser};
 use crate::clock::now_ms;
 use crate::state::AppState;
