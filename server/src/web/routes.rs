@@ -5,7 +5,8 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 
-use super::{account, alerts, flash, guest, guests, hosts, login, overview, plan, settings};
+use super::flash::page as notice_page;
+use super::{account, alerts, guest, guests, hosts, login, overview, plan, settings};
 use crate::state::AppState;
 
 const STYLESHEET: &str = include_str!("../../../static/style.css");
@@ -28,7 +29,7 @@ pub fn router() -> Router<AppState> {
             post(settings::set_password),
         )
         .route("/settings/users/{id}/remove", post(settings::remove_user))
-        .route("/alerts", get(flash::page::<alerts::AlertsPage>))
+        .route("/alerts", get(notice_page::<alerts::AlertsPage>))
         .route("/alerts/{id}/ack", post(alerts::acknowledge))
         .route("/alerts/silences", post(alerts::create_silence))
         .route("/alerts/silences/{id}/expire", post(alerts::expire_silence))
@@ -44,7 +45,7 @@ pub fn router() -> Router<AppState> {
             "/alerts/receivers/{id}/delete",
             post(alerts::delete_receiver),
         )
-        .route("/account", get(flash::page::<account::AccountPage>))
+        .route("/account", get(notice_page::<account::AccountPage>))
         .route("/account/password", post(account::change_password))
         .route("/settings/cost", post(settings::save_cost))
         .route("/login", get(login::page).post(login::submit))
