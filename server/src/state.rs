@@ -6,9 +6,10 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, RwLock};
 use std::time::Duration as StdDuration;
 
+use axum::extract::FromRef;
+
 use crate::analysis::change::Change;
 use crate::analysis::cost::CostModel;
-use axum::extract::FromRef;
 
 use crate::alerts::AlertContext;
 use crate::auth::throttle::LoginThrottle;
@@ -18,7 +19,7 @@ use crate::error::{AppError, AppResult};
 use crate::fleet::AnalysedGuest;
 use crate::fleet::current::Current;
 use crate::fleet::live::LiveFleet;
-use crate::http::admission::{Admission, AdmissionLimits};
+use crate::http::admission::{Admission, AdmissionLimits, RequestTimeout};
 use crate::ingest::ValidReport;
 use crate::metrics::Metrics;
 
@@ -55,7 +56,7 @@ pub struct StorageStatus {
     fault: std::sync::Mutex<Option<(std::time::Instant, String)>>,
     /// `/readyz`'s last answer and when it was found, reused for a moment.
     pub probe_cache:
-        tokio::sync::Mutex<Option<(std::time::Instant, crate::api::health::Readiness)>>,
+        tokio::sync::Mutex<Option<(std::time::Instant, crate::api::readiness::Readiness)>>,
 }
 
 impl StorageStatus {
@@ -192,6 +193,26 @@ impl AppState {
     }
 }
 
+/// The parts of the state that extractors, middleware and background jobs take by themselves
+/// (`State<Db>`, axum's `FromRef`), so that they depend on what they use, not on the whole state.
+impl FromRef<AppState> for Db {
+    fn from_ref(state: &AppState) -> Db {
+        state.db.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Admission> {
+    fn from_ref(state: &AppState) -> Arc<Admission> {
+        state.admission.clone()
+    }
+}
+
+impl FromRef<AppState> for RequestTimeout {
+    fn from_ref(state: &AppState) -> RequestTimeout {
+        RequestTimeout(state.options.request_timeout)
+    }
+}
+
 /// How this server instance presents itself.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -233,14 +254,6 @@ impl Default for Options {
             secure_cookies: false,
             tls: false,
         }
-    }
-}
-
-// The narrow parts a background job or an extractor takes (axum's `FromRef`), so that it
-// depends on what it uses, not on the whole state.
-impl FromRef<AppState> for Db {
-    fn from_ref(state: &AppState) -> Db {
-        state.db.clone()
     }
 }
 

@@ -6,10 +6,11 @@ use serde::Serialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::auth::{Caller, Role};
+use super::errors::ReadErrors;
+use crate::auth::Viewer;
 use crate::clock::now_ms;
 use crate::db::AlertRow;
-use crate::error::{AppResult, ErrorBody};
+use crate::error::AppResult;
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -76,14 +77,10 @@ struct AlertList {
     security(("token" = [])),
     responses(
         (status = 200, description = "Pending and firing alerts, and the last 100 resolved", body = AlertList),
-        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
-        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
-        (status = 408, description = "The request took longer than the server's timeout"),
-        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+        ReadErrors,
     )
 )]
-async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<AlertList>> {
-    caller.require(Role::Viewer)?;
+async fn list(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<AlertList>> {
     Ok(Json(AlertList {
         open: state
             .db

@@ -12,9 +12,10 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::errors::ReadErrors;
 use crate::analysis::cost::CostModel;
 use crate::analysis::plan::PlanGroup;
-use crate::auth::{Caller, Role};
+use crate::auth::Viewer;
 use crate::clock::now_ms;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::export;
@@ -79,18 +80,14 @@ pub struct GuestsCsvQuery {
     responses(
         (status = 200, description = "CSV with a header row", body = String, content_type = "text/csv"),
         (status = 400, description = "`history` is not `true` or `false`", body = ErrorBody),
-        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
-        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
-        (status = 408, description = "The request took longer than the server's timeout"),
-        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+        ReadErrors,
     )
 )]
 async fn guests_csv(
     State(state): State<AppState>,
-    caller: Caller,
+    _viewer: Viewer,
     query: Result<Query<GuestsCsvQuery>, QueryRejection>,
 ) -> AppResult<impl IntoResponse> {
-    caller.require(Role::Viewer)?;
     let Query(query) = query.map_err(|e| AppError::BadRequest(e.body_text()))?;
     let now = now_ms();
     let guests = state.ranked(now).await;
@@ -151,14 +148,10 @@ fn context<'a>(state: &AppState, model: &'a CostModel, now_ms: i64) -> export::C
     security(("token" = [])),
     responses(
         (status = 200, description = "CSV with a header row", body = String, content_type = "text/csv"),
-        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
-        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
-        (status = 408, description = "The request took longer than the server's timeout"),
-        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+        ReadErrors,
     )
 )]
-async fn plan_csv(State(state): State<AppState>, caller: Caller) -> AppResult<impl IntoResponse> {
-    caller.require(Role::Viewer)?;
+async fn plan_csv(State(state): State<AppState>, _viewer: Viewer) -> AppResult<impl IntoResponse> {
     let p = PlanInputs::now(&state).await;
     let context = p.context(&state);
     Ok(csv_download(
@@ -178,17 +171,13 @@ async fn plan_csv(State(state): State<AppState>, caller: Caller) -> AppResult<im
     security(("token" = [])),
     responses(
         (status = 200, description = "CSV with a header row", body = String, content_type = "text/csv"),
-        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
-        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
-        (status = 408, description = "The request took longer than the server's timeout"),
-        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+        ReadErrors,
     )
 )]
 async fn plan_guests_csv(
     State(state): State<AppState>,
-    caller: Caller,
+    _viewer: Viewer,
 ) -> AppResult<impl IntoResponse> {
-    caller.require(Role::Viewer)?;
     let p = PlanInputs::now(&state).await;
     let context = p.context(&state);
     Ok(csv_download(
@@ -209,17 +198,13 @@ async fn plan_guests_csv(
     security(("token" = [])),
     responses(
         (status = 200, description = "An Ansible inventory in YAML", body = Object, content_type = "application/yaml"),
-        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
-        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
-        (status = 408, description = "The request took longer than the server's timeout"),
-        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+        ReadErrors,
     )
 )]
 async fn plan_inventory(
     State(state): State<AppState>,
-    caller: Caller,
+    _viewer: Viewer,
 ) -> AppResult<impl IntoResponse> {
-    caller.require(Role::Viewer)?;
     let p = PlanInputs::now(&state).await;
     let context = p.context(&state);
     Ok(download(
@@ -250,14 +235,10 @@ struct PlanJson {
     security(("token" = [])),
     responses(
         (status = 200, description = "The plan", body = PlanJson),
-        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
-        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
-        (status = 408, description = "The request took longer than the server's timeout"),
-        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+        ReadErrors,
     )
 )]
-async fn plan_json(State(state): State<AppState>, caller: Caller) -> AppResult<Json<PlanJson>> {
-    caller.require(Role::Viewer)?;
+async fn plan_json(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<PlanJson>> {
     let now = now_ms();
     let guests = state.ranked(now).await;
     Ok(Json(PlanJson {

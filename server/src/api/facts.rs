@@ -8,7 +8,8 @@ use tickscope_agent::wire::FactsSubmission;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::auth::{Caller, Role};
+use super::body::json_body;
+use crate::auth::GuestToken;
 use crate::clock::now_ms;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::ingest::facts;
@@ -54,11 +55,10 @@ struct FactsAccepted {
 )]
 async fn receive(
     State(state): State<AppState>,
-    caller: Caller,
+    GuestToken { token_id }: GuestToken,
     body: Result<Json<FactsSubmission>, JsonRejection>,
 ) -> AppResult<Json<FactsAccepted>> {
-    caller.require(Role::Guest)?;
-    let submission = super::json_body(body, crate::http::admission::MAX_OTHER_TOKEN_BODY_BYTES)?;
+    let submission = json_body(body, crate::http::admission::MAX_OTHER_TOKEN_BODY_BYTES)?;
     let facts = facts::validate("facts", "probe_direct", submission.facts)?;
     let uuid = facts.facts.dmi_uuid.clone().ok_or_else(|| {
         AppError::invalid(
@@ -77,7 +77,7 @@ async fn receive(
         })?;
     state
         .db
-        .record_guest_facts(caller.token_id()?, &uuid, guest_id, &facts, now_ms())
+        .record_guest_facts(token_id, &uuid, guest_id, &facts, now_ms())
         .await?;
     if let Some(host_id) = state.db.guest_host_id(guest_id).await? {
         state.refresh_host(host_id, now_ms());

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::errors::ReadErrors;
 use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::suggest::Suggestion;
-use crate::auth::{Caller, Role};
+use crate::auth::Viewer;
 use crate::clock::now_ms;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::fleet::{self, AnalysedGuest, Totals, WasteSoFar};
@@ -203,14 +204,10 @@ struct GuestList {
     security(("token" = [])),
     responses(
         (status = 200, description = "The ranking", body = GuestList),
-        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
-        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
-        (status = 408, description = "The request took longer than the server's timeout"),
-        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+        ReadErrors,
     )
 )]
-async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<GuestList>> {
-    caller.require(Role::Viewer)?;
+async fn list(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<GuestList>> {
     let now = now_ms();
     let guests = state.ranked(now).await;
     // Only guests still reporting count towards what was realised.
@@ -246,18 +243,14 @@ async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<G
     responses(
         (status = 200, description = "The guest", body = GuestJson),
         (status = 404, description = "No guest has this id", body = ErrorBody),
-        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
-        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
-        (status = 408, description = "The request took longer than the server's timeout"),
-        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+        ReadErrors,
     )
 )]
 async fn one(
     State(state): State<AppState>,
-    caller: Caller,
+    _viewer: Viewer,
     id: Result<Path<i64>, PathRejection>,
 ) -> AppResult<Json<GuestJson>> {
-    caller.require(Role::Viewer)?;
     let Path(id) = id.map_err(|_| AppError::NotFound("a guest id is a number".into()))?;
     let now = now_ms();
     let guest = state

@@ -6,10 +6,11 @@ use serde::Serialize;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::errors::ReadErrors;
 use crate::analysis::cost::CostModel;
-use crate::auth::{Caller, Role};
+use crate::auth::Viewer;
 use crate::clock::now_ms;
-use crate::error::{AppResult, ErrorBody};
+use crate::error::AppResult;
 use crate::fleet::{self, HostTotals};
 use crate::state::AppState;
 
@@ -35,14 +36,10 @@ struct HostList {
     security(("token" = [])),
     responses(
         (status = 200, description = "The hosts with active guests, and those that reported lately without any", body = HostList),
-        (status = 401, description = "No token or login, or an unknown or revoked token", body = ErrorBody),
-        (status = 403, description = "The token is not a viewer token", body = ErrorBody),
-        (status = 408, description = "The request took longer than the server's timeout"),
-        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
+        ReadErrors,
     )
 )]
-async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<HostList>> {
-    caller.require(Role::Viewer)?;
+async fn list(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<HostList>> {
     let now = now_ms();
     let guests = state.ranked(now).await;
     let mut hosts = fleet::host_totals(&guests, &state.cost_model());

@@ -8,7 +8,8 @@ use tickscope_agent::wire::Report;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::auth::{Caller, Role};
+use super::body::json_body;
+use crate::auth::AgentToken;
 use crate::clock::now_ms;
 use crate::db::StoreOutcome;
 use crate::error::{AppError, AppResult, ErrorBody};
@@ -66,11 +67,9 @@ struct ReportAccepted {
 )]
 async fn receive(
     State(state): State<AppState>,
-    caller: Caller,
+    AgentToken { token_id }: AgentToken,
     body: Result<Json<Report>, JsonRejection>,
 ) -> AppResult<Json<ReportAccepted>> {
-    caller.require(Role::Agent)?;
-    let token_id = caller.token_id()?;
     if let Err(not_until) = state.ingest_limiter.check_key(&token_id) {
         use governor::clock::{Clock, DefaultClock};
         let wait = not_until.wait_time_from(DefaultClock::default().now());
@@ -84,10 +83,10 @@ async fn receive(
     }
     let started = std::time::Instant::now();
     let stored = async {
-        let report = super::json_body(body, MAX_REPORT_BYTES)?;
+        let report = json_body(body, MAX_REPORT_BYTES)?;
         let now = now_ms();
         let report = ingest::validate(report, now)?;
-        let outcome = state.store_report(&report, caller.token_id()?, now).await?;
+        let outcome = state.store_report(&report, token_id, now).await?;
         Ok::<_, AppError>((report, outcome))
     }
     .await;

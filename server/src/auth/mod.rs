@@ -1,12 +1,16 @@
 //! Who is calling: an API token (agents, guest probes, scripts) or a user logged in to the
 //! dashboard.
 
+mod caller;
+mod extract;
 mod passwords;
 pub mod session;
 pub mod session_store;
 pub mod throttle;
 mod tokens;
 
+pub use caller::{Caller, Role};
+pub use extract::{AgentToken, GuestToken, Viewer};
 pub use passwords::{
     MAX_USER_NAME_CHARS, MIN_PASSWORD_CHARS, check_password, hash_password, hash_password_async,
     user_name, verify_password,
@@ -16,126 +20,3 @@ pub use session::{
     csrf_token, current_user, log_in, log_out, login_csrf, safe_next,
 };
 pub use tokens::{new_token, token_hash};
-
-use axum::extract::FromRequestParts;
-use subtle::ConstantTimeEq;
-
-use crate::db::LOOKUP_PREFIX_CHARS;
-use axum::http::header::AUTHORIZATION;
-use axum::http::request::Parts;
-use tower_sessions::Session;
-
-use crate::error::{AppError, AppResult};
-use crate::state::AppState;
-
-/// What a token may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Submits reports for a host.
-    Agent,
-    /// Reads the API.
-    Viewer,
-    /// A guest probe: submits its own guest's facts, nothing else.
-    Guest,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Agent => "agent",
-            Role::Viewer => "viewer",
-            Role::Guest => "guest",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Role> {
-        match text {
-            "agent" => Some(Role::Agent),
-            "viewer" => Some(Role::Viewer),
-            "guest" => Some(Role::Guest),
-            _ => None,
-        }
-    }
-}
-
-/// The caller of an API request: a bearer token, or else the dashboard's session.
-#[derive(Debug, Clone)]
-pub enum Caller {
-    Token { token_id: i64, role: Role },
-    User(User),
-}
-
-impl Caller {
-    /// Checks the caller may act as `role`: a token of that role, or for reading (`Viewer`) any
-    /// logged-in user. Reports and guest facts need their own tokens.
-    pub fn require(&self, role: Role) -> AppResult<()> {
-        match self {
-            Caller::Token { role: has, .. } if *has == role => Ok(()),
-            Caller::User(_) if role == Role::Viewer => Ok(()),
-            Caller::Token { role: has, .. } => Err(AppError::Forbidden(format!(
-                "this needs a {} token; this one is a {} token",
-                role.as_str(),
-                has.as_str()
-            ))),
-            Caller::User(_) => Err(AppError::Forbidden(format!(
-                "this needs a {} token, not a dashboard login",
-                role.as_str()
-            ))),
-        }
-    }
-
-    /// The token's id, for calls that `require` a token role.
-    pub fn token_id(&self) -> AppResult<i64> {
-        match self {
-            Caller::Token { token_id, .. } => Ok(*token_id),
-            Caller::User(_) => Err(AppError::Forbidden("this needs a token".into())),
-        }
-    }
-}
-
-impl FromRequestParts<AppState> for Caller {
-    type Rejection = AppError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> AppResult<Caller> {
-        // Admission authenticates tokens before it reads a body, and leaves the caller here.
-        if let Some(caller) = parts.extensions.get::<Caller>() {
-            return Ok(caller.clone());
-        }
-        let Some(header) = parts.headers.get(AUTHORIZATION) else {
-            // No token: the dashboard's own session, if the browser has one.
-            if let Ok(session) = Session::from_request_parts(parts, state).await
-                && let Some(user) = current_user(&session, state).await?
-            {
-                return Ok(Caller::User(user));
-            }
-            return Err(AppError::Unauthorized(
-                "missing Authorization: Bearer <token> (or a dashboard login)".into(),
-            ));
-        };
-        let token = header
-            .to_str()
-            .ok()
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| {
-                AppError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
-            })?;
-        let hash = token_hash(token);
-        let row = state
-            .db
-            .tokens_by_hash_prefix(&hash[..LOOKUP_PREFIX_CHARS])
-            .await?
-            .into_iter()
-            .find(|row| bool::from(row.sha256_hex.as_bytes().ct_eq(hash.as_bytes())))
-            .filter(|row| row.revoked_ms.is_none())
-            .ok_or_else(|| AppError::Unauthorized("unknown or revoked token".into()))?;
-        let role = Role::parse(&row.role).ok_or_else(|| {
-            AppError::Internal(format!("token {} has role {:?}", row.id, row.role))
-        })?;
-        Ok(Caller::Token {
-            token_id: row.id,
-            role,
-        })
-    }
-}

@@ -5,7 +5,7 @@
 //! name and role are read from the users table on every request, so a changed role or a removed
 //! user takes effect at once, and a changed password ends every session opened with the old one.
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 use tower_sessions::Session;
 
-use super::tokens::random_hex;
+use crate::crypto::{random_hex, sha256_hex};
+use crate::db::Db;
 use crate::error::{AppError, AppResult};
-use crate::state::AppState;
 
 const USER_ID_KEY: &str = "user_id";
 const CREDENTIAL_KEY: &str = "credential";
@@ -69,11 +69,11 @@ impl User {
 }
 
 /// The user logged in to this session, if any (and if they still exist).
-pub async fn current_user(session: &Session, state: &AppState) -> AppResult<Option<User>> {
+pub async fn current_user(session: &Session, db: &Db) -> AppResult<Option<User>> {
     let Some(id) = session.get::<i64>(USER_ID_KEY).await? else {
         return Ok(None);
     };
-    let Some(row) = state.db.user_by_id(id).await? else {
+    let Some(row) = db.user_by_id(id).await? else {
         return Ok(None);
     };
     let opened_with = session.get::<String>(CREDENTIAL_KEY).await?;
@@ -92,7 +92,7 @@ pub async fn current_user(session: &Session, state: &AppState) -> AppResult<Opti
 /// What a session remembers of the password it was opened with: a digest of its hash, which
 /// changes with every new password (the hash is salted), and tells nothing about it.
 fn credential(password_hash: &str) -> String {
-    super::token_hash(password_hash)[..32].to_string()
+    sha256_hex(password_hash.as_bytes())[..32].to_string()
 }
 
 /// Logs a user in with the password hash they proved: a new session id (so one planted before
@@ -179,14 +179,18 @@ pub fn check_login_csrf(headers: &axum::http::HeaderMap, submitted: Option<&str>
 /// A page's viewer: the logged-in user, or a redirect to the login page that comes back here.
 pub struct PageUser(pub User, pub Session);
 
-impl FromRequestParts<AppState> for PageUser {
+impl<S> FromRequestParts<S> for PageUser
+where
+    Db: FromRef<S>,
+    S: Send + Sync,
+{
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
         let session = Session::from_request_parts(parts, state)
             .await
             .map_err(|(status, message)| (status, message).into_response())?;
-        match current_user(&session, state).await {
+        match current_user(&session, &Db::from_ref(state)).await {
             Ok(Some(user)) => Ok(PageUser(user, session)),
             Ok(None) => {
                 // Back to a page after login; a form's POST cannot be replayed as a GET.

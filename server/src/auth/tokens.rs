@@ -5,19 +5,10 @@
 //! looked up by the first 16 hex digits of its hash, and the whole hash is then compared in
 //! constant time, so timing reveals nothing about the token.
 
-use sha2::{Digest, Sha256};
-
-use crate::error::{AppError, AppResult};
+use crate::crypto::{random_hex, sha256_hex};
+use crate::error::AppResult;
 
 const TOKEN_PREFIX: &str = "tks_";
-
-/// 32 random bytes from the OS, in hex.
-pub fn random_hex() -> AppResult<String> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| AppError::Internal(format!("no randomness from the OS: {e}")))?;
-    Ok(hex::encode(bytes))
-}
 
 /// A new random token, as shown to the user once.
 pub fn new_token() -> AppResult<String> {
@@ -26,7 +17,7 @@ pub fn new_token() -> AppResult<String> {
 
 /// What the database stores for a token.
 pub fn token_hash(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
+    sha256_hex(token.as_bytes())
 }
 
 #[cfg(test)]

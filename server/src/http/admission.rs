@@ -26,8 +26,8 @@ use tokio::sync::Semaphore;
 
 use crate::auth::session::SESSION_COOKIE;
 use crate::auth::{Caller, Role};
+use crate::db::Db;
 use crate::error::AppError;
-use crate::state::AppState;
 
 /// How many requests of each kind are served at once, and how long a client may take.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +54,11 @@ impl Default for AdmissionLimits {
         }
     }
 }
+
+/// How long the server may take over one request once its body is read (the options'
+/// `request_timeout`), before it is answered 408: a database that is stuck.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestTimeout(pub Duration);
 
 /// The largest body an agent token may send: a report of 10,000 guests is about 3 MB.
 pub const MAX_AGENT_BODY_BYTES: usize = 16 * 1024 * 1024;
@@ -137,20 +142,25 @@ fn has_session_cookie(parts: &Parts) -> bool {
 
 /// The middleware: authenticates tokens, reads the body within its deadline, waits (briefly) for
 /// a slot of the request's budget, then gives the server `request_timeout` to answer.
-pub async fn admit(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn admit(
+    State(admission): State<Arc<Admission>>,
+    State(RequestTimeout(request_timeout)): State<RequestTimeout>,
+    State(db): State<Db>,
+    request: Request,
+    next: Next,
+) -> Response {
     let (mut parts, body) = request.into_parts();
     let budget = budget(&parts);
     if budget == Budget::None {
         return next.run(Request::from_parts(parts, body)).await;
     }
-    let admission = &state.admission;
     let limits = admission.limits;
     let body_limit = if parts.headers.contains_key(header::AUTHORIZATION) {
         let Some(_lookup) = wait_for(&admission.token_lookups, 1, limits.queue_timeout).await
         else {
             return busy().into_response();
         };
-        match Caller::from_request_parts(&mut parts, &state).await {
+        match Caller::from_request_parts(&mut parts, &db).await {
             Ok(caller) => {
                 let limit = match caller {
                     Caller::Token {
@@ -190,12 +200,12 @@ pub async fn admit(State(state): State<AppState>, request: Request, next: Next) 
     // The server's own part has its deadline too (a database that is stuck); a report's
     // transaction that is cut off rolls back.
     let work = next.run(Request::from_parts(parts, Body::from(bytes)));
-    match tokio::time::timeout(state.options.request_timeout, work).await {
+    match tokio::time::timeout(request_timeout, work).await {
         Ok(response) => response,
         Err(_) => AppError::TimedOut(format!(
             "the server could not answer within {} s; what the request changed may or may not \
              have been kept (a report sent again is stored once)",
-            state.options.request_timeout.as_secs()
+            request_timeout.as_secs()
         ))
         .into_response(),
     }

@@ -8,10 +8,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::flash;
+use super::error::PageError;
+use super::flash::{self, Back, NoticePage};
 use super::form::{BoundedForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
-use super::pages::PageError;
 use crate::auth::{self, PageUser, User};
 use crate::clock::now_ms;
 use crate::error::AppError;
@@ -26,7 +26,25 @@ pub struct AccountPage {
     error: String,
 }
 
-const NOTICE_KEY: &str = "account_notice";
+const BACK: Back = Back {
+    key: "account_notice",
+    path: "/account",
+};
+
+impl NoticePage for AccountPage {
+    const BACK: Back = BACK;
+
+    async fn render(
+        state: &AppState,
+        user: &User,
+        session: &Session,
+        status: StatusCode,
+        notice: String,
+        error: String,
+    ) -> Result<Response, PageError> {
+        render(state, user, session, status, notice, error).await
+    }
+}
 
 async fn render(
     state: &AppState,
@@ -43,22 +61,6 @@ async fn render(
         error,
     };
     Ok((status, page).into_response())
-}
-
-pub async fn page(
-    State(state): State<AppState>,
-    PageUser(user, session): PageUser,
-) -> Result<Response, PageError> {
-    let notice: String = flash::take(&session, NOTICE_KEY).await?.unwrap_or_default();
-    render(
-        &state,
-        &user,
-        &session,
-        StatusCode::OK,
-        notice,
-        String::new(),
-    )
-    .await
 }
 
 #[derive(Deserialize)]
@@ -122,7 +124,7 @@ pub async fn change_password(
         Ok(()) => {
             tracing::info!(user = ?user.name, "password changed");
             let notice = "Password changed. Your other sessions are logged out.";
-            flash::redirect(&session, NOTICE_KEY, notice, "/account").await
+            flash::redirect(&session, BACK.key, notice, BACK.path).await
         }
         Err(e @ AppError::Invalid { .. }) => {
             let status = e.status();

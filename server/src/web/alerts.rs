@@ -10,19 +10,19 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::flash;
+use super::error::PageError;
+use super::extract::{Admin, AdminForm};
+use super::flash::{Back, NoticePage};
+use super::form::csrf_field;
 use super::form::{
-    BoundedForm, FieldLimits, MAX_CHOICE_CHARS, MAX_CSRF_CHARS, MAX_NUMBER_CHARS, admin_form,
-    label, number,
+    CsrfForm, FieldLimits, MAX_CHOICE_CHARS, MAX_CSRF_CHARS, MAX_NUMBER_CHARS, label, number,
 };
 use super::frame::Frame;
-use super::login::CsrfForm;
-use super::pages::PageError;
 use super::view;
 use crate::alerts::labels;
 use crate::alerts::{RuleKind, Scope, as_silences};
 use crate::analysis::alerting::{self, Silence};
-use crate::auth::{PageUser, User};
+use crate::auth::User;
 use crate::clock::now_ms;
 use crate::db::{AlertRow, NewReceiver, NewRule, RuleRow};
 use crate::error::{AppError, AppResult};
@@ -162,7 +162,25 @@ pub struct AlertsPage {
     generated: String,
 }
 
-const FLASH_KEY: &str = "alerts_flash";
+const BACK: Back = Back {
+    key: "alerts_flash",
+    path: "/alerts",
+};
+
+impl NoticePage for AlertsPage {
+    const BACK: Back = BACK;
+
+    async fn render(
+        state: &AppState,
+        user: &User,
+        session: &Session,
+        status: StatusCode,
+        notice: String,
+        error: String,
+    ) -> Result<Response, PageError> {
+        render(state, user, session, status, notice, error).await
+    }
+}
 
 async fn render(
     state: &AppState,
@@ -251,27 +269,6 @@ async fn render(
     Ok((status, page).into_response())
 }
 
-pub async fn page(
-    State(state): State<AppState>,
-    PageUser(user, session): PageUser,
-) -> Result<Response, PageError> {
-    let notice: String = flash::take(&session, FLASH_KEY).await?.unwrap_or_default();
-    render(
-        &state,
-        &user,
-        &session,
-        StatusCode::OK,
-        notice,
-        String::new(),
-    )
-    .await
-}
-
-/// After a form did its work: back to the page, which says what was done.
-async fn done(session: &Session, notice: String, anchor: &str) -> Result<Response, PageError> {
-    flash::redirect(session, FLASH_KEY, notice, &format!("/alerts#{anchor}")).await
-}
-
 /// A form that did its work, or the page again with why it was refused.
 async fn finish(
     state: &AppState,
@@ -281,7 +278,7 @@ async fn finish(
     anchor: &str,
 ) -> Result<Response, PageError> {
     match outcome {
-        Ok(notice) => done(session, notice, anchor).await,
+        Ok(notice) => BACK.done(session, notice, anchor).await,
         Err(e @ (AppError::Invalid { .. } | AppError::Conflict(_))) => {
             let status = e.status();
             render(state, user, session, status, String::new(), e.to_string()).await
@@ -297,17 +294,16 @@ fn id_of(id: Result<Path<i64>, PathRejection>, what: &str) -> AppResult<i64> {
 
 pub async fn acknowledge(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    BoundedForm(form): BoundedForm<CsrfForm>,
+    AdminForm { user, session, .. }: AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let id = id_of(id, "alert")?;
     if !state.db.acknowledge_alert(id, &user.name, now_ms()).await? {
         return Err(AppError::NotFound("There is no such open alert.".into()).into());
     }
     tracing::info!(admin = ?user.name, alert = id, "alert acknowledged");
-    done(&session, "Alert acknowledged.".into(), "firing").await
+    BACK.done(&session, "Alert acknowledged.".to_string(), "firing")
+        .await
 }
 
 #[derive(Deserialize)]
@@ -340,10 +336,12 @@ impl FieldLimits for SilenceForm {
 
 pub async fn create_silence(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
-    BoundedForm(form): BoundedForm<SilenceForm>,
+    AdminForm {
+        user,
+        session,
+        form,
+    }: AdminForm<SilenceForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let made = async {
         let rule_id = match form.rule_id.trim() {
             "" => None,
@@ -378,17 +376,16 @@ pub async fn create_silence(
 
 pub async fn expire_silence(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    BoundedForm(form): BoundedForm<CsrfForm>,
+    AdminForm { user, session, .. }: AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let id = id_of(id, "silence")?;
     if !state.db.expire_silence(id, now_ms()).await? {
         return Err(AppError::NotFound("There is no such silence still running.".into()).into());
     }
     tracing::info!(admin = ?user.name, silence = id, "silence expired");
-    done(&session, "Silence ended.".into(), "silences").await
+    BACK.done(&session, "Silence ended.".to_string(), "silences")
+        .await
 }
 
 #[derive(Deserialize)]
@@ -474,10 +471,12 @@ impl RuleForm {
 
 pub async fn create_rule(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
-    BoundedForm(form): BoundedForm<RuleForm>,
+    AdminForm {
+        user,
+        session,
+        form,
+    }: AdminForm<RuleForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let made = async {
         let rule = form.rule()?;
         state
@@ -512,10 +511,9 @@ async fn rule_by_id(state: &AppState, id: i64) -> AppResult<RuleRow> {
 
 pub async fn rule_page(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
+    Admin(user, session): Admin,
     id: Result<Path<i64>, PathRejection>,
 ) -> Result<Response, PageError> {
-    user.require_admin()?;
     let rule = rule_by_id(&state, id_of(id, "rule")?).await?;
     Ok(RulePage {
         frame: Frame::new(&state, &user, &session).await?,
@@ -528,11 +526,13 @@ pub async fn rule_page(
 
 pub async fn save_rule(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    BoundedForm(form): BoundedForm<RuleForm>,
+    AdminForm {
+        user,
+        session,
+        form,
+    }: AdminForm<RuleForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let id = id_of(id, "rule")?;
     let rule = rule_by_id(&state, id).await?;
     match form.rule() {
@@ -542,7 +542,8 @@ pub async fn save_rule(
                 .save_alert_rule(Some(id), &new, &user.name, now_ms())
                 .await?;
             tracing::info!(admin = ?user.name, rule = ?new.name, "alert rule changed");
-            done(&session, format!("Rule {} saved.", new.name), "rules").await
+            BACK.done(&session, format!("Rule {} saved.", new.name), "rules")
+                .await
         }
         Err(e @ AppError::Invalid { .. }) => {
             let page = RulePage {
@@ -559,15 +560,13 @@ pub async fn save_rule(
 
 pub async fn delete_rule(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    BoundedForm(form): BoundedForm<CsrfForm>,
+    AdminForm { user, session, .. }: AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let rule = rule_by_id(&state, id_of(id, "rule")?).await?;
     state.db.delete_alert_rule(rule.id).await?;
     tracing::info!(admin = ?user.name, rule = ?rule.name, "alert rule deleted");
-    done(
+    BACK.done(
         &session,
         format!("Rule {} deleted, with its alerts.", rule.name),
         "rules",
@@ -700,10 +699,12 @@ fn webhook_url(text: &str) -> AppResult<String> {
 
 pub async fn create_receiver(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
-    BoundedForm(form): BoundedForm<ReceiverForm>,
+    AdminForm {
+        user,
+        session,
+        form,
+    }: AdminForm<ReceiverForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let made = async {
         let mut receiver = form.receiver()?;
         receiver.auth_header = receiver.auth_header.filter(|a| !a.is_empty());
@@ -721,11 +722,13 @@ pub async fn create_receiver(
 
 pub async fn save_receiver(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    BoundedForm(form): BoundedForm<ReceiverForm>,
+    AdminForm {
+        user,
+        session,
+        form,
+    }: AdminForm<ReceiverForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let id = id_of(id, "receiver")?;
     let saved = async {
         let receiver = form.receiver()?;
@@ -739,16 +742,17 @@ pub async fn save_receiver(
 
 pub async fn delete_receiver(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    BoundedForm(form): BoundedForm<CsrfForm>,
+    AdminForm { user, session, .. }: AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let id = id_of(id, "receiver")?;
     state.db.delete_receiver(id).await?;
     tracing::info!(admin = ?user.name, receiver = id, "receiver deleted");
-    done(&session, "Receiver deleted.".into(), "receivers").await
+    BACK.done(&session, "Receiver deleted.".to_string(), "receivers")
+        .await
 }
+
+csrf_field!(SilenceForm, RuleForm, ReceiverForm);
 
 #[cfg(test)]
 mod tests {

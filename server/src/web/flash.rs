@@ -1,13 +1,17 @@
 //! What a form that did its work leaves for the page it redirects to (post/redirect/get): kept
 //! in the session under the page's own key, and shown once.
 
+use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tower_sessions::Session;
 
-use super::pages::PageError;
+use super::error::PageError;
+use crate::auth::{PageUser, User};
 use crate::error::{AppError, AppResult};
+use crate::state::AppState;
 
 /// Leaves `value` under `key` and redirects to `to` (303), so that reloading the page there does
 /// not send the form again.
@@ -24,4 +28,54 @@ pub async fn redirect<T: Serialize + Send + Sync>(
 /// What the last form left under `key`, taken away so that it shows once.
 pub async fn take<T: DeserializeOwned>(session: &Session, key: &str) -> AppResult<Option<T>> {
     Ok(session.remove(key).await?)
+}
+
+/// A page that forms send back to, and the session key it finds what they did under.
+pub struct Back {
+    pub key: &'static str,
+    pub path: &'static str,
+}
+
+impl Back {
+    /// After a form did its work: back to the page at `#anchor`, which shows `value` once.
+    pub async fn done<T: Serialize + Send + Sync>(
+        &self,
+        session: &Session,
+        value: T,
+        anchor: &str,
+    ) -> Result<Response, PageError> {
+        redirect(session, self.key, value, &format!("{}#{anchor}", self.path)).await
+    }
+}
+
+/// A page that shows, once, the notice the last form left for it, and else renders itself with
+/// a status and a notice or an error.
+pub trait NoticePage {
+    const BACK: Back;
+
+    fn render(
+        state: &AppState,
+        user: &User,
+        session: &Session,
+        status: StatusCode,
+        notice: String,
+        error: String,
+    ) -> impl Future<Output = Result<Response, PageError>> + Send;
+}
+
+/// The GET of a [`NoticePage`], with what the last form left for it, if anything.
+pub async fn page<P: NoticePage>(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+) -> Result<Response, PageError> {
+    let notice: String = take(&session, P::BACK.key).await?.unwrap_or_default();
+    P::render(
+        &state,
+        &user,
+        &session,
+        StatusCode::OK,
+        notice,
+        String::new(),
+    )
+    .await
 }

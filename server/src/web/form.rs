@@ -1,16 +1,15 @@
 //! What every dashboard form checks: that it is small, that each of its fields is within its
-//! length, that an admin sent it from this session, and that the names and numbers typed into it
+//! length, and that the names and numbers typed into it
 //! are acceptable.
 
 use axum::Form;
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
 use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use tower_sessions::Session;
 
-use super::pages::PageError;
-use crate::auth::{self, User};
+use super::error::PageError;
 use crate::error::{AppError, AppResult};
 
 /// Longest form body, in bytes. The longest field of any form is a webhook address (2,048
@@ -87,11 +86,34 @@ where
     }
 }
 
-/// Checks the caller is an admin and the form is this session's.
-pub async fn admin_form(user: &User, session: &Session, csrf: Option<&str>) -> AppResult<()> {
-    auth::check_csrf(session, csrf).await?;
-    user.require_admin()
+/// A form that carries nothing but its CSRF token (logout, revoking a token).
+#[derive(Deserialize)]
+pub struct CsrfForm {
+    pub csrf: Option<String>,
 }
+
+impl FieldLimits for CsrfForm {
+    const MAX_CHARS: &'static [(&'static str, usize)] = &[("csrf", MAX_CSRF_CHARS)];
+}
+
+/// A form that carries the session's CSRF token in its `csrf` field.
+pub trait CsrfField {
+    fn csrf(&self) -> Option<&str>;
+}
+
+/// Implements [`CsrfField`] for forms whose `csrf` field is an `Option<String>`.
+macro_rules! csrf_field {
+    ($($form:ty),* $(,)?) => {
+        $(impl super::form::CsrfField for $form {
+            fn csrf(&self) -> Option<&str> {
+                self.csrf.as_deref()
+            }
+        })*
+    };
+}
+pub(super) use csrf_field;
+
+csrf_field!(CsrfForm);
 
 /// A name or label typed into a form: trimmed, 1 to `max` characters, no control characters.
 pub fn label(field: &str, value: &str, max: usize) -> AppResult<String> {

@@ -8,8 +8,8 @@ use askama_web::WebTemplate;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 
+use super::error::PageError;
 use super::frame::Frame;
-use super::pages::PageError;
 use super::view::{self, GuestRow};
 use crate::auth::PageUser;
 use crate::clock::now_ms;

@@ -8,9 +8,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::form::{BoundedForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
+use super::error::PageError;
+use super::form::{BoundedForm, CsrfForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
-use super::pages::PageError;
 use crate::auth::{self, PageUser};
 use crate::clock::now_ms;
 use crate::state::AppState;
@@ -125,16 +125,6 @@ pub async fn submit(
     state.db.record_login(user.id, now_ms()).await?;
     tracing::info!(user = ?user.name, "logged in");
     Ok(Redirect::to(auth::safe_next(form.next.as_deref())).into_response())
-}
-
-/// A form that carries nothing but its CSRF token (logout, revoking a token).
-#[derive(Deserialize)]
-pub struct CsrfForm {
-    pub csrf: Option<String>,
-}
-
-impl FieldLimits for CsrfForm {
-    const MAX_CHARS: &'static [(&'static str, usize)] = &[("csrf", MAX_CSRF_CHARS)];
 }
 
 pub async fn logout(

@@ -13,17 +13,18 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 
-use super::flash;
+use super::error::PageError;
+use super::extract::{Admin, AdminForm};
+use super::flash::{self, Back};
+use super::form::csrf_field;
 use super::form::{
-    BoundedForm, FieldLimits, MAX_CHOICE_CHARS, MAX_CSRF_CHARS, MAX_NUMBER_CHARS,
-    MAX_PASSWORD_CHARS, admin_form, label, number,
+    CsrfForm, FieldLimits, MAX_CHOICE_CHARS, MAX_CSRF_CHARS, MAX_NUMBER_CHARS, MAX_PASSWORD_CHARS,
+    label, number,
 };
 use super::frame::Frame;
-use super::login::CsrfForm;
-use super::pages::PageError;
 use super::view;
 use crate::analysis::cost::CostModel;
-use crate::auth::{self, PageUser, Role, User, UserRole};
+use crate::auth::{self, Role, User, UserRole};
 use crate::clock::now_ms;
 use crate::error::{AppError, AppResult};
 use crate::state::AppState;
@@ -57,12 +58,10 @@ struct Flash {
     new_token_name: String,
 }
 
-const FLASH_KEY: &str = "settings_flash";
-
-/// Back to the settings page, which shows `done` once.
-async fn done(session: &Session, done: Flash, anchor: &str) -> Result<Response, PageError> {
-    flash::redirect(session, FLASH_KEY, done, &format!("/settings#{anchor}")).await
-}
+const BACK: Back = Back {
+    key: "settings_flash",
+    path: "/settings",
+};
 
 fn notice(text: String) -> Flash {
     Flash {
@@ -147,10 +146,9 @@ async fn render(
 
 pub async fn page(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
+    Admin(user, session): Admin,
 ) -> Result<Response, PageError> {
-    user.require_admin()?;
-    let done: Flash = flash::take(&session, FLASH_KEY).await?.unwrap_or_default();
+    let done: Flash = flash::take(&session, BACK.key).await?.unwrap_or_default();
     render(&state, &user, &session, StatusCode::OK, |p| {
         p.notice = done.notice;
         p.new_token = done.new_token;
@@ -199,10 +197,12 @@ impl FieldLimits for TokenForm {
 
 pub async fn create_token(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
-    BoundedForm(form): BoundedForm<TokenForm>,
+    AdminForm {
+        user,
+        session,
+        form,
+    }: AdminForm<TokenForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let made = async {
         let name = label("name", &form.name, MAX_TOKEN_NAME_CHARS)?;
         let role = Role::parse(&form.role)
@@ -239,7 +239,7 @@ pub async fn create_token(
                 new_token_name: name,
                 ..Flash::default()
             };
-            done(&session, flash, "tokens").await
+            BACK.done(&session, flash, "tokens").await
         }
         Err(e) => refused(&state, &user, &session, e).await,
     }
@@ -247,11 +247,9 @@ pub async fn create_token(
 
 pub async fn revoke_token(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    BoundedForm(form): BoundedForm<CsrfForm>,
+    AdminForm { user, session, .. }: AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let Path(id) = id.map_err(|_| AppError::NotFound("There is no such token.".into()))?;
     if !state.db.revoke_token(id, now_ms()).await? {
         return Err(
@@ -259,7 +257,7 @@ pub async fn revoke_token(
         );
     }
     tracing::info!(admin = ?user.name, token = id, "token revoked");
-    done(
+    BACK.done(
         &session,
         notice("Token revoked: it is refused from now on.".into()),
         "tokens",
@@ -286,10 +284,12 @@ impl FieldLimits for UserForm {
 
 pub async fn create_user(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
-    BoundedForm(form): BoundedForm<UserForm>,
+    AdminForm {
+        user,
+        session,
+        form,
+    }: AdminForm<UserForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let made = async {
         let name = auth::user_name(&form.name)?;
         let role = UserRole::parse(&form.role)
@@ -304,7 +304,10 @@ pub async fn create_user(
     }
     .await;
     match made {
-        Ok(name) => done(&session, notice(format!("User {name} added.")), "users").await,
+        Ok(name) => {
+            BACK.done(&session, notice(format!("User {name} added.")), "users")
+                .await
+        }
         Err(e) => refused(&state, &user, &session, e).await,
     }
 }
@@ -328,10 +331,12 @@ impl FieldLimits for CostForm {
 
 pub async fn save_cost(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
-    BoundedForm(form): BoundedForm<CostForm>,
+    AdminForm {
+        user,
+        session,
+        form,
+    }: AdminForm<CostForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let model = (|| {
         Ok::<_, AppError>(CostModel {
             watts_per_busy_core: number(
@@ -349,7 +354,7 @@ pub async fn save_cost(
             state.set_cost_model(model, &user.name).await?;
             tracing::info!(admin = ?user.name, "cost model saved");
             let saved = notice("Cost model saved: every figure now uses it.".into());
-            done(&session, saved, "cost").await
+            BACK.done(&session, saved, "cost").await
         }
         Err(e) => refused(&state, &user, &session, e).await,
     }
@@ -386,11 +391,13 @@ impl FieldLimits for RoleForm {
 
 pub async fn set_role(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    BoundedForm(form): BoundedForm<RoleForm>,
+    AdminForm {
+        user,
+        session,
+        form,
+    }: AdminForm<RoleForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let changed = async {
         let other = other_user(&state, &user, id).await?;
         let role = UserRole::parse(&form.role)
@@ -401,7 +408,7 @@ pub async fn set_role(
     }
     .await;
     match changed {
-        Ok(text) => done(&session, notice(text), "users").await,
+        Ok(text) => BACK.done(&session, notice(text), "users").await,
         Err(e) => refused(&state, &user, &session, e).await,
     }
 }
@@ -419,11 +426,13 @@ impl FieldLimits for PasswordForm {
 
 pub async fn set_password(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    BoundedForm(form): BoundedForm<PasswordForm>,
+    AdminForm {
+        user,
+        session,
+        form,
+    }: AdminForm<PasswordForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let changed = async {
         let other = other_user(&state, &user, id).await?;
         let hash = auth::hash_password_async(form.password).await?;
@@ -436,18 +445,16 @@ pub async fn set_password(
     }
     .await;
     match changed {
-        Ok(text) => done(&session, notice(text), "users").await,
+        Ok(text) => BACK.done(&session, notice(text), "users").await,
         Err(e) => refused(&state, &user, &session, e).await,
     }
 }
 
 pub async fn remove_user(
     State(state): State<AppState>,
-    PageUser(user, session): PageUser,
     id: Result<Path<i64>, PathRejection>,
-    BoundedForm(form): BoundedForm<CsrfForm>,
+    AdminForm { user, session, .. }: AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
-    admin_form(&user, &session, form.csrf.as_deref()).await?;
     let removed = async {
         let other = other_user(&state, &user, id).await?;
         state.db.delete_user(other.id).await?;
@@ -456,7 +463,9 @@ pub async fn remove_user(
     }
     .await;
     match removed {
-        Ok(text) => done(&session, notice(text), "users").await,
+        Ok(text) => BACK.done(&session, notice(text), "users").await,
         Err(e) => refused(&state, &user, &session, e).await,
     }
 }
+
+csrf_field!(TokenForm, UserForm, CostForm, RoleForm, PasswordForm);

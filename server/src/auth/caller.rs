@@ -1,0 +1,130 @@
+//! Who calls the API: an API token (agents, guest probes, scripts) or the dashboard's session.
+
+use axum::extract::{FromRef, FromRequestParts};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use subtle::ConstantTimeEq;
+use tower_sessions::Session;
+
+use super::session::{User, current_user};
+use super::tokens::token_hash;
+use crate::db::{Db, LOOKUP_PREFIX_CHARS};
+use crate::error::{AppError, AppResult};
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Submits reports for a host.
+    Agent,
+    /// Reads the API.
+    Viewer,
+    /// A guest probe: submits its own guest's facts, nothing else.
+    Guest,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Viewer => "viewer",
+            Role::Guest => "guest",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Role> {
+        match text {
+            "agent" => Some(Role::Agent),
+            "viewer" => Some(Role::Viewer),
+            "guest" => Some(Role::Guest),
+            _ => None,
+        }
+    }
+}
+
+/// The caller of an API request: a bearer token, or else the dashboard's session.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    Token { token_id: i64, role: Role },
+    User(User),
+}
+
+impl Caller {
+    /// Checks the caller may act as `role`: a token of that role, or for reading (`Viewer`) any
+    /// logged-in user. Reports and guest facts need their own tokens.
+    pub fn require(&self, role: Role) -> AppResult<()> {
+        match self {
+            Caller::Token { role: has, .. } if *has == role => Ok(()),
+            Caller::User(_) if role == Role::Viewer => Ok(()),
+            Caller::Token { role: has, .. } => Err(AppError::Forbidden(format!(
+                "this needs a {} token; this one is a {} token",
+                role.as_str(),
+                has.as_str()
+            ))),
+            Caller::User(_) => Err(AppError::Forbidden(format!(
+                "this needs a {} token, not a dashboard login",
+                role.as_str()
+            ))),
+        }
+    }
+
+    /// The token's id, for calls that `require` a token role.
+    pub fn token_id(&self) -> AppResult<i64> {
+        match self {
+            Caller::Token { token_id, .. } => Ok(*token_id),
+            Caller::User(_) => Err(AppError::Forbidden("this needs a token".into())),
+        }
+    }
+}
+
+/// Reads only the database (through `FromRef`), so the admission middleware can authenticate
+/// with nothing more.
+impl<S> FromRequestParts<S> for Caller
+where
+    Db: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> AppResult<Caller> {
+        // Admission authenticates tokens before it reads a body, and leaves the caller here.
+        if let Some(caller) = parts.extensions.get::<Caller>() {
+            return Ok(caller.clone());
+        }
+        let db = Db::from_ref(state);
+        let Some(header) = parts.headers.get(AUTHORIZATION) else {
+            // No token: the dashboard's own session, if the browser has one.
+            if let Ok(session) = Session::from_request_parts(parts, state).await
+                && let Some(user) = current_user(&session, &db).await?
+            {
+                return Ok(Caller::User(user));
+            }
+            return Err(AppError::Unauthorized(
+                "missing Authorization: Bearer <token> (or a dashboard login)".into(),
+            ));
+        };
+        let token = header
+            .to_str()
+            .ok()
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                AppError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
+            })?;
+        let hash = token_hash(token);
+        let row = db
+            .tokens_by_hash_prefix(&hash[..LOOKUP_PREFIX_CHARS])
+            .await?
+            .into_iter()
+            .find(|row| bool::from(row.sha256_hex.as_bytes().ct_eq(hash.as_bytes())))
+            .filter(|row| row.revoked_ms.is_none())
+            .ok_or_else(|| AppError::Unauthorized("unknown or revoked token".into()))?;
+        let role = Role::parse(&row.role).ok_or_else(|| {
+            AppError::Internal(format!("token {} has role {:?}", row.id, row.role))
+        })?;
+        Ok(Caller::Token {
+            token_id: row.id,
+            role,
+        })
+    }
+}

@@ -1,0 +1,75 @@
+//! The API's callers by what they may do, checked before a handler runs: a handler that takes
+//! a [`Viewer`] or an [`AgentToken`] is never called by anyone else.
+
+use axum::extract::{FromRef, FromRequestParts};
+use axum::http::request::Parts;
+
+use super::caller::{Caller, Role};
+use crate::db::Db;
+use crate::error::{AppError, AppResult};
+
+/// A caller who may read: a viewer token, or any logged-in user (admin or viewer).
+pub struct Viewer(pub Caller);
+
+/// An agent's bearer token, which reports for a host.
+pub struct AgentToken {
+    pub token_id: i64,
+}
+
+/// A guest probe's bearer token, which delivers its own guest's facts.
+pub struct GuestToken {
+    pub token_id: i64,
+}
+
+/// The caller, if it may act as `role`; the same 401 and 403 answers as `Caller::require`.
+async fn caller_as<S>(parts: &mut Parts, state: &S, role: Role) -> AppResult<Caller>
+where
+    Db: FromRef<S>,
+    S: Send + Sync,
+{
+    let caller = Caller::from_request_parts(parts, state).await?;
+    caller.require(role)?;
+    Ok(caller)
+}
+
+impl<S> FromRequestParts<S> for Viewer
+where
+    Db: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> AppResult<Viewer> {
+        caller_as(parts, state, Role::Viewer).await.map(Viewer)
+    }
+}
+
+impl<S> FromRequestParts<S> for AgentToken
+where
+    Db: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> AppResult<AgentToken> {
+        let caller = caller_as(parts, state, Role::Agent).await?;
+        Ok(AgentToken {
+            token_id: caller.token_id()?,
+        })
+    }
+}
+
+impl<S> FromRequestParts<S> for GuestToken
+where
+    Db: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> AppResult<GuestToken> {
+        let caller = caller_as(parts, state, Role::Guest).await?;
+        Ok(GuestToken {
+            token_id: caller.token_id()?,
+        })
+    }
+}

@@ -1,0 +1,161 @@
+//! `/`: the fleet at a glance: what fires, the totals, the worst wasters and hosts, and how
+//! the guests divide by tick mode and kernel HZ.
+
+use std::sync::Arc;
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::State;
+
+use super::alerts::AlertLine;
+use super::error::PageError;
+use super::frame::Frame;
+use super::guest_list::{self, ListQuery};
+use super::hosts::{self, HostLine};
+use super::view::{self, GuestRow};
+use crate::alerts::silences_in_force;
+use crate::analysis::cost;
+use crate::auth::PageUser;
+use crate::clock::now_ms;
+use crate::fleet::{self, AnalysedGuest, Totals};
+use crate::state::AppState;
+
+#[derive(Template, WebTemplate)]
+#[template(path = "overview.html")]
+pub struct OverviewPage {
+    frame: Frame,
+    /// Alerts firing now, oldest first.
+    firing: Vec<AlertLine>,
+    totals: Totals,
+    wasted_cores: String,
+    wasted_kwh: String,
+    wasted_money: String,
+    cost_basis: String,
+    /// Savings measured after kernel or command-line changes; empty when none yet.
+    realised: String,
+    /// The top wasters; the whole list is on `/guests`.
+    rows: Vec<GuestRow>,
+    /// The most wasteful hosts (and any silent one); all of them are on `/hosts`.
+    host_rows: Vec<HostLine>,
+    all_hosts: usize,
+    /// Hosts whose agents cannot see everything they look for.
+    blind_hosts: usize,
+    /// Guests per tick mode and per kernel HZ, largest group first.
+    modes: Vec<Share>,
+    hz: Vec<Share>,
+    generated: String,
+}
+
+/// How many of the worst wasters the overview lists.
+pub const OVERVIEW_TOP: usize = 10;
+
+/// One group of guests in a distribution: its label, size, the list behind it, and its bar's
+/// length in % (an SVG attribute: the CSP allows no inline styles).
+struct Share {
+    value: String,
+    label: String,
+    count: usize,
+    link: String,
+    bar_pct: f64,
+}
+
+/// How many guests have each value of `key`, largest group first, each with its list's link.
+fn distribution(
+    guests: &[Arc<AnalysedGuest>],
+    key: impl Fn(&AnalysedGuest) -> String,
+    label: impl Fn(&str) -> String,
+    link: impl Fn(&str) -> String,
+) -> Vec<Share> {
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for g in guests {
+        *counts.entry(key(g)).or_default() += 1;
+    }
+    let mut rows: Vec<Share> = counts
+        .into_iter()
+        .map(|(value, count)| Share {
+            label: label(&value),
+            link: link(&value),
+            bar_pct: 100.0 * count as f64 / guests.len().max(1) as f64,
+            value,
+            count,
+        })
+        .collect();
+    rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.label.cmp(&b.label)));
+    rows
+}
+
+pub async fn overview(
+    State(state): State<AppState>,
+    PageUser(user, session): PageUser,
+) -> Result<OverviewPage, PageError> {
+    let now = now_ms();
+    let guests = state.ranked(now).await;
+    let totals = fleet::totals(&guests, &state.cost_model());
+    let host_rows = hosts::host_lines(&state, &guests, now).await?;
+    // Only guests still reporting count towards what was realised.
+    let changes = state.changes(now).await;
+    let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
+    let realised = if changes.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "{} of a core saved so far, measured on {} guest(s) after their kernel or command line changed ({:.2} {} a year).",
+            view::pct(saved),
+            changes.len(),
+            cost::money_per_year(saved, &state.cost_model()),
+            state.cost_model().currency
+        )
+    };
+    let silences = silences_in_force(&state.db, now).await?;
+    let firing = state
+        .db
+        .open_alerts()
+        .await?
+        .iter()
+        .filter(|a| a.state == "firing")
+        .map(|a| AlertLine::new(a, &silences, now))
+        .collect();
+    Ok(OverviewPage {
+        firing,
+        frame: Frame::new(&state, &user, &session).await?,
+        wasted_cores: format!("{:.2}", totals.wasted_cores),
+        wasted_kwh: format!("{:.0}", totals.wasted_kwh_per_year),
+        wasted_money: format!(
+            "{:.0} {}",
+            totals.wasted_cost_per_year, totals.cost_model.currency
+        ),
+        cost_basis: view::cost_basis(&state.cost_model()),
+        realised,
+        totals,
+        rows: guests
+            .iter()
+            .take(OVERVIEW_TOP)
+            .map(|g| GuestRow::new(g))
+            .collect(),
+        modes: distribution(
+            &guests,
+            |g| guest_list::mode(g).to_string(),
+            str::to_string,
+            |m| ListQuery::default().with(|q| q.mode = m.into()),
+        ),
+        hz: distribution(
+            &guests,
+            guest_list::hz,
+            |hz| {
+                if hz == "unknown" {
+                    hz.to_string()
+                } else {
+                    format!("{hz} Hz")
+                }
+            },
+            |hz| ListQuery::default().with(|q| q.hz = hz.into()),
+        ),
+        all_hosts: host_rows.len(),
+        blind_hosts: host_rows
+            .iter()
+            .filter(|h| !h.blind_spots.is_empty())
+            .count(),
+        host_rows: host_rows.into_iter().take(OVERVIEW_TOP).collect(),
+        generated: view::time(now),
+    })
+}
