@@ -7,7 +7,12 @@ prints every strongly connected component of more than one module: an import cir
 prints the edges that reach from a module into one of its own ancestors ("reaching up").
 Exit status 1 when a circle or an upward edge exists, so CI can run it.
 
-Usage: scripts/module-cycles.py server/src [--allow-up MODULE ...]
+With --layers, also prints every edge from a top-level module into a higher layer ("reaches
+up" a layer): layers are given lowest first, separated by `|`, e.g.
+    --layers "clock visible | analysis | db | fleet | state | web | app"
+A top-level module not named in any layer is reported, so the map stays complete.
+
+Usage: scripts/module-cycles.py SRC_DIR [--layers "a b | c | ..."]
 Tests (`#[cfg(test)] mod tests` bodies) are skipped: a test may use anything.
 """
 import os
@@ -104,7 +109,12 @@ def resolve(path, here, modules):
 
 def main():
     root = sys.argv[1]
-    allow_up = set(sys.argv[sys.argv.index("--allow-up") + 1 :]) if "--allow-up" in sys.argv else set()
+    layer_of = {}
+    if "--layers" in sys.argv:
+        spec = sys.argv[sys.argv.index("--layers") + 1]
+        for rank, names in enumerate(spec.split("|")):
+            for name in names.split():
+                layer_of["crate::" + name] = rank
     files = {}
     for dirpath, _, names in os.walk(root):
         for name in names:
@@ -163,9 +173,21 @@ def main():
             print(f"  {m} -> {', '.join(inside)}")
     for m in sorted(modules):
         for t in sorted(edges[m]):
-            if m.startswith(t + "::") and t != "crate" and t not in allow_up:
+            if m.startswith(t + "::") and t != "crate":
                 bad += 1
                 print(f"reaches up: {m} -> {t}")
+    if layer_of:
+        top = lambda m: "::".join(m.split("::")[:2])
+        for m in sorted({top(m) for m in modules if m != "crate"}):
+            if m not in layer_of:
+                bad += 1
+                print(f"in no layer: {m}")
+        for m in sorted(modules):
+            for t in sorted(edges[m]):
+                a, b = top(m), top(t)
+                if a in layer_of and b in layer_of and layer_of[b] > layer_of[a]:
+                    bad += 1
+                    print(f"reaches up a layer: {m} -> {t}")
     n_edges = sum(len(e) for e in edges.values())
     print(f"{len(modules)} modules, {n_edges} edges, {bad} problem(s)")
     sys.exit(1 if bad else 0)

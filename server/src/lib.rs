@@ -12,6 +12,7 @@ pub mod demo;
 pub mod error;
 pub mod export;
 pub mod fleet;
+pub mod health;
 pub mod http;
 pub mod ingest;
 pub mod logging;

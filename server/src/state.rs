@@ -19,6 +19,7 @@ use crate::error::{AppError, AppResult};
 use crate::fleet::AnalysedGuest;
 use crate::fleet::current::Current;
 use crate::fleet::live::LiveFleet;
+use crate::health::StorageStatus;
 use crate::http::admission::{Admission, AdmissionLimits, RequestTimeout};
 use crate::ingest::ValidReport;
 use crate::metrics::Metrics;
@@ -46,47 +47,6 @@ pub struct AppState {
     pub storage: Arc<StorageStatus>,
     /// Where "now" comes from: the wall clock, or a test's manual clock.
     pub clock: SharedClock,
-}
-
-/// What the last attempt to store a report found: a full disk or a database that cannot be
-/// written is remembered until a report is stored again, or for a minute (agents that met it
-/// wait before they send again, and a write probe that works then speaks for itself).
-#[derive(Debug, Default)]
-pub struct StorageStatus {
-    fault: std::sync::Mutex<Option<(std::time::Instant, String)>>,
-    /// `/readyz`'s last answer and when it was found, reused for a moment.
-    pub probe_cache:
-        tokio::sync::Mutex<Option<(std::time::Instant, crate::api::readiness::Readiness)>>,
-}
-
-impl StorageStatus {
-    /// The storage fault the last report met, if it met one.
-    pub fn fault(&self) -> Option<String> {
-        const REMEMBERED_FOR: StdDuration = StdDuration::from_secs(60);
-        self.fault
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .filter(|(at, _)| at.elapsed() < REMEMBERED_FOR)
-            .map(|(_, fault)| fault.clone())
-    }
-
-    fn record<T>(&self, result: &AppResult<T>) {
-        let fault = match result {
-            Ok(_) => None,
-            // A full disk may let the write probe through (SQLite reuses its write-ahead log's
-            // pages) while reports do not fit: remembered. A database that is read-only or
-            // failing fails the probe itself; one busy for a moment is no reason to be pulled
-            // from a load balancer.
-            Err(e @ AppError::StorageFull { .. }) => {
-                Some((std::time::Instant::now(), e.to_string()))
-            }
-            // Refused for itself (a bad value, a wrong host), or busy: says nothing lasting
-            // about the storage.
-            Err(_) => return,
-        };
-        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
-    }
 }
 
 /// The name under which the settings page stores the cost model.

@@ -8,8 +8,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use super::readiness::judge;
 use crate::clock::now_ms;
+use crate::health::judge;
 use crate::state::AppState;
 
 /// A probe's answer is reused this long, so that calling `/readyz` in a loop costs no more than

@@ -10,7 +10,6 @@ mod health;
 mod hosts;
 mod metrics;
 mod openapi;
-pub mod readiness;
 mod reports;
 mod routes;
 

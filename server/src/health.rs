@@ -1,7 +1,12 @@
-//! What `/readyz` answers, judged from what the server saw: a pure function of the write
-//! probe, the free space and the last report's fault.
+//! The storage's health: what the last report met, and what `/readyz` answers, judged from
+//! what the server saw (a pure function of the write probe, the free space and the last
+//! report's fault).
+
+use std::time::Duration as StdDuration;
 
 use serde::Serialize;
+
+use crate::error::{AppError, AppResult};
 
 /// Below this much free space the next report may not fit: the server says it cannot write.
 pub const MIN_FREE_BYTES: u64 = 1024 * 1024;
@@ -42,6 +47,46 @@ pub fn judge(
         },
         reason,
         free_bytes,
+    }
+}
+
+/// What the last attempt to store a report found: a full disk or a database that cannot be
+/// written is remembered until a report is stored again, or for a minute (agents that met it
+/// wait before they send again, and a write probe that works then speaks for itself).
+#[derive(Debug, Default)]
+pub struct StorageStatus {
+    fault: std::sync::Mutex<Option<(std::time::Instant, String)>>,
+    /// `/readyz`'s last answer and when it was found, reused for a moment.
+    pub probe_cache: tokio::sync::Mutex<Option<(std::time::Instant, Readiness)>>,
+}
+
+impl StorageStatus {
+    /// The storage fault the last report met, if it met one.
+    pub fn fault(&self) -> Option<String> {
+        const REMEMBERED_FOR: StdDuration = StdDuration::from_secs(60);
+        self.fault
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < REMEMBERED_FOR)
+            .map(|(_, fault)| fault.clone())
+    }
+
+    pub(crate) fn record<T>(&self, result: &AppResult<T>) {
+        let fault = match result {
+            Ok(_) => None,
+            // A full disk may let the write probe through (SQLite reuses its write-ahead log's
+            // pages) while reports do not fit: remembered. A database that is read-only or
+            // failing fails the probe itself; one busy for a moment is no reason to be pulled
+            // from a load balancer.
+            Err(e @ AppError::StorageFull { .. }) => {
+                Some((std::time::Instant::now(), e.to_string()))
+            }
+            // Refused for itself (a bad value, a wrong host), or busy: says nothing lasting
+            // about the storage.
+            Err(_) => return,
+        };
+        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
     }
 }
 
