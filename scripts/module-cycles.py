@@ -177,7 +177,14 @@ def main():
                 bad += 1
                 print(f"reaches up: {m} -> {t}")
     if layer_of:
-        top = lambda m: "::".join(m.split("::")[:2])
+        # A module's layer is its longest named prefix: `db::error` may sit below `db`.
+        def top(m):
+            segs = m.split("::")
+            for n in range(len(segs), 1, -1):
+                if "::".join(segs[:n]) in layer_of:
+                    return "::".join(segs[:n])
+            return "::".join(segs[:2])
+
         for m in sorted({top(m) for m in modules if m != "crate"}):
             if m not in layer_of:
                 bad += 1
