@@ -436,6 +436,7 @@ async fn main() -> Result<()> {
 async fn user_command(command: UserCommand) -> Result<()> {
     // AppError's own messages are written for the person at the keyboard.
     let clear = |e: tickscope_server::error::AppError| anyhow::anyhow!("{e}");
+    let clear_store = |e: tickscope_server::db::StoreError| clear(e.into());
     match command {
         UserCommand::Add { name, role, db } => {
             let role = match role {
@@ -448,7 +449,7 @@ async fn user_command(command: UserCommand) -> Result<()> {
             let db = open_db(&db.path(false)).await?;
             db.insert_user(&name, role.as_str(), &hash, clock::now_ms())
                 .await
-                .map_err(clear)?;
+                .map_err(clear_store)?;
             db.close().await;
             println!("Created {} user {name:?}.", role.as_str());
         }
@@ -460,7 +461,7 @@ async fn user_command(command: UserCommand) -> Result<()> {
                 .with_context(|| format!("there is no user {name:?}"))?;
             let password = read_password(&user.name)?;
             let hash = auth::hash_password(&password).map_err(clear)?;
-            db.set_password(user.id, &hash).await.map_err(clear)?;
+            db.set_password(user.id, &hash).await.map_err(clear_store)?;
             db.close().await;
             println!(
                 "New password set for {:?}; their open sessions are logged out.",
@@ -473,7 +474,7 @@ async fn user_command(command: UserCommand) -> Result<()> {
                 .user_by_name(&name)
                 .await?
                 .with_context(|| format!("there is no user {name:?}"))?;
-            db.delete_user(user.id).await.map_err(clear)?;
+            db.delete_user(user.id).await.map_err(clear_store)?;
             db.close().await;
             println!("Removed user {:?}.", user.name);
         }

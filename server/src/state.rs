@@ -144,7 +144,11 @@ impl AppState {
         token_id: i64,
         received_ms: i64,
     ) -> AppResult<StoreOutcome> {
-        let outcome = self.db.store_report(report, token_id, received_ms).await;
+        let outcome = self
+            .db
+            .store_report(report, token_id, received_ms)
+            .await
+            .map_err(AppError::from);
         self.storage.record(&outcome);
         let outcome = outcome?;
         if let StoreOutcome::Stored { host_id, .. } = outcome {

@@ -3,7 +3,7 @@
 use sqlx::FromRow;
 
 use super::Db;
-use crate::error::{AppError, AppResult};
+use super::{StoreError, StoreResult};
 
 #[derive(Debug, Clone, FromRow)]
 pub struct RuleRow {
@@ -223,7 +223,7 @@ const ALERT_COLUMNS: &str =
     a.evaluated_ms, a.acked_by, a.acked_ms, a.labels_json, a.annotations_json";
 
 impl Db {
-    pub async fn alert_rules(&self) -> AppResult<Vec<RuleRow>> {
+    pub async fn alert_rules(&self) -> StoreResult<Vec<RuleRow>> {
         Ok(sqlx::query_as(
             "SELECT id, name, kind, scope, scope_value, threshold, duration_s, severity, enabled,
                     updated_ms, updated_by
@@ -240,7 +240,7 @@ impl Db {
         rule: &NewRule,
         by: &str,
         now_ms: i64,
-    ) -> AppResult<i64> {
+    ) -> StoreResult<i64> {
         // Both statements take the rule's values in the same order; an update adds the id.
         let sql = match id {
             None => {
@@ -270,23 +270,23 @@ impl Db {
             query = query.bind(id);
         }
         let saved: Option<i64> = query.fetch_optional(&self.pool).await?;
-        saved.ok_or_else(|| AppError::NotFound("there is no such rule".into()))
+        saved.ok_or_else(|| StoreError::NotFound("there is no such rule".into()))
     }
 
     /// Deletes a rule with its alerts and their notifications still waiting.
-    pub async fn delete_alert_rule(&self, id: i64) -> AppResult<()> {
+    pub async fn delete_alert_rule(&self, id: i64) -> StoreResult<()> {
         let done = sqlx::query("DELETE FROM alert_rules WHERE id = ?")
             .bind(id)
             .execute(&self.pool)
             .await?;
         if done.rows_affected() == 0 {
-            return Err(AppError::NotFound("there is no such rule".into()));
+            return Err(StoreError::NotFound("there is no such rule".into()));
         }
         Ok(())
     }
 
     /// Pending and firing alerts, oldest first.
-    pub async fn open_alerts(&self) -> AppResult<Vec<AlertRow>> {
+    pub async fn open_alerts(&self) -> StoreResult<Vec<AlertRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {ALERT_COLUMNS} FROM alerts a JOIN alert_rules r ON r.id = a.rule_id
              WHERE a.state IN ('pending', 'firing') ORDER BY a.active_ms, a.id"
@@ -296,7 +296,7 @@ impl Db {
     }
 
     /// Resolved alerts, newest first.
-    pub async fn resolved_alerts(&self, limit: i64) -> AppResult<Vec<AlertRow>> {
+    pub async fn resolved_alerts(&self, limit: i64) -> StoreResult<Vec<AlertRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {ALERT_COLUMNS} FROM alerts a JOIN alert_rules r ON r.id = a.rule_id
              WHERE a.state = 'resolved' ORDER BY a.resolved_ms DESC, a.id DESC LIMIT ?"
@@ -307,7 +307,7 @@ impl Db {
     }
 
     /// Every alert a guest or host has had, newest first.
-    pub async fn alerts_of(&self, subject: &str, subject_id: i64) -> AppResult<Vec<AlertRow>> {
+    pub async fn alerts_of(&self, subject: &str, subject_id: i64) -> StoreResult<Vec<AlertRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {ALERT_COLUMNS} FROM alerts a JOIN alert_rules r ON r.id = a.rule_id
              WHERE a.subject = ? AND a.subject_id = ? ORDER BY a.active_ms DESC, a.id DESC
@@ -320,7 +320,7 @@ impl Db {
     }
 
     /// Writes one evaluation's alert changes and their notifications, all or nothing.
-    pub async fn write_alerts(&self, writes: Vec<AlertWrite>, now_ms: i64) -> AppResult<()> {
+    pub async fn write_alerts(&self, writes: Vec<AlertWrite>, now_ms: i64) -> StoreResult<()> {
         if writes.is_empty() {
             return Ok(());
         }
@@ -441,7 +441,7 @@ impl Db {
     }
 
     /// Marks an open alert acknowledged; `false` if there is no such open alert.
-    pub async fn acknowledge_alert(&self, id: i64, by: &str, now_ms: i64) -> AppResult<bool> {
+    pub async fn acknowledge_alert(&self, id: i64, by: &str, now_ms: i64) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE alerts SET acked_by = ?, acked_ms = ?
              WHERE id = ? AND state IN ('pending', 'firing')",
@@ -455,7 +455,7 @@ impl Db {
     }
 
     /// Silences that have not ended by `now_ms`, soonest ending first.
-    pub async fn silences(&self, now_ms: i64) -> AppResult<Vec<SilenceRow>> {
+    pub async fn silences(&self, now_ms: i64) -> StoreResult<Vec<SilenceRow>> {
         Ok(sqlx::query_as(
             "SELECT id, rule_id, pattern, starts_ms, ends_ms, reason, created_by, created_ms
              FROM silences WHERE ends_ms > ? ORDER BY ends_ms, id",
@@ -475,7 +475,7 @@ impl Db {
         reason: &str,
         by: &str,
         now_ms: i64,
-    ) -> AppResult<i64> {
+    ) -> StoreResult<i64> {
         Ok(sqlx::query_scalar(
             "INSERT INTO silences (rule_id, pattern, starts_ms, ends_ms, reason, created_by, created_ms)
              VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
@@ -492,7 +492,7 @@ impl Db {
     }
 
     /// Ends a silence now; `false` if there is no such silence still running.
-    pub async fn expire_silence(&self, id: i64, now_ms: i64) -> AppResult<bool> {
+    pub async fn expire_silence(&self, id: i64, now_ms: i64) -> StoreResult<bool> {
         let done = sqlx::query("UPDATE silences SET ends_ms = ? WHERE id = ? AND ends_ms > ?")
             .bind(now_ms)
             .bind(id)
@@ -502,7 +502,7 @@ impl Db {
         Ok(done.rows_affected() == 1)
     }
 
-    pub async fn receivers(&self) -> AppResult<Vec<ReceiverRow>> {
+    pub async fn receivers(&self) -> StoreResult<Vec<ReceiverRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {RECEIVER_COLUMNS} FROM receivers ORDER BY name"
         ))
@@ -510,7 +510,7 @@ impl Db {
         .await?)
     }
 
-    pub async fn receiver(&self, id: i64) -> AppResult<Option<ReceiverRow>> {
+    pub async fn receiver(&self, id: i64) -> StoreResult<Option<ReceiverRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {RECEIVER_COLUMNS} FROM receivers WHERE id = ?"
         ))
@@ -519,7 +519,7 @@ impl Db {
         .await?)
     }
 
-    pub async fn insert_receiver(&self, r: &NewReceiver, now_ms: i64) -> AppResult<i64> {
+    pub async fn insert_receiver(&self, r: &NewReceiver, now_ms: i64) -> StoreResult<i64> {
         let id: Option<i64> = sqlx::query_scalar(
             "INSERT INTO receivers (name, url, format, created_ms, group_by, group_wait_s,
                 group_interval_s, auth_header, ca_pem)
@@ -537,12 +537,12 @@ impl Db {
         .bind(&r.ca_pem)
         .fetch_optional(&self.pool)
         .await?;
-        id.ok_or_else(|| AppError::Conflict(format!("there is already a receiver {:?}", r.name)))
+        id.ok_or_else(|| StoreError::Conflict(format!("there is already a receiver {:?}", r.name)))
     }
 
     /// Changes a receiver; `None` for the auth header or CA keeps the stored one, `Some("")`
     /// removes it.
-    pub async fn update_receiver(&self, id: i64, r: &NewReceiver) -> AppResult<()> {
+    pub async fn update_receiver(&self, id: i64, r: &NewReceiver) -> StoreResult<()> {
         let done = sqlx::query(
             "UPDATE receivers SET name = ?, url = ?, format = ?, group_by = ?, group_wait_s = ?,
                 group_interval_s = ?,
@@ -565,30 +565,30 @@ impl Db {
         .await
         .map_err(|e| match e {
             sqlx::Error::Database(d) if d.is_unique_violation() => {
-                AppError::Conflict(format!("there is already a receiver {:?}", r.name))
+                StoreError::Conflict(format!("there is already a receiver {:?}", r.name))
             }
             e => e.into(),
         })?;
         if done.rows_affected() == 0 {
-            return Err(AppError::NotFound("there is no such receiver".into()));
+            return Err(StoreError::NotFound("there is no such receiver".into()));
         }
         Ok(())
     }
 
     /// Deletes a receiver with the notifications still waiting for it.
-    pub async fn delete_receiver(&self, id: i64) -> AppResult<()> {
+    pub async fn delete_receiver(&self, id: i64) -> StoreResult<()> {
         let done = sqlx::query("DELETE FROM receivers WHERE id = ?")
             .bind(id)
             .execute(&self.pool)
             .await?;
         if done.rows_affected() == 0 {
-            return Err(AppError::NotFound("there is no such receiver".into()));
+            return Err(StoreError::NotFound("there is no such receiver".into()));
         }
         Ok(())
     }
 
     /// Every (receiver, group) of an enabled receiver with notifications waiting.
-    pub async fn pending_groups(&self) -> AppResult<Vec<PendingGroup>> {
+    pub async fn pending_groups(&self) -> StoreResult<Vec<PendingGroup>> {
         Ok(sqlx::query_as(
             "SELECT o.receiver_id, o.group_key, MIN(o.created_ms) AS first_created_ms,
                     MIN(o.next_attempt_ms) AS next_attempt_ms, g.last_sent_ms,
@@ -612,7 +612,7 @@ impl Db {
         receiver_id: i64,
         group_key: &str,
         now_ms: i64,
-    ) -> AppResult<Vec<OutboxRow>> {
+    ) -> StoreResult<Vec<OutboxRow>> {
         Ok(sqlx::query_as(
             "SELECT id, receiver_id, group_key, alert_id, transition, payload, attempts
              FROM outbox
@@ -635,7 +635,7 @@ impl Db {
         group_key: Option<&str>,
         ids: &[i64],
         now_ms: i64,
-    ) -> AppResult<()> {
+    ) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
         for id in ids {
             sqlx::query("UPDATE outbox SET delivered_ms = ?, attempts = attempts + 1 WHERE id = ?")
@@ -662,7 +662,7 @@ impl Db {
 
     /// Alerts Alertmanager is told about at `now_ms`: every firing one, and those that fired
     /// and resolved at `resolved_since_ms` or later.
-    pub async fn alerts_to_announce(&self, resolved_since_ms: i64) -> AppResult<Vec<AlertRow>> {
+    pub async fn alerts_to_announce(&self, resolved_since_ms: i64) -> StoreResult<Vec<AlertRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {ALERT_COLUMNS} FROM alerts a JOIN alert_rules r ON r.id = a.rule_id
              WHERE a.state = 'firing'
@@ -681,7 +681,7 @@ impl Db {
         error: &str,
         next_attempt_ms: Option<i64>,
         now_ms: i64,
-    ) -> AppResult<()> {
+    ) -> StoreResult<()> {
         sqlx::query(
             "UPDATE outbox SET attempts = attempts + 1, last_error = ?,
                 next_attempt_ms = COALESCE(?, next_attempt_ms),
@@ -698,7 +698,7 @@ impl Db {
         Ok(())
     }
 
-    pub async fn outbox_counts(&self) -> AppResult<OutboxCounts> {
+    pub async fn outbox_counts(&self) -> StoreResult<OutboxCounts> {
         Ok(sqlx::query_as(
             "SELECT COALESCE(SUM(delivered_ms IS NULL AND failed_ms IS NULL), 0) AS waiting,
                     COALESCE(SUM(delivered_ms IS NOT NULL), 0) AS delivered,

@@ -1,7 +1,7 @@
 use sqlx::{FromRow, SqliteConnection};
 
 use super::Db;
-use crate::error::{AppError, AppResult};
+use super::{StoreError, StoreResult};
 use crate::ingest::facts::ValidFacts;
 
 /// The newest facts of one guest from one source.
@@ -51,7 +51,7 @@ async fn record_idle_reading(
     facts: &ValidFacts,
     idle_fraction: f64,
     now_ms: i64,
-) -> AppResult<()> {
+) -> StoreResult<()> {
     let recent: Option<i64> = sqlx::query_scalar(
         "SELECT 1 FROM guest_idle_readings
          WHERE guest_id = ? AND received_ms > ? AND source = ? LIMIT 1",
@@ -90,7 +90,7 @@ pub(super) async fn record_facts(
     guest_id: i64,
     facts: &ValidFacts,
     now_ms: i64,
-) -> AppResult<()> {
+) -> StoreResult<()> {
     if let Some(idle) = facts
         .facts
         .idle_fraction
@@ -158,7 +158,7 @@ impl Db {
         guest_id: i64,
         facts: &ValidFacts,
         now_ms: i64,
-    ) -> AppResult<()> {
+    ) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
         let bound: Option<String> =
             sqlx::query_scalar("SELECT guest_uuid FROM tokens WHERE id = ?")
@@ -168,7 +168,7 @@ impl Db {
         match bound {
             Some(bound) if bound != uuid => {
                 tx.rollback().await?;
-                return Err(AppError::Forbidden(format!(
+                return Err(StoreError::Refused(format!(
                     "this guest token submits facts for the guest with UUID {bound}, not {uuid}; give each guest its own token"
                 )));
             }
@@ -190,7 +190,7 @@ impl Db {
                 .await?;
                 if taken {
                     tx.rollback().await?;
-                    return Err(AppError::Forbidden(format!(
+                    return Err(StoreError::Refused(format!(
                         "the guest with UUID {uuid} submits its facts with another guest token; revoke that one to give the guest a new token"
                     )));
                 }
@@ -208,7 +208,7 @@ impl Db {
     }
 
     /// The most recently seen guest with one of these UUIDs.
-    pub async fn guest_by_uuid(&self, uuids: &[String]) -> AppResult<Option<i64>> {
+    pub async fn guest_by_uuid(&self, uuids: &[String]) -> StoreResult<Option<i64>> {
         let mut best: Option<(i64, i64)> = None;
         for uuid in uuids {
             let found: Option<(i64, i64)> = sqlx::query_as(
@@ -227,7 +227,7 @@ impl Db {
     }
 
     /// The newest facts from every source of every guest, or of one host's guests.
-    pub async fn latest_facts(&self, host_id: Option<i64>) -> AppResult<Vec<FactsRow>> {
+    pub async fn latest_facts(&self, host_id: Option<i64>) -> StoreResult<Vec<FactsRow>> {
         Ok(sqlx::query_as(
             "SELECT guest_id, source, received_ms, facts_json,
                     (SELECT vm_process_since_ms FROM guests WHERE guests.id = guest_id)
@@ -243,7 +243,7 @@ impl Db {
 
     /// Every set of facts a guest reported, from when it was first to when it was last received
     /// (server clock), with the newest full facts of the set; oldest first.
-    pub async fn facts_spans(&self, guest_id: i64) -> AppResult<Vec<FactsSpanRow>> {
+    pub async fn facts_spans(&self, guest_id: i64) -> StoreResult<Vec<FactsSpanRow>> {
         Ok(sqlx::query_as(
             "SELECT source, first_received_ms, received_ms, facts_json
              FROM guest_facts WHERE guest_id = ? ORDER BY id",
@@ -254,7 +254,7 @@ impl Db {
     }
 
     /// A guest's kernel events, newest first.
-    pub async fn facts_history(&self, guest_id: i64) -> AppResult<Vec<FactsEventRow>> {
+    pub async fn facts_history(&self, guest_id: i64) -> StoreResult<Vec<FactsEventRow>> {
         Ok(sqlx::query_as(
             "SELECT source, first_received_ms, received_ms, kernel_release, cmdline
              FROM guest_facts WHERE guest_id = ? ORDER BY id DESC LIMIT ?",
@@ -268,7 +268,10 @@ impl Db {
     /// Every kernel or command-line change of each guest (or of `guest_id`): a facts row that
     /// has an older one from the same source (the first facts a guest reports are not a change).
     /// As (guest id, source, first received, server clock ms), oldest first.
-    pub async fn fact_changes(&self, guest_id: Option<i64>) -> AppResult<Vec<(i64, String, i64)>> {
+    pub async fn fact_changes(
+        &self,
+        guest_id: Option<i64>,
+    ) -> StoreResult<Vec<(i64, String, i64)>> {
         Ok(sqlx::query_as(
             "SELECT f.guest_id, f.source, f.first_received_ms FROM guest_facts f
              WHERE (?1 IS NULL OR f.guest_id = ?1)
@@ -282,7 +285,7 @@ impl Db {
     }
 
     /// [`Db::fact_changes`] of one host's guests.
-    pub async fn fact_changes_of_host(&self, host_id: i64) -> AppResult<Vec<(i64, String, i64)>> {
+    pub async fn fact_changes_of_host(&self, host_id: i64) -> StoreResult<Vec<(i64, String, i64)>> {
         Ok(sqlx::query_as(
             "SELECT f.guest_id, f.source, f.first_received_ms
              FROM guests g CROSS JOIN guest_facts f ON f.guest_id = g.id

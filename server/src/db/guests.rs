@@ -1,7 +1,7 @@
 use sqlx::FromRow;
 
 use super::Db;
-use crate::error::AppResult;
+use super::StoreResult;
 
 /// A guest as the analysis needs it, with its host's KVM setting.
 #[derive(Debug, Clone, FromRow)]
@@ -113,7 +113,7 @@ fn window_sql(condition: &str) -> String {
 
 impl Db {
     /// The guests in `scope`.
-    pub async fn guests_in(&self, scope: GuestScope) -> AppResult<Vec<GuestRow>> {
+    pub async fn guests_in(&self, scope: GuestScope) -> StoreResult<Vec<GuestRow>> {
         let (condition, binds) = scope.condition();
         let sql = format!(
             "SELECT g.id, g.host_id, h.name AS host_name, h.kvm_halt_poll_ns AS host_halt_poll_ns,
@@ -136,7 +136,7 @@ impl Db {
         &self,
         scope: GuestScope,
         window_ms: i64,
-    ) -> AppResult<Vec<IntervalRow>> {
+    ) -> StoreResult<Vec<IntervalRow>> {
         let (condition, binds) = scope.condition();
         let sql = window_sql(condition);
         let mut query = sqlx::query_as(&sql).bind(window_ms);
@@ -148,7 +148,7 @@ impl Db {
 
     /// SQLite's plan for [`Db::window_intervals`], one line per step: the tests check that it
     /// looks the window up by index rather than scanning every sample ever stored.
-    pub async fn window_query_plan(&self, scope: GuestScope) -> AppResult<Vec<String>> {
+    pub async fn window_query_plan(&self, scope: GuestScope) -> StoreResult<Vec<String>> {
         let (condition, binds) = scope.condition();
         let sql = format!("EXPLAIN QUERY PLAN {}", window_sql(condition));
         let mut query = sqlx::query_as::<_, (i64, i64, i64, String)>(&sql).bind(0i64);
@@ -170,7 +170,7 @@ impl Db {
         scope: GuestScope,
         window_ms: i64,
         reach_ms: i64,
-    ) -> AppResult<Vec<IdleReading>> {
+    ) -> StoreResult<Vec<IdleReading>> {
         let (condition, binds) = scope.condition();
         let sql = format!(
             "SELECT r.guest_id, r.received_ms, r.measured_ms, r.idle_fraction
@@ -187,7 +187,7 @@ impl Db {
         Ok(query.fetch_all(&self.pool).await?)
     }
 
-    pub async fn guest_host_id(&self, guest_id: i64) -> AppResult<Option<i64>> {
+    pub async fn guest_host_id(&self, guest_id: i64) -> StoreResult<Option<i64>> {
         Ok(
             sqlx::query_scalar("SELECT host_id FROM guests WHERE id = ?")
                 .bind(guest_id)
@@ -197,7 +197,7 @@ impl Db {
     }
 
     /// A guest's newest samples, newest stored first.
-    pub async fn recent_samples(&self, guest_id: i64, limit: i64) -> AppResult<Vec<SampleRow>> {
+    pub async fn recent_samples(&self, guest_id: i64, limit: i64) -> StoreResult<Vec<SampleRow>> {
         Ok(sqlx::query_as(
             "SELECT end_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups, wakeups_source
              FROM samples WHERE guest_id = ? ORDER BY id DESC LIMIT ?",
@@ -216,7 +216,7 @@ impl Db {
         from_ms: i64,
         to_ms: i64,
         reach_ms: i64,
-    ) -> AppResult<(Vec<IntervalRow>, Vec<IdleReading>)> {
+    ) -> StoreResult<(Vec<IntervalRow>, Vec<IdleReading>)> {
         let samples = sqlx::query_as(
             "SELECT guest_id, received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups,
                     wakeups_source = 'vcpu_threads' AS from_vcpu_threads

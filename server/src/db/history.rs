@@ -6,7 +6,7 @@ use sqlx::FromRow;
 
 use super::rollups::{FIVE_MINUTES_MS, HOUR_MS};
 use super::{Db, FactsSpanRow, IdleReading, IntervalRow, RollupRow};
-use crate::error::{AppError, AppResult};
+use super::{StoreError, StoreResult};
 
 /// A rollup and the guest it is of.
 #[derive(Debug, Clone, FromRow)]
@@ -60,9 +60,9 @@ impl Db {
         from_ms: i64,
         to_ms: i64,
         reach_ms: i64,
-    ) -> AppResult<StoredHistories> {
+    ) -> StoreResult<StoredHistories> {
         let ids = serde_json::to_string(guest_ids)
-            .map_err(|e| AppError::Internal(format!("guest ids to JSON: {e}")))?;
+            .map_err(|e| StoreError::Corrupt(format!("guest ids to JSON: {e}")))?;
         // One row per guest, its samples packed into one text: SQLite hands sqlx each row
         // through a channel, which costs more than the row itself when a guest has 17,000 of
         // them (two days at one every 10 s). `%.17g` writes a double so that it reads back
@@ -84,7 +84,7 @@ impl Db {
         for (guest_id, text) in packed {
             for sample in text.split(';') {
                 samples.push(unpack_sample(guest_id, sample).ok_or_else(|| {
-                    AppError::Internal(format!("unreadable packed sample {sample:?}"))
+                    StoreError::Corrupt(format!("unreadable packed sample {sample:?}"))
                 })?);
             }
         }

@@ -1,7 +1,7 @@
 use sqlx::FromRow;
 
 use super::Db;
-use crate::error::AppResult;
+use super::StoreResult;
 
 /// A hypervisor host as its agent last described it.
 #[derive(Debug, Clone, FromRow)]
@@ -29,7 +29,7 @@ impl HostRow {
 
 impl Db {
     /// Every host that ever reported, by name.
-    pub async fn hosts(&self) -> AppResult<Vec<HostRow>> {
+    pub async fn hosts(&self) -> StoreResult<Vec<HostRow>> {
         Ok(sqlx::query_as(
             "SELECT id, name, cpus, kernel, agent_version, kvm_halt_poll_ns, first_seen_ms,
                     last_report_ms, agent_dropped_reports, blind_spots_json

@@ -4,6 +4,7 @@
 //! database; every function is exercised by the tests against a real SQLite file.
 
 mod alerts;
+mod error;
 mod facts;
 mod fault;
 mod guests;
@@ -21,8 +22,8 @@ pub use alerts::{
     AlertRow, AlertWrite, NewReceiver, NewRule, Notify, OutboxCounts, OutboxRow, PendingGroup,
     ReceiverRow, RuleRow, SilenceRow,
 };
+pub use error::{StoreError, StoreResult};
 pub use facts::{FactsEventRow, FactsRow, FactsSpanRow, IDLE_READINGS_KEPT_MS};
-pub use fault::{StorageFault, storage_fault};
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use history::{GuestFactsSpanRow, GuestRollupRow, StoredHistories};
 pub use hosts::HostRow;
@@ -41,8 +42,6 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::error::AppResult;
-
 /// The migrations in `migrations/`, embedded in the binary and run at start-up.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
@@ -55,7 +54,7 @@ pub struct Db {
 
 impl Db {
     /// Opens (creating if needed) the database file and brings its schema up to date.
-    pub async fn open(path: &Path) -> AppResult<Db> {
+    pub async fn open(path: &Path) -> StoreResult<Db> {
         let options = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
             .create_if_missing(true)
@@ -77,7 +76,7 @@ impl Db {
 
     /// Commits one write, to learn whether the database can be written now (a read-only file or
     /// mount, a full disk).
-    pub async fn probe_write(&self, now_ms: i64) -> AppResult<()> {
+    pub async fn probe_write(&self, now_ms: i64) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
         sqlx::query(
             "INSERT INTO write_probe (id, at_ms) VALUES (1, ?)
@@ -105,7 +104,7 @@ impl Db {
 
     /// The journal mode in force, for the start-up log and tests.
     /// Copies the write-ahead log into the database file and empties it.
-    pub async fn checkpoint(&self) -> AppResult<()> {
+    pub async fn checkpoint(&self) -> StoreResult<()> {
         sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
             .execute(&self.pool)
             .await?;
@@ -113,12 +112,12 @@ impl Db {
     }
 
     /// Rebuilds the database file without its free pages (after a retention deleted much).
-    pub async fn vacuum(&self) -> AppResult<()> {
+    pub async fn vacuum(&self) -> StoreResult<()> {
         sqlx::query("VACUUM").execute(&self.pool).await?;
         Ok(())
     }
 
-    pub async fn journal_mode(&self) -> AppResult<String> {
+    pub async fn journal_mode(&self) -> StoreResult<String> {
         Ok(sqlx::query_scalar("PRAGMA journal_mode")
             .fetch_one(&self.pool)
             .await?)

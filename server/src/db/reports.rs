@@ -3,7 +3,7 @@ use std::collections::HashMap;
 use sqlx::{QueryBuilder, Sqlite};
 
 use super::Db;
-use crate::error::{AppError, AppResult};
+use super::{StoreError, StoreResult};
 use crate::ingest::totals::{self, Measured, Plausible, SampleSpan, StoredTotals};
 use crate::ingest::{CPU_TICK_SLACK_S, MAX_WAKEUPS_PER_VCPU_S, ValidGuest, ValidReport};
 
@@ -32,7 +32,7 @@ impl Db {
         report: &ValidReport,
         token_id: i64,
         now_ms: i64,
-    ) -> AppResult<StoreOutcome> {
+    ) -> StoreResult<StoreOutcome> {
         // IMMEDIATE takes the write lock up front, so two copies of one report arriving at once
         // queue behind each other and the second sees the first instead of failing.
         let mut tx = self.begin_write().await?;
@@ -44,7 +44,7 @@ impl Db {
         match bound_host {
             Some(bound) if bound != report.host.name => {
                 tx.rollback().await?;
-                return Err(AppError::Forbidden(format!(
+                return Err(StoreError::Refused(format!(
                     "this agent token reports for host {bound:?}, not {:?}; give each host its own token",
                     report.host.name
                 )));
@@ -65,7 +65,7 @@ impl Db {
                 .await?;
                 if taken {
                     tx.rollback().await?;
-                    return Err(AppError::Forbidden(format!(
+                    return Err(StoreError::Refused(format!(
                         "host {0:?} reports with another agent token; to give it this one, an admin makes a token bound to it (tickscope-server token add NAME --role agent --host {0}, or on the settings page)",
                         report.host.name
                     )));
@@ -246,14 +246,17 @@ impl Db {
                 .into_iter()
                 .map(|(hypervisor, identity, id)| ((hypervisor, identity), id))
                 .collect();
-            let id_of = |guest: &ValidGuest| -> AppResult<i64> {
+            let id_of = |guest: &ValidGuest| -> StoreResult<i64> {
                 ids.get(&(guest.hypervisor.to_string(), guest.identity.clone()))
                     .copied()
                     .ok_or_else(|| {
-                        AppError::Internal(format!("no id stored for guest {:?}", guest.identity))
+                        StoreError::Corrupt(format!("no id stored for guest {:?}", guest.identity))
                     })
             };
-            let guest_ids = guests.iter().map(id_of).collect::<AppResult<Vec<i64>>>()?;
+            let guest_ids = guests
+                .iter()
+                .map(id_of)
+                .collect::<StoreResult<Vec<i64>>>()?;
 
             let mut insert = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO samples (guest_id, report_id, end_ms, received_ms, length_ms, vcpus,
@@ -296,7 +299,7 @@ impl Db {
     }
 
     /// The sequence numbers of one agent run's reports, in the order they were stored.
-    pub async fn report_sequence(&self, run_id: &str) -> AppResult<Vec<i64>> {
+    pub async fn report_sequence(&self, run_id: &str) -> StoreResult<Vec<i64>> {
         Ok(
             sqlx::query_scalar("SELECT seq FROM reports WHERE run_id = ? ORDER BY id")
                 .bind(run_id)
@@ -306,18 +309,18 @@ impl Db {
     }
 
     /// Rows in the reports and samples tables, for checking that refused input stored nothing.
-    pub async fn count_reports_and_samples(&self) -> AppResult<(i64, i64)> {
+    pub async fn count_reports_and_samples(&self) -> StoreResult<(i64, i64)> {
         sqlx::query_as("SELECT (SELECT COUNT(*) FROM reports), (SELECT COUNT(*) FROM samples)")
             .fetch_one(&self.pool)
             .await
-            .map_err(AppError::from)
+            .map_err(StoreError::from)
     }
 }
 
 impl Db {
     /// Hosts whose name does not match a SQL LIKE pattern: the demo refuses to mix its simulated
     /// hosts into a database that real agents report to.
-    pub async fn count_hosts_not_like(&self, pattern: &str) -> AppResult<i64> {
+    pub async fn count_hosts_not_like(&self, pattern: &str) -> StoreResult<i64> {
         Ok(
             sqlx::query_scalar("SELECT COUNT(*) FROM hosts WHERE name NOT LIKE ?")
                 .bind(pattern)
@@ -344,7 +347,7 @@ pub struct RawSample {
 /// The ingest benchmark's baseline: what storing a report's samples costs with nothing else.
 impl Db {
     /// Inserts sample rows as they are, in one transaction, with the statement ingest uses.
-    pub async fn insert_raw_samples(&self, rows: &[RawSample]) -> AppResult<()> {
+    pub async fn insert_raw_samples(&self, rows: &[RawSample]) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
         for row in rows {
             sqlx::query(
@@ -368,7 +371,7 @@ impl Db {
     }
 
     /// Every guest's id by (host name, guest name).
-    pub async fn guest_ids_by_name(&self) -> AppResult<HashMap<(String, String), i64>> {
+    pub async fn guest_ids_by_name(&self) -> StoreResult<HashMap<(String, String), i64>> {
         let rows: Vec<(String, String, i64)> = sqlx::query_as(
             "SELECT h.name, g.name, g.id FROM guests g JOIN hosts h ON h.id = g.host_id",
         )
@@ -381,7 +384,7 @@ impl Db {
     }
 
     /// Some stored report's id.
-    pub async fn any_report_id(&self) -> AppResult<i64> {
+    pub async fn any_report_id(&self) -> StoreResult<i64> {
         Ok(sqlx::query_scalar("SELECT MIN(id) FROM reports")
             .fetch_one(&self.pool)
             .await?)

@@ -3,8 +3,8 @@
 use sqlx::{FromRow, QueryBuilder, Sqlite};
 
 use super::Db;
+use super::{StoreError, StoreResult};
 use crate::analysis::history::Summary;
-use crate::error::AppResult;
 
 /// The two resolutions rollups are kept at.
 pub const FIVE_MINUTES_MS: i64 = 5 * 60 * 1000;
@@ -75,7 +75,7 @@ const ADD_TO_EXISTING_ROLLUP: &str = " ON CONFLICT (guest_id, resolution_ms, sta
 
 impl Db {
     /// Guests with raw samples received before `before_ms`.
-    pub async fn guests_with_samples_before(&self, before_ms: i64) -> AppResult<Vec<i64>> {
+    pub async fn guests_with_samples_before(&self, before_ms: i64) -> StoreResult<Vec<i64>> {
         Ok(sqlx::query_scalar(GUESTS_WITH_SAMPLES_BEFORE)
             .bind(before_ms)
             .fetch_all(&self.pool)
@@ -91,7 +91,7 @@ impl Db {
         windows: &[(i64, Summary)],
         before_ms: i64,
         keep: Option<(i64, i64)>,
-    ) -> AppResult<u64> {
+    ) -> StoreResult<u64> {
         let mut tx = self.begin_write().await?;
         // A few hundred windows per statement: each statement is a round trip to SQLite's
         // worker thread.
@@ -137,7 +137,7 @@ impl Db {
 
     /// Merges the five-minute rollups of whole hours before `before_ms` (a multiple of an hour)
     /// into hourly ones. Returns the five-minute rows merged.
-    pub async fn merge_hourly_rollups(&self, before_ms: i64) -> AppResult<u64> {
+    pub async fn merge_hourly_rollups(&self, before_ms: i64) -> StoreResult<u64> {
         let mut tx = self.begin_write().await?;
         sqlx::query(&format!(
             "INSERT INTO rollups (guest_id, resolution_ms, start_ms, samples, length_s, vcpu_s,
@@ -175,7 +175,7 @@ impl Db {
         guest_id: i64,
         from_ms: i64,
         to_ms: i64,
-    ) -> AppResult<Vec<i64>> {
+    ) -> StoreResult<Vec<i64>> {
         Ok(sqlx::query_scalar(
             "SELECT DISTINCT report_id FROM samples
              WHERE guest_id = ? AND received_ms >= ? AND received_ms < ?",
@@ -193,7 +193,7 @@ impl Db {
         rollups_before_ms: i64,
         reports_before_ms: i64,
         keep_reports: &[i64],
-    ) -> AppResult<u64> {
+    ) -> StoreResult<u64> {
         let rollups = sqlx::query("DELETE FROM rollups WHERE resolution_ms = ? AND start_ms < ?")
             .bind(HOUR_MS)
             .bind(rollups_before_ms)
@@ -209,7 +209,7 @@ impl Db {
             .execute(&mut *conn)
             .await?;
         let keep = serde_json::to_string(keep_reports)
-            .map_err(|e| crate::error::AppError::Internal(format!("report ids to JSON: {e}")))?;
+            .map_err(|e| StoreError::Corrupt(format!("report ids to JSON: {e}")))?;
         let deleted = sqlx::query(
             "DELETE FROM reports WHERE received_ms < ?
              AND id NOT IN (SELECT value FROM json_each(?))",
@@ -236,7 +236,7 @@ impl Db {
         guest_id: i64,
         from_ms: i64,
         to_ms: i64,
-    ) -> AppResult<Vec<RollupRow>> {
+    ) -> StoreResult<Vec<RollupRow>> {
         Ok(sqlx::query_as(ROLLUPS_BETWEEN)
             .bind(guest_id)
             .bind(FIVE_MINUTES_MS)
@@ -249,7 +249,7 @@ impl Db {
 
     /// SQLite's plans for the retention's search for guests to roll up and for a guest's
     /// rollups, one line per step: the tests check that both go through an index.
-    pub async fn rollup_query_plans(&self) -> AppResult<Vec<String>> {
+    pub async fn rollup_query_plans(&self) -> StoreResult<Vec<String>> {
         let mut plans = Vec::new();
         for (sql, binds) in [(GUESTS_WITH_SAMPLES_BEFORE, 1), (ROLLUPS_BETWEEN, 5)] {
             let explain = format!("EXPLAIN QUERY PLAN {sql}");
@@ -268,7 +268,7 @@ impl Db {
         Ok(plans)
     }
 
-    pub async fn stored_counts(&self) -> AppResult<StoredCounts> {
+    pub async fn stored_counts(&self) -> StoreResult<StoredCounts> {
         Ok(sqlx::query_as(
             "SELECT (SELECT COUNT(*) FROM reports) AS reports,
                     (SELECT COUNT(*) FROM samples) AS samples,

@@ -1,7 +1,7 @@
 use sqlx::FromRow;
 
 use super::Db;
-use crate::error::AppResult;
+use super::StoreResult;
 
 /// A token as the settings page lists it (never the token itself: only its hash is kept).
 #[derive(Debug, Clone, FromRow)]
@@ -39,7 +39,7 @@ impl Db {
         sha256_hex: &str,
         host_name: Option<&str>,
         now_ms: i64,
-    ) -> AppResult<i64> {
+    ) -> StoreResult<i64> {
         let id = sqlx::query_scalar(
             "INSERT INTO tokens (name, role, sha256_hex, host_name, created_ms) VALUES (?, ?, ?, ?, ?) RETURNING id",
         )
@@ -55,7 +55,7 @@ impl Db {
 
     /// The tokens whose hash starts with `prefix` (its first [`LOOKUP_PREFIX_CHARS`] hex
     /// digits): the caller compares the whole hash itself, in constant time.
-    pub async fn tokens_by_hash_prefix(&self, prefix: &str) -> AppResult<Vec<TokenRow>> {
+    pub async fn tokens_by_hash_prefix(&self, prefix: &str) -> StoreResult<Vec<TokenRow>> {
         Ok(sqlx::query_as(
             "SELECT id, name, role, revoked_ms, sha256_hex FROM tokens
              WHERE substr(sha256_hex, 1, 16) = ?",
@@ -66,7 +66,7 @@ impl Db {
     }
 
     /// SQLite's plan for [`Db::tokens_by_hash_prefix`], for the test that it uses its index.
-    pub async fn token_lookup_plan(&self) -> AppResult<Vec<String>> {
+    pub async fn token_lookup_plan(&self) -> StoreResult<Vec<String>> {
         let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(
             "EXPLAIN QUERY PLAN SELECT id, name, role, revoked_ms, sha256_hex FROM tokens
              WHERE substr(sha256_hex, 1, 16) = ?",
@@ -78,7 +78,7 @@ impl Db {
     }
 
     /// Every token, newest first.
-    pub async fn tokens(&self) -> AppResult<Vec<TokenListRow>> {
+    pub async fn tokens(&self) -> StoreResult<Vec<TokenListRow>> {
         Ok(sqlx::query_as(
             "SELECT id, name, role, host_name, guest_uuid, created_ms, last_used_ms, revoked_ms
              FROM tokens ORDER BY id DESC",
@@ -88,7 +88,7 @@ impl Db {
     }
 
     /// Revokes a token from now on; false when there is no such token or it was revoked before.
-    pub async fn revoke_token(&self, id: i64, now_ms: i64) -> AppResult<bool> {
+    pub async fn revoke_token(&self, id: i64, now_ms: i64) -> StoreResult<bool> {
         let done =
             sqlx::query("UPDATE tokens SET revoked_ms = ? WHERE id = ? AND revoked_ms IS NULL")
                 .bind(now_ms)

@@ -1,7 +1,7 @@
 use sqlx::FromRow;
 
 use super::Db;
-use crate::error::AppResult;
+use super::StoreResult;
 
 /// A guest's VM process running totals as its latest report that carried them said (migration
 /// 0008): what `/metrics` serves as counters.
@@ -18,7 +18,7 @@ pub struct ProcessTotalsRow {
 
 impl Db {
     /// The latest totals of every guest reported since `since_ms` whose agent sends totals.
-    pub async fn process_totals(&self, since_ms: i64) -> AppResult<Vec<ProcessTotalsRow>> {
+    pub async fn process_totals(&self, since_ms: i64) -> StoreResult<Vec<ProcessTotalsRow>> {
         Ok(sqlx::query_as(
             "SELECT id AS guest_id, cpu_s_total, wakeups_total, totals_at_ms
              FROM guests

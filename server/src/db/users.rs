@@ -1,7 +1,7 @@
 use sqlx::FromRow;
 
 use super::Db;
-use crate::error::{AppError, AppResult};
+use super::{StoreError, StoreResult};
 
 #[derive(Debug, Clone, FromRow)]
 pub struct UserRow {
@@ -21,7 +21,7 @@ impl Db {
         role: &str,
         password_hash: &str,
         now_ms: i64,
-    ) -> AppResult<i64> {
+    ) -> StoreResult<i64> {
         let inserted: Option<i64> = sqlx::query_scalar(
             "INSERT INTO users (name, role, password_hash, created_ms) VALUES (?, ?, ?, ?)
              ON CONFLICT (name) DO NOTHING RETURNING id",
@@ -32,10 +32,10 @@ impl Db {
         .bind(now_ms)
         .fetch_optional(&self.pool)
         .await?;
-        inserted.ok_or_else(|| AppError::Conflict(format!("there is already a user {name:?}")))
+        inserted.ok_or_else(|| StoreError::Conflict(format!("there is already a user {name:?}")))
     }
 
-    pub async fn user_by_name(&self, name: &str) -> AppResult<Option<UserRow>> {
+    pub async fn user_by_name(&self, name: &str) -> StoreResult<Option<UserRow>> {
         Ok(sqlx::query_as(
             "SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users WHERE name = ?",
         )
@@ -44,7 +44,7 @@ impl Db {
         .await?)
     }
 
-    pub async fn user_by_id(&self, id: i64) -> AppResult<Option<UserRow>> {
+    pub async fn user_by_id(&self, id: i64) -> StoreResult<Option<UserRow>> {
         Ok(sqlx::query_as(
             "SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users WHERE id = ?",
         )
@@ -53,7 +53,7 @@ impl Db {
         .await?)
     }
 
-    pub async fn record_login(&self, user_id: i64, now_ms: i64) -> AppResult<()> {
+    pub async fn record_login(&self, user_id: i64, now_ms: i64) -> StoreResult<()> {
         sqlx::query("UPDATE users SET last_login_ms = ? WHERE id = ?")
             .bind(now_ms)
             .bind(user_id)
@@ -63,7 +63,7 @@ impl Db {
     }
 
     /// Every user, by name.
-    pub async fn users(&self) -> AppResult<Vec<UserRow>> {
+    pub async fn users(&self) -> StoreResult<Vec<UserRow>> {
         Ok(sqlx::query_as(
             "SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users ORDER BY name",
         )
@@ -72,20 +72,20 @@ impl Db {
     }
 
     /// Gives a user a new password hash (which ends their sessions).
-    pub async fn set_password(&self, user_id: i64, password_hash: &str) -> AppResult<()> {
+    pub async fn set_password(&self, user_id: i64, password_hash: &str) -> StoreResult<()> {
         let done = sqlx::query("UPDATE users SET password_hash = ? WHERE id = ?")
             .bind(password_hash)
             .bind(user_id)
             .execute(&self.pool)
             .await?;
         if done.rows_affected() == 0 {
-            return Err(AppError::NotFound("there is no such user".into()));
+            return Err(StoreError::NotFound("there is no such user".into()));
         }
         Ok(())
     }
 
     /// Changes a user's role; refused when it would leave no admin.
-    pub async fn set_role(&self, user_id: i64, role: &str) -> AppResult<()> {
+    pub async fn set_role(&self, user_id: i64, role: &str) -> StoreResult<()> {
         let done = sqlx::query(
             "UPDATE users SET role = ?1 WHERE id = ?2
                AND (?1 = 'admin' OR role <> 'admin'
@@ -102,7 +102,7 @@ impl Db {
     }
 
     /// Removes a user (whose sessions then lead nowhere); refused for the last admin.
-    pub async fn delete_user(&self, user_id: i64) -> AppResult<()> {
+    pub async fn delete_user(&self, user_id: i64) -> StoreResult<()> {
         let done = sqlx::query(
             "DELETE FROM users WHERE id = ?
                AND (role <> 'admin' OR (SELECT COUNT(*) FROM users WHERE role = 'admin') > 1)",
@@ -119,10 +119,10 @@ impl Db {
     }
 
     /// Why a guarded change of `user_id` changed nothing: no such user, or `reason`.
-    async fn refusal(&self, user_id: i64, reason: &str) -> AppResult<()> {
+    async fn refusal(&self, user_id: i64, reason: &str) -> StoreResult<()> {
         match self.user_by_id(user_id).await? {
-            None => Err(AppError::NotFound("there is no such user".into())),
-            Some(_) => Err(AppError::Conflict(reason.into())),
+            None => Err(StoreError::NotFound("there is no such user".into())),
+            Some(_) => Err(StoreError::Conflict(reason.into())),
         }
     }
 
