@@ -146,7 +146,9 @@ impl AppState {
     ) -> AppResult<StoreOutcome> {
         let outcome = self
             .db
-            .store_report(report, token_id, received_ms)
+            .store_report(report, token_id, received_ms, |previous| {
+                crate::ingest::samples::sample_spans(report, previous)
+            })
             .await
             .map_err(AppError::from);
         self.storage.record(&outcome);

@@ -4,8 +4,10 @@ use sqlx::{QueryBuilder, Sqlite};
 
 use super::Db;
 use super::{StoreError, StoreResult};
-use crate::ingest::totals::{self, Measured, Plausible, SampleSpan, StoredTotals};
-use crate::ingest::{CPU_TICK_SLACK_S, MAX_WAKEUPS_PER_VCPU_S, ValidGuest, ValidReport};
+use crate::ingest::ValidGuest;
+use crate::ingest::ValidReport;
+use crate::ingest::samples::PreviousTotals;
+use crate::ingest::totals::{SampleSpan, StoredTotals};
 
 /// When a report's totals replace the stored ones: a report that ends before the stored totals
 /// were read (it arrived late) must not set them back.
@@ -26,12 +28,15 @@ pub enum StoreOutcome {
 }
 
 impl Db {
-    /// Stores a report whole, in one transaction, or not at all.
+    /// Stores a report whole, in one transaction, or not at all. `plan` decides each guest's
+    /// sample from the running totals stored before (`ingest::samples::sample_spans`); it is
+    /// called inside the transaction, so that what it was given is what the report follows.
     pub async fn store_report(
         &self,
         report: &ValidReport,
         token_id: i64,
         now_ms: i64,
+        plan: impl FnOnce(&PreviousTotals) -> Vec<SampleSpan>,
     ) -> StoreResult<StoreOutcome> {
         // IMMEDIATE takes the write lock up front, so two copies of one report arriving at once
         // queue behind each other and the second sees the first instead of failing.
@@ -132,7 +137,7 @@ impl Db {
         .await?;
 
         // The host's guests' running totals as of their previous reports, read once.
-        let previous: HashMap<(String, String), StoredTotals> =
+        let previous: PreviousTotals =
             sqlx::query_as::<_, (String, String, String, f64, i64, i64)>(
                 "SELECT hypervisor, identity, process_key, cpu_s_total, wakeups_total, totals_at_ms
              FROM guests WHERE host_id = ? AND process_key IS NOT NULL",
@@ -154,37 +159,16 @@ impl Db {
             )
             .collect();
 
-        // What each guest's sample measures: its own interval, or back over missing reports.
-        let spans: Vec<SampleSpan> = report
-            .guests
-            .iter()
-            .map(|guest| {
-                let span = totals::sample_span(
-                    previous.get(&(guest.hypervisor.to_string(), guest.identity.clone())),
-                    guest.totals.as_ref(),
-                    Measured {
-                        start_ms: report.start_ms,
-                        end_ms: report.end_ms,
-                        length_ms: report.length_ms,
-                        host_cpu_s: guest.host_cpu_s,
-                        vcpu_wakeups: guest.vcpu_wakeups,
-                    },
-                    Plausible {
-                        max_busy_cpus: guest.max_busy_cpus,
-                        vcpus: guest.vcpus,
-                        cpu_slack_s_per_cpu: CPU_TICK_SLACK_S,
-                        max_wakeups_per_vcpu_s: MAX_WAKEUPS_PER_VCPU_S,
-                    },
-                );
-                if span.bridged {
-                    tracing::info!(
-                        host = %host.name, guest = %guest.name, span_ms = span.length_ms,
-                        "measured back over missing reports from the VM's running totals"
-                    );
-                }
-                span
-            })
-            .collect();
+        // What each guest's sample stores is ingest's decision, from the totals read above in
+        // this same transaction: a copy of the report arriving meanwhile waits for the lock.
+        let spans = plan(&previous);
+        if spans.len() != report.guests.len() {
+            return Err(StoreError::Corrupt(format!(
+                "{} samples planned for {} guests",
+                spans.len(),
+                report.guests.len()
+            )));
+        }
 
         // A few statements per report, not a few per guest: each statement is a round trip to
         // SQLite's worker thread, and that, not SQLite, is most of what ingest costs.

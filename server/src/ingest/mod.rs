@@ -5,6 +5,7 @@
 
 pub mod facts;
 pub mod interval;
+pub mod samples;
 pub mod totals;
 
 use std::collections::HashSet;
