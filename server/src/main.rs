@@ -544,7 +544,7 @@ async fn serve(
         "database ready"
     );
     // Sessions that lapsed are deleted hourly; a lapsed one is refused anyway.
-    let store = tower_sessions_sqlx_store::SqliteStore::new(db.pool().clone());
+    let store = db.session_store();
     tokio::spawn(async move {
         use tower_sessions::session_store::ExpiredDeletion;
         let hourly = tokio::time::Duration::from_secs(3600);

@@ -34,16 +34,3 @@ pub enum StoreError {
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
-
-/// Which database failures are the storage's (a full disk, a read-only file, a lock held too
-/// long) rather than a bug: those are told apart, so that the caller can be asked to retry.
-impl From<sqlx::Error> for StoreError {
-    fn from(e: sqlx::Error) -> Self {
-        use super::fault::{StorageFault, storage_fault};
-        match storage_fault(&e) {
-            Some(StorageFault::Full) => StoreError::Full(e),
-            Some(StorageFault::Unavailable) => StoreError::Unavailable(e),
-            None => StoreError::Backend(e),
-        }
-    }
-}

@@ -1,5 +1,7 @@
-use super::Db;
-use super::StoreResult;
+//! Settings an admin saves, in SQLite.
+
+use super::store::Db;
+use crate::db::error::StoreResult;
 
 impl Db {
     /// A setting's stored value, if an admin ever saved it.

@@ -15,8 +15,8 @@ use std::ops::{Deref, DerefMut};
 use sqlx::pool::PoolConnection;
 use sqlx::{Sqlite, SqliteConnection};
 
-use super::Db;
-use super::StoreResult;
+use super::store::Db;
+use crate::db::error::StoreResult;
 
 pub struct WriteTx {
     conn: PoolConnection<Sqlite>,
