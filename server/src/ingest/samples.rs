@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
+use super::report::{CPU_TICK_SLACK_S, MAX_WAKEUPS_PER_VCPU_S, ValidReport};
 use super::totals::{self, Measured, Plausible, SampleSpan, StoredTotals};
-use super::{CPU_TICK_SLACK_S, MAX_WAKEUPS_PER_VCPU_S, ValidReport};
 
 /// The running totals stored for a host's guests before a report, by (hypervisor name, guest
 /// identity): what makes a guest the same guest from one report to the next.
