@@ -78,7 +78,12 @@ fn guest_sample(host: usize, i: usize, seq: u64) -> GuestSample {
 }
 
 /// Stores one report through the server, as `POST /api/v1/reports` does after parsing.
-async fn store(state: &AppState, token: i64, report: Report, received_ms: i64) {
+async fn store(
+    state: &AppState,
+    token: tickscope_server::domain::TokenId,
+    report: Report,
+    received_ms: i64,
+) {
     let valid = ingest::validate(report, tickscope_server::clock::now_ms()).unwrap();
     state
         .store_report(&valid, token, received_ms)

@@ -220,7 +220,7 @@ pub async fn start(state: &AppState) -> AppResult<()> {
 struct Fleet {
     hosts: Vec<SimulatedHost>,
     /// One agent token per host, in order.
-    token_ids: Vec<i64>,
+    token_ids: Vec<crate::domain::TokenId>,
 }
 
 impl Fleet {

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod clock;
 pub mod db;
 pub mod demo;
+pub mod domain;
 pub mod error;
 pub mod export;
 pub mod fleet;

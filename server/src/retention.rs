@@ -77,16 +77,16 @@ pub async fn run(state: &AppState, retention: Retention, now_ms: i64) -> AppResu
     // Every guest's last kernel or command-line change, read once for the run.
     let last_changes = fleet::last_changes(state.db.fact_changes(None).await?);
     for guest_id in state.db.guests_with_samples_before(raw_before).await? {
-        let guest = match state.current.guest(guest_id, now_ms) {
+        let guest = match state.current.guest(guest_id.0, now_ms) {
             Some(guest) => guest,
-            None => match fleet::guest(&state.db, guest_id, now_ms).await? {
+            None => match fleet::guest(&state.db, guest_id.0, now_ms).await? {
                 Some(guest) => std::sync::Arc::new(guest),
                 None => continue,
             },
         };
         // The samples around the guest's last kernel or command-line change stay raw: what the
         // change saved is measured from them (`fleet::changes`).
-        let keep = last_changes.get(&guest_id).map(|&(at_ms, _)| {
+        let keep = last_changes.get(&guest_id.0).map(|&(at_ms, _)| {
             let window = |t: i64| t.div_euclid(ANALYSIS_WINDOW_MS) * ANALYSIS_WINDOW_MS;
             (
                 window(at_ms - AROUND_CHANGE_MS),
@@ -101,7 +101,7 @@ pub async fn run(state: &AppState, retention: Retention, now_ms: i64) -> AppResu
                     .await?,
             );
         }
-        let history = fleet::History::load_samples(&state.db, guest_id, 0, raw_before).await?;
+        let history = fleet::History::load_samples(&state.db, guest_id.0, 0, raw_before).await?;
         let windows: Vec<_> = history
             .raw_summaries(&guest, 0)
             .into_iter()

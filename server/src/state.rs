@@ -11,6 +11,7 @@ use crate::analysis::cost::CostModel;
 use crate::auth::throttle::LoginThrottle;
 use crate::clock::{SharedClock, SystemClock};
 use crate::db::{Db, StoreOutcome};
+use crate::domain::TokenId;
 use crate::error::{AppError, AppResult};
 use crate::fleet::current::Current;
 use crate::fleet::refresher::Refresher;
@@ -141,7 +142,7 @@ impl AppState {
     pub async fn store_report(
         &self,
         report: &ValidReport,
-        token_id: i64,
+        token_id: TokenId,
         received_ms: i64,
     ) -> AppResult<StoreOutcome> {
         let outcome = self
@@ -155,7 +156,7 @@ impl AppState {
         let outcome = outcome?;
         if let StoreOutcome::Stored { host_id, .. } = outcome {
             // As of when the report arrived (a backfill's reports arrive on their own timeline).
-            self.refresh_host(host_id, received_ms);
+            self.refresh_host(host_id.0, received_ms);
         }
         Ok(outcome)
     }

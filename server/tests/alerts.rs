@@ -600,7 +600,7 @@ async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wa
     let mut rule = tickscope_server::db::NewRule::from(s.db.alert_rules().await.unwrap().remove(0));
     rule.scope = "name".into();
     rule.scope_value = "web-*".into();
-    s.db.save_alert_rule(Some(1), &rule, "t", later)
+    s.db.save_alert_rule(Some(tickscope_server::domain::RuleId(1)), &rule, "t", later)
         .await
         .unwrap();
     let evaluated = alerts::evaluate(&s.state, later).await.unwrap();

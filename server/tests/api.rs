@@ -580,8 +580,8 @@ async fn the_analysis_window_is_looked_up_by_index_not_scanned() {
     for scope in [
         GuestScope::Active { since_ms: 0 },
         GuestScope::Host {
-            host_id: 1,
-            guest_id: Some(1),
+            host_id: tickscope_server::domain::HostId(1),
+            guest_id: Some(tickscope_server::domain::GuestId(1)),
             active_since_ms: 0,
         },
     ] {

@@ -247,8 +247,8 @@ mod tests {
         labels: &str,
     ) -> AlertRow {
         AlertRow {
-            id: 1,
-            rule_id: 1,
+            id: crate::domain::AlertId(1),
+            rule_id: crate::domain::RuleId(1),
             rule_name: "r".into(),
             severity: "warning".into(),
             subject: "guest".into(),

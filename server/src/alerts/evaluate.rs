@@ -9,6 +9,7 @@ use super::webhook::Notice;
 use super::{Rule, RuleKind, silences_in_force};
 use crate::analysis::alerting::{self, Open, Step};
 use crate::db::{AlertRow, AlertWrite, ReceiverRow, RuleRow};
+use crate::domain::RuleId;
 use crate::error::AppResult;
 use crate::state::AppState;
 
@@ -73,7 +74,7 @@ pub struct Evaluated {
 pub async fn evaluate(state: &AppState, now_ms: i64) -> AppResult<Evaluated> {
     let db = &state.db;
     let rules: Vec<RuleRow> = db.alert_rules().await?;
-    let mut open: HashMap<(i64, &'static str, i64), AlertRow> = HashMap::new();
+    let mut open: HashMap<(RuleId, &'static str, i64), AlertRow> = HashMap::new();
     for alert in db.open_alerts().await? {
         let subject = RuleKind::of_subject(&alert.subject).subject();
         open.insert((alert.rule_id, subject, alert.subject_id), alert);
@@ -94,7 +95,10 @@ pub async fn evaluate(state: &AppState, now_ms: i64) -> AppResult<Evaluated> {
     for row in rules {
         let rule_id = row.id;
         let Some(rule) = Rule::parse(row) else {
-            tracing::warn!(rule_id, "an alert rule cannot be read; it is skipped");
+            tracing::warn!(
+                rule_id = rule_id.0,
+                "an alert rule cannot be read; it is skipped"
+            );
             continue;
         };
         let mut subjects: Vec<(Measure, bool)> = if !rule.row.enabled {
@@ -156,7 +160,7 @@ pub async fn evaluate(state: &AppState, now_ms: i64) -> AppResult<Evaluated> {
                 evaluated.transitions += 1;
             }
             let notify = match transition {
-                Some(t) if !alerting::silenced(&silences, rule_id, &m.name, &m.host, now_ms) => {
+                Some(t) if !alerting::silenced(&silences, rule_id.0, &m.name, &m.host, now_ms) => {
                     let notice = Notice {
                         rule: &rule,
                         measure: m,
@@ -306,7 +310,7 @@ mod tests {
     #[test]
     fn a_guest_alerts_labels_leave_out_what_changes_while_it_is_open() {
         let rule = RuleRow {
-            id: 3,
+            id: RuleId(3),
             name: "Idle guest burning CPU".into(),
             kind: "guest_waste".into(),
             scope: "all".into(),

@@ -153,7 +153,7 @@ pub async fn silences_in_force(db: &Db, now_ms: i64) -> AppResult<Vec<Silence>> 
 pub fn as_silences(rows: &[SilenceRow]) -> Vec<Silence> {
     rows.iter()
         .map(|s| Silence {
-            rule_id: s.rule_id,
+            rule_id: s.rule_id.map(|r| r.0),
             pattern: s.pattern.clone(),
             starts_ms: s.starts_ms,
             ends_ms: s.ends_ms,

@@ -40,8 +40,8 @@ struct AlertJson {
 impl From<AlertRow> for AlertJson {
     fn from(a: AlertRow) -> Self {
         AlertJson {
-            id: a.id,
-            rule_id: a.rule_id,
+            id: a.id.0,
+            rule_id: a.rule_id.0,
             rule: a.rule_name,
             severity: a.severity,
             subject: a.subject,

@@ -87,7 +87,9 @@ async fn receive(
         let report = super::json_body(body, MAX_REPORT_BYTES)?;
         let now = now_ms();
         let report = ingest::validate(report, now)?;
-        let outcome = state.store_report(&report, caller.token_id()?, now).await?;
+        let outcome = state
+            .store_report(&report, crate::domain::TokenId(caller.token_id()?), now)
+            .await?;
         Ok::<_, AppError>((report, outcome))
     }
     .await;
@@ -106,7 +108,7 @@ async fn receive(
     Ok(Json(match outcome {
         StoreOutcome::Stored { report_id, .. } => ReportAccepted {
             status: "stored",
-            report_id: Some(report_id),
+            report_id: Some(report_id.0),
             guests: Some(report.guests.len()),
         },
         StoreOutcome::Duplicate => ReportAccepted {

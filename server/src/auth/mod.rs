@@ -134,7 +134,7 @@ impl FromRequestParts<AppState> for Caller {
             AppError::Internal(format!("token {} has role {:?}", row.id, row.role))
         })?;
         Ok(Caller::Token {
-            token_id: row.id,
+            token_id: row.id.0,
             role,
         })
     }

@@ -73,7 +73,7 @@ pub async fn current_user(session: &Session, state: &AppState) -> AppResult<Opti
     let Some(id) = session.get::<i64>(USER_ID_KEY).await? else {
         return Ok(None);
     };
-    let Some(row) = state.db.user_by_id(id).await? else {
+    let Some(row) = state.db.user_by_id(crate::domain::UserId(id)).await? else {
         return Ok(None);
     };
     let opened_with = session.get::<String>(CREDENTIAL_KEY).await?;

@@ -2,9 +2,11 @@
 
 use sqlx::FromRow;
 
+use crate::domain::{AlertId, OutboxId, ReceiverId, RuleId, SilenceId};
+
 #[derive(Debug, Clone, FromRow)]
 pub struct RuleRow {
-    pub id: i64,
+    pub id: RuleId,
     pub name: String,
     pub kind: String,
     pub scope: String,
@@ -48,8 +50,8 @@ impl From<RuleRow> for NewRule {
 
 #[derive(Debug, Clone, FromRow)]
 pub struct AlertRow {
-    pub id: i64,
-    pub rule_id: i64,
+    pub id: AlertId,
+    pub rule_id: RuleId,
     pub rule_name: String,
     pub severity: String,
     pub subject: String,
@@ -73,8 +75,8 @@ pub struct AlertRow {
 
 #[derive(Debug, Clone, FromRow)]
 pub struct SilenceRow {
-    pub id: i64,
-    pub rule_id: Option<i64>,
+    pub id: SilenceId,
+    pub rule_id: Option<RuleId>,
     pub pattern: String,
     pub starts_ms: i64,
     pub ends_ms: i64,
@@ -85,7 +87,7 @@ pub struct SilenceRow {
 
 #[derive(Debug, Clone, FromRow)]
 pub struct ReceiverRow {
-    pub id: i64,
+    pub id: ReceiverId,
     pub name: String,
     pub url: String,
     pub format: String,
@@ -134,7 +136,7 @@ impl NewReceiver {
 /// A (receiver, group) with notifications waiting, and what decides when they are due.
 #[derive(Debug, Clone, FromRow)]
 pub struct PendingGroup {
-    pub receiver_id: i64,
+    pub receiver_id: ReceiverId,
     pub group_key: String,
     pub first_created_ms: i64,
     /// The earliest retry time of its waiting rows.
@@ -147,10 +149,10 @@ pub struct PendingGroup {
 /// A notification due for delivery.
 #[derive(Debug, Clone, FromRow)]
 pub struct OutboxRow {
-    pub id: i64,
-    pub receiver_id: i64,
+    pub id: OutboxId,
+    pub receiver_id: ReceiverId,
     pub group_key: String,
-    pub alert_id: i64,
+    pub alert_id: AlertId,
     pub transition: String,
     pub payload: String,
     pub attempts: i64,
@@ -159,7 +161,7 @@ pub struct OutboxRow {
 /// A notification to write: to which receiver, in which group, and what it says.
 #[derive(Debug, Clone)]
 pub struct Notify {
-    pub receiver_id: i64,
+    pub receiver_id: ReceiverId,
     pub group_key: String,
     pub payload: String,
 }
@@ -177,7 +179,7 @@ pub struct OutboxCounts {
 #[derive(Debug, Clone)]
 pub enum AlertWrite {
     Open {
-        rule_id: i64,
+        rule_id: RuleId,
         subject: &'static str,
         subject_id: i64,
         subject_name: String,
@@ -191,7 +193,7 @@ pub enum AlertWrite {
         notify: Vec<Notify>,
     },
     Update {
-        alert_id: i64,
+        alert_id: AlertId,
         state: &'static str,
         fired_ms: Option<i64>,
         value: f64,
@@ -201,10 +203,10 @@ pub enum AlertWrite {
         notify: Vec<Notify>,
     },
     Cancel {
-        alert_id: i64,
+        alert_id: AlertId,
     },
     Resolve {
-        alert_id: i64,
+        alert_id: AlertId,
         value: f64,
         annotations_json: String,
         notify: Vec<Notify>,

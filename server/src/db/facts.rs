@@ -2,10 +2,12 @@
 
 use sqlx::FromRow;
 
+use crate::domain::GuestId;
+
 /// The newest facts of one guest from one source.
 #[derive(Debug, Clone, FromRow)]
 pub struct FactsRow {
-    pub guest_id: i64,
+    pub guest_id: GuestId,
     pub source: String,
     pub received_ms: i64,
     pub facts_json: String,

@@ -1,13 +1,19 @@
 use sqlx::FromRow;
 
+use tickscope_agent::wire::Hypervisor;
+
+use crate::domain::{GuestId, HostId, HypervisorName};
+
 /// A guest as the analysis needs it, with its host's KVM setting.
 #[derive(Debug, Clone, FromRow)]
 pub struct GuestRow {
-    pub id: i64,
-    pub host_id: i64,
+    pub id: GuestId,
+    pub host_id: HostId,
     pub host_name: String,
     pub host_halt_poll_ns: Option<i64>,
-    pub hypervisor: String,
+    /// Read back strictly: a name no family has is an error, not `Other`.
+    #[sqlx(try_from = "HypervisorName")]
+    pub hypervisor: Hypervisor,
     pub name: String,
     pub uuid: Option<String>,
     pub management: Option<String>,
@@ -23,7 +29,7 @@ pub struct GuestRow {
 /// One sample of the analysis window.
 #[derive(Debug, Clone, FromRow)]
 pub struct IntervalRow {
-    pub guest_id: i64,
+    pub guest_id: GuestId,
     pub received_ms: i64,
     pub length_ms: f64,
     pub vcpus: u32,
@@ -35,7 +41,7 @@ pub struct IntervalRow {
 /// A guest's own idle fraction, as one facts delivery reported it.
 #[derive(Debug, Clone, FromRow)]
 pub struct IdleReading {
-    pub guest_id: i64,
+    pub guest_id: GuestId,
     /// Server clock.
     pub received_ms: i64,
     /// How much guest time the reading measured, when the guest said.
@@ -52,8 +58,8 @@ pub enum GuestScope {
         since_ms: i64,
     },
     Host {
-        host_id: i64,
-        guest_id: Option<i64>,
+        host_id: HostId,
+        guest_id: Option<GuestId>,
         active_since_ms: i64,
     },
 }

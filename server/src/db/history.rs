@@ -4,6 +4,8 @@
 
 use sqlx::FromRow;
 
+use crate::domain::GuestId;
+
 use super::facts::FactsSpanRow;
 use super::guests::{IdleReading, IntervalRow};
 use super::rollups::RollupRow;
@@ -11,7 +13,7 @@ use super::rollups::RollupRow;
 /// A rollup and the guest it is of.
 #[derive(Debug, Clone, FromRow)]
 pub struct GuestRollupRow {
-    pub guest_id: i64,
+    pub guest_id: GuestId,
     #[sqlx(flatten)]
     pub rollup: RollupRow,
 }
@@ -19,7 +21,7 @@ pub struct GuestRollupRow {
 /// A set of facts and the guest it is of.
 #[derive(Debug, Clone, FromRow)]
 pub struct GuestFactsSpanRow {
-    pub guest_id: i64,
+    pub guest_id: GuestId,
     #[sqlx(flatten)]
     pub span: FactsSpanRow,
 }

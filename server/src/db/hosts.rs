@@ -1,9 +1,11 @@
 use sqlx::FromRow;
 
+use crate::domain::HostId;
+
 /// A hypervisor host as its agent last described it.
 #[derive(Debug, Clone, FromRow)]
 pub struct HostRow {
-    pub id: i64,
+    pub id: HostId,
     pub name: String,
     pub cpus: i64,
     pub kernel: String,

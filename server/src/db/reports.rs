@@ -1,10 +1,14 @@
 //! What storing a report comes to.
 
+#[cfg(feature = "test-support")]
+use crate::domain::GuestId;
+use crate::domain::{HostId, ReportId};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreOutcome {
     Stored {
-        report_id: i64,
-        host_id: i64,
+        report_id: ReportId,
+        host_id: HostId,
     },
     /// This (host, agent, run, seq) was stored before; nothing was written.
     Duplicate,
@@ -14,8 +18,8 @@ pub enum StoreOutcome {
 /// One sample row as the ingest benchmark's baseline inserts it.
 #[derive(Debug, Clone)]
 pub struct RawSample {
-    pub guest_id: i64,
-    pub report_id: i64,
+    pub guest_id: GuestId,
+    pub report_id: ReportId,
     pub end_ms: i64,
     pub received_ms: i64,
     pub length_ms: f64,

@@ -1,9 +1,11 @@
 use sqlx::FromRow;
 
+use crate::domain::TokenId;
+
 /// A token as the settings page lists it (never the token itself: only its hash is kept).
 #[derive(Debug, Clone, FromRow)]
 pub struct TokenListRow {
-    pub id: i64,
+    pub id: TokenId,
     pub name: String,
     pub role: String,
     pub host_name: Option<String>,
@@ -15,7 +17,7 @@ pub struct TokenListRow {
 
 #[derive(Debug, Clone, FromRow)]
 pub struct TokenRow {
-    pub id: i64,
+    pub id: TokenId,
     pub name: String,
     pub role: String,
     pub revoked_ms: Option<i64>,

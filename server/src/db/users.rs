@@ -1,8 +1,10 @@
 use sqlx::FromRow;
 
+use crate::domain::UserId;
+
 #[derive(Debug, Clone, FromRow)]
 pub struct UserRow {
-    pub id: i64,
+    pub id: UserId,
     pub name: String,
     pub role: String,
     pub password_hash: String,

@@ -12,6 +12,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::analysis::change::Change;
 use crate::db::{Db, GuestScope};
+use crate::domain::HostId;
 use crate::error::AppResult;
 use crate::fleet::{self, ACTIVE_WITHIN_MS, AnalysedGuest, SettledChanges};
 
@@ -78,13 +79,13 @@ impl Current {
     pub async fn refresh_host(&self, db: &Db, host_id: i64, now_ms: i64) -> AppResult<()> {
         let ticket = self.ticket();
         let scope = GuestScope::Host {
-            host_id,
+            host_id: HostId(host_id),
             guest_id: None,
             active_since_ms: now_ms - ACTIVE_WITHIN_MS,
         };
         let guests = fleet::analyse(db, scope, now_ms).await?;
         let ids: HashSet<i64> = guests.iter().map(|g| g.id).collect();
-        let last = fleet::last_changes(db.fact_changes_of_host(host_id).await?)
+        let last = fleet::last_changes(db.fact_changes_of_host(HostId(host_id)).await?)
             .into_iter()
             .filter(|(guest, _)| ids.contains(guest))
             .collect();

@@ -18,6 +18,7 @@ use crate::analysis::{self, Interval, Verdict, Window, idle};
 use crate::db::{
     Db, FactsRow, FactsSpanRow, GuestRow, GuestScope, HostRow, IdleReading, IntervalRow, RollupRow,
 };
+use crate::domain::GuestId;
 use crate::error::{AppError, AppResult};
 
 /// Samples from this far back (before a guest's newest one) are averaged into its figures.
@@ -96,7 +97,7 @@ fn best_facts(rows: Vec<FactsRow>, now_ms: i64) -> HashMap<i64, KernelFacts> {
         }
         if let Ok(facts) = serde_json::from_str::<GuestFacts>(&row.facts_json) {
             by_guest
-                .entry(row.guest_id)
+                .entry(row.guest_id.0)
                 .or_default()
                 .push((row.source, row.received_ms, facts));
         }
@@ -167,25 +168,31 @@ fn windows(
 ) -> Vec<(Window, i64)> {
     let mut samples_of: HashMap<i64, Vec<IntervalRow>> = HashMap::new();
     for sample in samples {
-        samples_of.entry(sample.guest_id).or_default().push(sample);
+        samples_of
+            .entry(sample.guest_id.0)
+            .or_default()
+            .push(sample);
     }
     let mut readings_of: HashMap<i64, Vec<idle::Reading>> = HashMap::new();
     for r in &readings {
-        readings_of.entry(r.guest_id).or_default().push(reading(r));
+        readings_of
+            .entry(r.guest_id.0)
+            .or_default()
+            .push(reading(r));
     }
     guests
         .iter()
         .map(|g| {
-            let samples = samples_of.remove(&g.id).unwrap_or_default();
-            let readings = readings_of.remove(&g.id).unwrap_or_default();
+            let samples = samples_of.remove(&g.id.0).unwrap_or_default();
+            let readings = readings_of.remove(&g.id.0).unwrap_or_default();
             let window = Window {
-                hypervisor: Hypervisor::from_name(&g.hypervisor),
+                hypervisor: g.hypervisor,
                 vcpus: g.vcpus,
                 intervals: intervals(&samples, &readings),
                 wakeups_from_vcpu_threads: samples.iter().all(|s| s.from_vcpu_threads),
                 boot_args: g.boot_args.clone(),
                 facts: facts
-                    .remove(&g.id)
+                    .remove(&g.id.0)
                     .map(|f| f.with_host_seen_cmdline(g.boot_args.as_deref())),
                 uses_kvm: g.uses_kvm,
                 host_halt_poll_ns: g.host_halt_poll_ns.and_then(|ns| u64::try_from(ns).ok()),
@@ -214,7 +221,7 @@ pub(crate) async fn analyse(
     let mut by_host: BTreeMap<i64, Vec<(GuestRow, Window, i64)>> = BTreeMap::new();
     for (row, (window, intervals)) in rows.iter().zip(windows(&rows, samples, readings, facts)) {
         by_host
-            .entry(row.host_id)
+            .entry(row.host_id.0)
             .or_default()
             .push((row.clone(), window, intervals));
     }
@@ -227,12 +234,12 @@ pub(crate) async fn analyse(
                 window_s: window.total().length_s,
                 analysed_ms: now_ms,
                 kernel: window.facts,
-                id: row.id,
+                id: row.id.0,
                 name: row.name,
                 uuid: row.uuid,
                 host: row.host_name,
-                host_id: row.host_id,
-                hypervisor: row.hypervisor,
+                host_id: row.host_id.0,
+                hypervisor: row.hypervisor.as_str().to_string(),
                 management: row.management,
                 vcpus: row.vcpus,
                 pid: row.pid,
@@ -264,12 +271,12 @@ pub fn rank(guests: &mut [Arc<AnalysedGuest>]) {
 /// One guest, active or not, analysed against its host's active peers as in the ranking;
 /// `None` if there is no such guest.
 pub async fn guest(db: &Db, guest_id: i64, now_ms: i64) -> AppResult<Option<AnalysedGuest>> {
-    let Some(host_id) = db.guest_host_id(guest_id).await? else {
+    let Some(host_id) = db.guest_host_id(GuestId(guest_id)).await? else {
         return Ok(None);
     };
     let scope = GuestScope::Host {
         host_id,
-        guest_id: Some(guest_id),
+        guest_id: Some(GuestId(guest_id)),
         active_since_ms: now_ms - ACTIVE_WITHIN_MS,
     };
     Ok(analyse(db, scope, now_ms)
@@ -289,7 +296,7 @@ pub async fn changes(
     guest_id: Option<i64>,
     now_ms: i64,
 ) -> AppResult<HashMap<i64, Change>> {
-    let last = last_changes(db.fact_changes(guest_id).await?);
+    let last = last_changes(db.fact_changes(guest_id.map(GuestId)).await?);
     let (measured, _) = measure_changes(db, last, now_ms, &SettledChanges::new()).await?;
     Ok(measured)
 }
@@ -341,13 +348,23 @@ async fn measure_change(
         (p + 1).max(at_ms - AROUND_CHANGE_MS)
     });
     let before = activity(
-        db.samples_between(guest, from_ms, at_ms, idle::DEFAULT_READING_SPAN_MS)
-            .await?,
+        db.samples_between(
+            GuestId(guest),
+            from_ms,
+            at_ms,
+            idle::DEFAULT_READING_SPAN_MS,
+        )
+        .await?,
     );
     let to_ms = (at_ms + 1 + AROUND_CHANGE_MS).min(now_ms + 1);
     let after = activity(
-        db.samples_between(guest, at_ms + 1, to_ms, idle::DEFAULT_READING_SPAN_MS)
-            .await?,
+        db.samples_between(
+            GuestId(guest),
+            at_ms + 1,
+            to_ms,
+            idle::DEFAULT_READING_SPAN_MS,
+        )
+        .await?,
     );
     let idle_share_after = after.idle_share().unwrap_or(0.0);
     Ok(change::measure(
@@ -362,10 +379,10 @@ async fn measure_change(
 /// source saw, oldest first. One reboot is seen by each source that reports that guest (the probe
 /// at once, a guest agent up to its next question), so only the best source that saw changes
 /// counts; the others would make one reboot look like two.
-pub fn last_changes(changes: Vec<(i64, String, i64)>) -> HashMap<i64, (i64, Option<i64>)> {
+pub fn last_changes(changes: Vec<(GuestId, String, i64)>) -> HashMap<i64, (i64, Option<i64>)> {
     let mut by_guest: HashMap<i64, Vec<(String, i64)>> = HashMap::new();
     for (guest, source, at_ms) in changes {
-        by_guest.entry(guest).or_default().push((source, at_ms));
+        by_guest.entry(guest.0).or_default().push((source, at_ms));
     }
     by_guest
         .into_iter()
@@ -411,7 +428,12 @@ impl History {
     ) -> AppResult<History> {
         let mut history = History::load(db, guest_id, from_ms, from_ms).await?;
         let (samples, readings) = db
-            .samples_between(guest_id, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
+            .samples_between(
+                GuestId(guest_id),
+                from_ms,
+                to_ms,
+                idle::DEFAULT_READING_SPAN_MS,
+            )
             .await?;
         history.samples = samples;
         history.readings = readings.iter().map(reading).collect();
@@ -421,11 +443,18 @@ impl History {
     /// The history of [from_ms, to_ms).
     pub async fn load(db: &Db, guest_id: i64, from_ms: i64, to_ms: i64) -> AppResult<History> {
         let (samples, readings) = db
-            .samples_between(guest_id, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
+            .samples_between(
+                GuestId(guest_id),
+                from_ms,
+                to_ms,
+                idle::DEFAULT_READING_SPAN_MS,
+            )
             .await?;
-        let rollups = db.rollups_between(guest_id, from_ms, to_ms).await?;
+        let rollups = db
+            .rollups_between(GuestId(guest_id), from_ms, to_ms)
+            .await?;
         let spans = db
-            .facts_spans(guest_id)
+            .facts_spans(GuestId(guest_id))
             .await?
             .into_iter()
             .filter_map(|row: FactsSpanRow| {
@@ -450,7 +479,12 @@ impl History {
         to_ms: i64,
     ) -> AppResult<HashMap<i64, History>> {
         let stored = db
-            .histories_between(guest_ids, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
+            .histories_between(
+                &guest_ids.iter().copied().map(GuestId).collect::<Vec<_>>(),
+                from_ms,
+                to_ms,
+                idle::DEFAULT_READING_SPAN_MS,
+            )
             .await?;
         let mut histories: HashMap<i64, History> = guest_ids
             .iter()
@@ -466,17 +500,17 @@ impl History {
             .collect();
         // Rows come ordered by guest, then time, as each guest's own queries order them.
         for sample in stored.samples {
-            if let Some(h) = histories.get_mut(&sample.guest_id) {
+            if let Some(h) = histories.get_mut(&sample.guest_id.0) {
                 h.samples.push(sample);
             }
         }
         for r in &stored.readings {
-            if let Some(h) = histories.get_mut(&r.guest_id) {
+            if let Some(h) = histories.get_mut(&r.guest_id.0) {
                 h.readings.push(reading(r));
             }
         }
         for row in stored.rollups {
-            if let Some(h) = histories.get_mut(&row.guest_id) {
+            if let Some(h) = histories.get_mut(&row.guest_id.0) {
                 h.rollups.push(row.rollup);
             }
         }
@@ -484,7 +518,7 @@ impl History {
             let Ok(facts) = serde_json::from_str(&row.span.facts_json) else {
                 continue;
             };
-            if let Some(h) = histories.get_mut(&row.guest_id) {
+            if let Some(h) = histories.get_mut(&row.guest_id.0) {
                 let s = row.span;
                 h.spans
                     .push((s.source, s.first_received_ms, s.received_ms, facts));
@@ -720,7 +754,7 @@ mod tests {
 
     fn row(guest_id: i64, source: &str, received_ms: i64, release: &str) -> FactsRow {
         FactsRow {
-            guest_id,
+            guest_id: GuestId(guest_id),
             source: source.into(),
             received_ms,
             facts_json: serde_json::json!({"kernel_release": release}).to_string(),
@@ -743,7 +777,12 @@ mod tests {
             // A guest only a guest agent reports: its changes count.
             (2, "qemu_guest_agent".to_string(), 7_000),
         ];
-        let last = last_changes(changes);
+        let last = last_changes(
+            changes
+                .into_iter()
+                .map(|(g, s, at)| (GuestId(g), s, at))
+                .collect(),
+        );
         assert_eq!(last[&1], (5_000, Some(1_000)));
         assert_eq!(last[&2], (7_000, None));
     }
@@ -842,10 +881,10 @@ pub struct HostTotals {
 /// reported lately without any guest (an agent that sees no VM at all may be the blindest).
 pub fn with_host_rows(hosts: &mut Vec<HostTotals>, rows: &[HostRow], now_ms: i64) {
     for row in rows {
-        match hosts.iter_mut().find(|h| h.host_id == row.id) {
+        match hosts.iter_mut().find(|h| h.host_id == row.id.0) {
             Some(totals) => totals.blind_spots = row.blind_spots(),
             None if now_ms - row.last_report_ms <= ACTIVE_WITHIN_MS => hosts.push(HostTotals {
-                host_id: row.id,
+                host_id: row.id.0,
                 host: row.name.clone(),
                 guests: 0,
                 ticking: 0,

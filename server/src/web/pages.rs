@@ -290,7 +290,7 @@ pub async fn guest(
     let guest = state.guest(id, now).await?.ok_or_else(not_found)?;
     let samples = state
         .db
-        .recent_samples(id, 30)
+        .recent_samples(crate::domain::GuestId(id), 30)
         .await?
         .into_iter()
         .map(|s| SampleLine {
@@ -370,7 +370,7 @@ pub async fn guest(
         now + 1,
     )
     .await?;
-    let events = state.db.facts_history(id).await?;
+    let events = state.db.facts_history(crate::domain::GuestId(id)).await?;
     let charts = charts(&guest, &history, &events, range, now);
     // Only a source that reported more than one set of facts has seen a change.
     let changed = events

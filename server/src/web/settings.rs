@@ -102,7 +102,7 @@ async fn render(
         .await?
         .into_iter()
         .map(|t| TokenLine {
-            id: t.id,
+            id: t.id.0,
             name: t.name,
             role: t.role,
             bound_to: t
@@ -121,8 +121,8 @@ async fn render(
         .await?
         .into_iter()
         .map(|u| UserLine {
-            is_you: u.id == user.id,
-            id: u.id,
+            is_you: u.id.0 == user.id,
+            id: u.id.0,
             name: u.name,
             role: u.role,
             created: view::time(u.created_ms),
@@ -253,7 +253,11 @@ pub async fn revoke_token(
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let Path(id) = id.map_err(|_| AppError::NotFound("There is no such token.".into()))?;
-    if !state.db.revoke_token(id, now_ms()).await? {
+    if !state
+        .db
+        .revoke_token(crate::domain::TokenId(id), now_ms())
+        .await?
+    {
         return Err(
             AppError::NotFound("There is no such token, or it was revoked before.".into()).into(),
         );
@@ -364,8 +368,12 @@ async fn other_user(
 ) -> AppResult<crate::db::UserRow> {
     let not_found = || AppError::NotFound("There is no such user.".into());
     let Path(id) = id.map_err(|_| not_found())?;
-    let row = state.db.user_by_id(id).await?.ok_or_else(not_found)?;
-    if row.id == user.id {
+    let row = state
+        .db
+        .user_by_id(crate::domain::UserId(id))
+        .await?
+        .ok_or_else(not_found)?;
+    if row.id.0 == user.id {
         return Err(AppError::Conflict(
             "change your own account on the account page; another admin can change your role or remove you".into(),
         ));

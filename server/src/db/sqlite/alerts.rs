@@ -6,6 +6,7 @@ use crate::db::alerts::{
     RuleRow, SilenceRow,
 };
 use crate::db::error::{StoreError, StoreResult};
+use crate::domain::{AlertId, OutboxId, ReceiverId, RuleId, SilenceId};
 
 const RECEIVER_COLUMNS: &str = "id, name, url, format, enabled, created_ms, group_by,
     group_wait_s, group_interval_s, auth_header, ca_pem";
@@ -29,11 +30,11 @@ impl Db {
     /// Adds a rule (`id` None) or replaces one; returns its id.
     pub async fn save_alert_rule(
         &self,
-        id: Option<i64>,
+        id: Option<RuleId>,
         rule: &NewRule,
         by: &str,
         now_ms: i64,
-    ) -> StoreResult<i64> {
+    ) -> StoreResult<RuleId> {
         // Both statements take the rule's values in the same order; an update adds the id.
         let sql = match id {
             None => {
@@ -62,12 +63,12 @@ impl Db {
         if let Some(id) = id {
             query = query.bind(id);
         }
-        let saved: Option<i64> = query.fetch_optional(&self.pool).await?;
+        let saved: Option<RuleId> = query.fetch_optional(&self.pool).await?;
         saved.ok_or_else(|| StoreError::NotFound("there is no such rule".into()))
     }
 
     /// Deletes a rule with its alerts and their notifications still waiting.
-    pub async fn delete_alert_rule(&self, id: i64) -> StoreResult<()> {
+    pub async fn delete_alert_rule(&self, id: RuleId) -> StoreResult<()> {
         let done = sqlx::query("DELETE FROM alert_rules WHERE id = ?")
             .bind(id)
             .execute(&self.pool)
@@ -134,7 +135,7 @@ impl Db {
                     annotations_json,
                     notify,
                 } => {
-                    let id: i64 = sqlx::query_scalar(
+                    let id: AlertId = sqlx::query_scalar(
                         "INSERT INTO alerts (rule_id, subject, subject_id, subject_name, host_name,
                             state, active_ms, fired_ms, value, evaluated_ms, labels_json,
                             annotations_json)
@@ -234,7 +235,7 @@ impl Db {
     }
 
     /// Marks an open alert acknowledged; `false` if there is no such open alert.
-    pub async fn acknowledge_alert(&self, id: i64, by: &str, now_ms: i64) -> StoreResult<bool> {
+    pub async fn acknowledge_alert(&self, id: AlertId, by: &str, now_ms: i64) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE alerts SET acked_by = ?, acked_ms = ?
              WHERE id = ? AND state IN ('pending', 'firing')",
@@ -261,14 +262,14 @@ impl Db {
     #[allow(clippy::too_many_arguments)]
     pub async fn insert_silence(
         &self,
-        rule_id: Option<i64>,
+        rule_id: Option<RuleId>,
         pattern: &str,
         starts_ms: i64,
         ends_ms: i64,
         reason: &str,
         by: &str,
         now_ms: i64,
-    ) -> StoreResult<i64> {
+    ) -> StoreResult<SilenceId> {
         Ok(sqlx::query_scalar(
             "INSERT INTO silences (rule_id, pattern, starts_ms, ends_ms, reason, created_by, created_ms)
              VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
@@ -285,7 +286,7 @@ impl Db {
     }
 
     /// Ends a silence now; `false` if there is no such silence still running.
-    pub async fn expire_silence(&self, id: i64, now_ms: i64) -> StoreResult<bool> {
+    pub async fn expire_silence(&self, id: SilenceId, now_ms: i64) -> StoreResult<bool> {
         let done = sqlx::query("UPDATE silences SET ends_ms = ? WHERE id = ? AND ends_ms > ?")
             .bind(now_ms)
             .bind(id)
@@ -303,7 +304,7 @@ impl Db {
         .await?)
     }
 
-    pub async fn receiver(&self, id: i64) -> StoreResult<Option<ReceiverRow>> {
+    pub async fn receiver(&self, id: ReceiverId) -> StoreResult<Option<ReceiverRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {RECEIVER_COLUMNS} FROM receivers WHERE id = ?"
         ))
@@ -312,8 +313,8 @@ impl Db {
         .await?)
     }
 
-    pub async fn insert_receiver(&self, r: &NewReceiver, now_ms: i64) -> StoreResult<i64> {
-        let id: Option<i64> = sqlx::query_scalar(
+    pub async fn insert_receiver(&self, r: &NewReceiver, now_ms: i64) -> StoreResult<ReceiverId> {
+        let id: Option<ReceiverId> = sqlx::query_scalar(
             "INSERT INTO receivers (name, url, format, created_ms, group_by, group_wait_s,
                 group_interval_s, auth_header, ca_pem)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -335,7 +336,7 @@ impl Db {
 
     /// Changes a receiver; `None` for the auth header or CA keeps the stored one, `Some("")`
     /// removes it.
-    pub async fn update_receiver(&self, id: i64, r: &NewReceiver) -> StoreResult<()> {
+    pub async fn update_receiver(&self, id: ReceiverId, r: &NewReceiver) -> StoreResult<()> {
         let done = sqlx::query(
             "UPDATE receivers SET name = ?, url = ?, format = ?, group_by = ?, group_wait_s = ?,
                 group_interval_s = ?,
@@ -369,7 +370,7 @@ impl Db {
     }
 
     /// Deletes a receiver with the notifications still waiting for it.
-    pub async fn delete_receiver(&self, id: i64) -> StoreResult<()> {
+    pub async fn delete_receiver(&self, id: ReceiverId) -> StoreResult<()> {
         let done = sqlx::query("DELETE FROM receivers WHERE id = ?")
             .bind(id)
             .execute(&self.pool)
@@ -402,7 +403,7 @@ impl Db {
     /// first.
     pub async fn group_notifications(
         &self,
-        receiver_id: i64,
+        receiver_id: ReceiverId,
         group_key: &str,
         now_ms: i64,
     ) -> StoreResult<Vec<OutboxRow>> {
@@ -424,9 +425,9 @@ impl Db {
     /// `group_key` None: rows posted alone, whose group is not remembered.
     pub async fn group_delivered(
         &self,
-        receiver_id: i64,
+        receiver_id: ReceiverId,
         group_key: Option<&str>,
-        ids: &[i64],
+        ids: &[OutboxId],
         now_ms: i64,
     ) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
@@ -470,7 +471,7 @@ impl Db {
     /// Records a failed attempt: tried again at `next_attempt_ms`, or given up when `None`.
     pub async fn notification_failed(
         &self,
-        id: i64,
+        id: OutboxId,
         error: &str,
         next_attempt_ms: Option<i64>,
         now_ms: i64,

@@ -6,11 +6,12 @@ use super::store::Db;
 use crate::db::error::{StoreError, StoreResult};
 use crate::db::facts::{FactsEventRow, FactsRow, FactsSpanRow};
 use crate::db::facts::{IDLE_READING_MIN_GAP_MS, IDLE_READINGS_KEPT_MS, MAX_EVENTS_PER_SOURCE};
+use crate::domain::{GuestId, HostId, TokenId};
 use crate::ingest::facts::ValidFacts;
 
 async fn record_idle_reading(
     conn: &mut SqliteConnection,
-    guest_id: i64,
+    guest_id: GuestId,
     facts: &ValidFacts,
     idle_fraction: f64,
     now_ms: i64,
@@ -50,7 +51,7 @@ async fn record_idle_reading(
 /// row when they did (dropping the oldest beyond `MAX_EVENTS_PER_SOURCE`).
 pub(super) async fn record_facts(
     conn: &mut SqliteConnection,
-    guest_id: i64,
+    guest_id: GuestId,
     facts: &ValidFacts,
     now_ms: i64,
 ) -> StoreResult<()> {
@@ -116,9 +117,9 @@ impl Db {
     /// token, so a new token cannot take over a guest. `uuid` is the form the guest sent.
     pub async fn record_guest_facts(
         &self,
-        token_id: i64,
+        token_id: TokenId,
         uuid: &str,
-        guest_id: i64,
+        guest_id: GuestId,
         facts: &ValidFacts,
         now_ms: i64,
     ) -> StoreResult<()> {
@@ -171,10 +172,10 @@ impl Db {
     }
 
     /// The most recently seen guest with one of these UUIDs.
-    pub async fn guest_by_uuid(&self, uuids: &[String]) -> StoreResult<Option<i64>> {
-        let mut best: Option<(i64, i64)> = None;
+    pub async fn guest_by_uuid(&self, uuids: &[String]) -> StoreResult<Option<GuestId>> {
+        let mut best: Option<(GuestId, i64)> = None;
         for uuid in uuids {
-            let found: Option<(i64, i64)> = sqlx::query_as(
+            let found: Option<(GuestId, i64)> = sqlx::query_as(
                 "SELECT id, last_seen_ms FROM guests WHERE uuid = ? ORDER BY last_seen_ms DESC LIMIT 1",
             )
             .bind(uuid)
@@ -190,7 +191,7 @@ impl Db {
     }
 
     /// The newest facts from every source of every guest, or of one host's guests.
-    pub async fn latest_facts(&self, host_id: Option<i64>) -> StoreResult<Vec<FactsRow>> {
+    pub async fn latest_facts(&self, host_id: Option<HostId>) -> StoreResult<Vec<FactsRow>> {
         Ok(sqlx::query_as(
             "SELECT guest_id, source, received_ms, facts_json,
                     (SELECT vm_process_since_ms FROM guests WHERE guests.id = guest_id)
@@ -206,7 +207,7 @@ impl Db {
 
     /// Every set of facts a guest reported, from when it was first to when it was last received
     /// (server clock), with the newest full facts of the set; oldest first.
-    pub async fn facts_spans(&self, guest_id: i64) -> StoreResult<Vec<FactsSpanRow>> {
+    pub async fn facts_spans(&self, guest_id: GuestId) -> StoreResult<Vec<FactsSpanRow>> {
         Ok(sqlx::query_as(
             "SELECT source, first_received_ms, received_ms, facts_json
              FROM guest_facts WHERE guest_id = ? ORDER BY id",
@@ -217,7 +218,7 @@ impl Db {
     }
 
     /// A guest's kernel events, newest first.
-    pub async fn facts_history(&self, guest_id: i64) -> StoreResult<Vec<FactsEventRow>> {
+    pub async fn facts_history(&self, guest_id: GuestId) -> StoreResult<Vec<FactsEventRow>> {
         Ok(sqlx::query_as(
             "SELECT source, first_received_ms, received_ms, kernel_release, cmdline
              FROM guest_facts WHERE guest_id = ? ORDER BY id DESC LIMIT ?",
@@ -233,8 +234,8 @@ impl Db {
     /// As (guest id, source, first received, server clock ms), oldest first.
     pub async fn fact_changes(
         &self,
-        guest_id: Option<i64>,
-    ) -> StoreResult<Vec<(i64, String, i64)>> {
+        guest_id: Option<GuestId>,
+    ) -> StoreResult<Vec<(GuestId, String, i64)>> {
         Ok(sqlx::query_as(
             "SELECT f.guest_id, f.source, f.first_received_ms FROM guest_facts f
              WHERE (?1 IS NULL OR f.guest_id = ?1)
@@ -248,7 +249,10 @@ impl Db {
     }
 
     /// [`Db::fact_changes`] of one host's guests.
-    pub async fn fact_changes_of_host(&self, host_id: i64) -> StoreResult<Vec<(i64, String, i64)>> {
+    pub async fn fact_changes_of_host(
+        &self,
+        host_id: HostId,
+    ) -> StoreResult<Vec<(GuestId, String, i64)>> {
         Ok(sqlx::query_as(
             "SELECT f.guest_id, f.source, f.first_received_ms
              FROM guests g CROSS JOIN guest_facts f ON f.guest_id = g.id

@@ -3,6 +3,7 @@
 use super::store::Db;
 use crate::db::error::StoreResult;
 use crate::db::guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
+use crate::domain::{GuestId, HostId};
 
 impl GuestScope {
     /// The condition on `g` (guests) and its binds, in order.
@@ -15,7 +16,7 @@ impl GuestScope {
                 active_since_ms,
             } => (
                 "g.host_id = ? AND (g.last_seen_ms >= ? OR g.id = ?)",
-                vec![host_id, active_since_ms, guest_id],
+                vec![host_id.0, active_since_ms, guest_id.0],
             ),
             GuestScope::Host {
                 host_id,
@@ -23,7 +24,7 @@ impl GuestScope {
                 active_since_ms,
             } => (
                 "g.host_id = ? AND g.last_seen_ms >= ?",
-                vec![host_id, active_since_ms],
+                vec![host_id.0, active_since_ms],
             ),
         }
     }
@@ -103,7 +104,7 @@ impl Db {
         Ok(query.fetch_all(&self.pool).await?)
     }
 
-    pub async fn guest_host_id(&self, guest_id: i64) -> StoreResult<Option<i64>> {
+    pub async fn guest_host_id(&self, guest_id: GuestId) -> StoreResult<Option<HostId>> {
         Ok(
             sqlx::query_scalar("SELECT host_id FROM guests WHERE id = ?")
                 .bind(guest_id)
@@ -113,7 +114,11 @@ impl Db {
     }
 
     /// A guest's newest samples, newest stored first.
-    pub async fn recent_samples(&self, guest_id: i64, limit: i64) -> StoreResult<Vec<SampleRow>> {
+    pub async fn recent_samples(
+        &self,
+        guest_id: GuestId,
+        limit: i64,
+    ) -> StoreResult<Vec<SampleRow>> {
         Ok(sqlx::query_as(
             "SELECT end_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups, wakeups_source
              FROM samples WHERE guest_id = ? ORDER BY id DESC LIMIT ?",
@@ -128,7 +133,7 @@ impl Db {
     /// that can cover them (received from `reach_ms` before `from_ms` on).
     pub async fn samples_between(
         &self,
-        guest_id: i64,
+        guest_id: GuestId,
         from_ms: i64,
         to_ms: i64,
         reach_ms: i64,

@@ -5,10 +5,11 @@ use crate::db::error::{StoreError, StoreResult};
 use crate::db::guests::IntervalRow;
 use crate::db::history::StoredHistories;
 use crate::db::rollups::{FIVE_MINUTES_MS, HOUR_MS};
+use crate::domain::GuestId;
 
 /// One sample as the packed query writes it: received ms, length ms, vCPUs, host CPU s,
 /// wake-ups, whether counted on vCPU threads (1 or 0).
-fn unpack_sample(guest_id: i64, text: &str) -> Option<IntervalRow> {
+fn unpack_sample(guest_id: GuestId, text: &str) -> Option<IntervalRow> {
     let mut fields = text.split(',');
     let mut next = || fields.next();
     Some(IntervalRow {
@@ -30,7 +31,7 @@ impl Db {
     /// four queries.
     pub async fn histories_between(
         &self,
-        guest_ids: &[i64],
+        guest_ids: &[GuestId],
         from_ms: i64,
         to_ms: i64,
         reach_ms: i64,
@@ -41,7 +42,7 @@ impl Db {
         // through a channel, which costs more than the row itself when a guest has 17,000 of
         // them (two days at one every 10 s). `%.17g` writes a double so that it reads back
         // exactly.
-        let packed: Vec<(i64, String)> = sqlx::query_as(
+        let packed: Vec<(GuestId, String)> = sqlx::query_as(
             "SELECT guest_id, group_concat(printf('%d,%.17g,%d,%.17g,%d,%d', received_ms,
                         length_ms, vcpus, host_cpu_s, vcpu_wakeups,
                         wakeups_source = 'vcpu_threads'), ';' ORDER BY received_ms)

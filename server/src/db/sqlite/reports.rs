@@ -7,6 +7,7 @@ use sqlx::{QueryBuilder, Sqlite};
 use super::store::Db;
 use crate::db::error::{StoreError, StoreResult};
 use crate::db::reports::StoreOutcome;
+use crate::domain::{GuestId, HostId, ReportId, TokenId};
 use crate::ingest::samples::PreviousTotals;
 use crate::ingest::totals::{SampleSpan, StoredTotals};
 use crate::ingest::{ValidGuest, ValidReport};
@@ -26,7 +27,7 @@ impl Db {
     pub async fn store_report(
         &self,
         report: &ValidReport,
-        token_id: i64,
+        token_id: TokenId,
         now_ms: i64,
         plan: impl FnOnce(&PreviousTotals) -> Vec<SampleSpan>,
     ) -> StoreResult<StoreOutcome> {
@@ -88,7 +89,7 @@ impl Db {
         }
 
         let host = &report.host;
-        let host_id: i64 = sqlx::query_scalar(
+        let host_id: HostId = sqlx::query_scalar(
             "INSERT INTO hosts (name, cpus, kernel, agent_version, kvm_halt_poll_ns, first_seen_ms,
                 last_report_ms, agent_dropped_reports, blind_spots_json)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -112,7 +113,7 @@ impl Db {
         .fetch_one(&mut *tx)
         .await?;
 
-        let report_id: i64 = sqlx::query_scalar(
+        let report_id: ReportId = sqlx::query_scalar(
             "INSERT INTO reports (host_id, token_id, agent_id, run_id, seq, start_ms, end_ms, length_ms, received_ms)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         )
@@ -215,14 +216,14 @@ impl Db {
                     .replace("{NEWER}", NEWER_TOTALS),
             );
             // RETURNING comes in no promised order: match the ids by guest.
-            let ids: HashMap<(String, String), i64> = upsert
-                .build_query_as::<(String, String, i64)>()
+            let ids: HashMap<(String, String), GuestId> = upsert
+                .build_query_as::<(String, String, GuestId)>()
                 .fetch_all(&mut *tx)
                 .await?
                 .into_iter()
                 .map(|(hypervisor, identity, id)| ((hypervisor, identity), id))
                 .collect();
-            let id_of = |guest: &ValidGuest| -> StoreResult<i64> {
+            let id_of = |guest: &ValidGuest| -> StoreResult<GuestId> {
                 ids.get(&(guest.hypervisor.to_string(), guest.identity.clone()))
                     .copied()
                     .ok_or_else(|| {
@@ -232,7 +233,7 @@ impl Db {
             let guest_ids = guests
                 .iter()
                 .map(id_of)
-                .collect::<StoreResult<Vec<i64>>>()?;
+                .collect::<StoreResult<Vec<GuestId>>>()?;
 
             let mut insert = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO samples (guest_id, report_id, end_ms, received_ms, length_ms, vcpus,

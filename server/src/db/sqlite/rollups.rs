@@ -6,6 +6,7 @@ use super::store::Db;
 use crate::analysis::history::Summary;
 use crate::db::error::{StoreError, StoreResult};
 use crate::db::rollups::{FIVE_MINUTES_MS, HOUR_MS, RollupRow};
+use crate::domain::{GuestId, ReportId};
 
 pub(super) const GUESTS_WITH_SAMPLES_BEFORE: &str = "SELECT id FROM guests g
      WHERE EXISTS (SELECT 1 FROM samples s WHERE s.guest_id = g.id AND s.received_ms < ?)
@@ -30,7 +31,7 @@ const ADD_TO_EXISTING_ROLLUP: &str = " ON CONFLICT (guest_id, resolution_ms, sta
 
 impl Db {
     /// Guests with raw samples received before `before_ms`.
-    pub async fn guests_with_samples_before(&self, before_ms: i64) -> StoreResult<Vec<i64>> {
+    pub async fn guests_with_samples_before(&self, before_ms: i64) -> StoreResult<Vec<GuestId>> {
         Ok(sqlx::query_scalar(GUESTS_WITH_SAMPLES_BEFORE)
             .bind(before_ms)
             .fetch_all(&self.pool)
@@ -42,7 +43,7 @@ impl Db {
     /// Samples received in `keep` ([from, to)) stay raw whatever their age.
     pub async fn roll_up_guest(
         &self,
-        guest_id: i64,
+        guest_id: GuestId,
         windows: &[(i64, Summary)],
         before_ms: i64,
         keep: Option<(i64, i64)>,
@@ -127,10 +128,10 @@ impl Db {
     /// The reports of a guest's samples received in [from_ms, to_ms).
     pub async fn reports_of_samples(
         &self,
-        guest_id: i64,
+        guest_id: GuestId,
         from_ms: i64,
         to_ms: i64,
-    ) -> StoreResult<Vec<i64>> {
+    ) -> StoreResult<Vec<ReportId>> {
         Ok(sqlx::query_scalar(
             "SELECT DISTINCT report_id FROM samples
              WHERE guest_id = ? AND received_ms >= ? AND received_ms < ?",
@@ -147,7 +148,7 @@ impl Db {
         &self,
         rollups_before_ms: i64,
         reports_before_ms: i64,
-        keep_reports: &[i64],
+        keep_reports: &[ReportId],
     ) -> StoreResult<u64> {
         let rollups = sqlx::query("DELETE FROM rollups WHERE resolution_ms = ? AND start_ms < ?")
             .bind(HOUR_MS)
@@ -188,7 +189,7 @@ impl Db {
     /// A guest's rollups starting in [from_ms, to_ms), oldest first.
     pub async fn rollups_between(
         &self,
-        guest_id: i64,
+        guest_id: GuestId,
         from_ms: i64,
         to_ms: i64,
     ) -> StoreResult<Vec<RollupRow>> {

@@ -12,6 +12,7 @@ use crate::db::error::StoreResult;
 use crate::db::guests::GuestScope;
 use crate::db::reports::RawSample;
 use crate::db::rollups::StoredCounts;
+use crate::domain::{GuestId, ReportId};
 
 impl Db {
     /// The sequence numbers of one agent run's reports, in the order they were stored.
@@ -49,8 +50,8 @@ impl Db {
     }
 
     /// Every guest's id by (host name, guest name).
-    pub async fn guest_ids_by_name(&self) -> StoreResult<HashMap<(String, String), i64>> {
-        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+    pub async fn guest_ids_by_name(&self) -> StoreResult<HashMap<(String, String), GuestId>> {
+        let rows: Vec<(String, String, GuestId)> = sqlx::query_as(
             "SELECT h.name, g.name, g.id FROM guests g JOIN hosts h ON h.id = g.host_id",
         )
         .fetch_all(&self.pool)
@@ -62,7 +63,7 @@ impl Db {
     }
 
     /// Some stored report's id.
-    pub async fn any_report_id(&self) -> StoreResult<i64> {
+    pub async fn any_report_id(&self) -> StoreResult<ReportId> {
         Ok(sqlx::query_scalar("SELECT MIN(id) FROM reports")
             .fetch_one(&self.pool)
             .await?)

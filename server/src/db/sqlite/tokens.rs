@@ -3,6 +3,7 @@
 use super::store::Db;
 use crate::db::error::StoreResult;
 use crate::db::tokens::{TokenListRow, TokenRow};
+use crate::domain::TokenId;
 
 impl Db {
     /// Stores a new token's hash. `host_name` binds an agent token to one host from the start,
@@ -15,7 +16,7 @@ impl Db {
         sha256_hex: &str,
         host_name: Option<&str>,
         now_ms: i64,
-    ) -> StoreResult<i64> {
+    ) -> StoreResult<TokenId> {
         let id = sqlx::query_scalar(
             "INSERT INTO tokens (name, role, sha256_hex, host_name, created_ms) VALUES (?, ?, ?, ?, ?) RETURNING id",
         )
@@ -52,7 +53,7 @@ impl Db {
     }
 
     /// Revokes a token from now on; false when there is no such token or it was revoked before.
-    pub async fn revoke_token(&self, id: i64, now_ms: i64) -> StoreResult<bool> {
+    pub async fn revoke_token(&self, id: TokenId, now_ms: i64) -> StoreResult<bool> {
         let done =
             sqlx::query("UPDATE tokens SET revoked_ms = ? WHERE id = ? AND revoked_ms IS NULL")
                 .bind(now_ms)

@@ -3,6 +3,7 @@
 use super::store::Db;
 use crate::db::error::{StoreError, StoreResult};
 use crate::db::users::UserRow;
+use crate::domain::UserId;
 
 impl Db {
     /// Adds a user; a name already taken is refused.
@@ -12,8 +13,8 @@ impl Db {
         role: &str,
         password_hash: &str,
         now_ms: i64,
-    ) -> StoreResult<i64> {
-        let inserted: Option<i64> = sqlx::query_scalar(
+    ) -> StoreResult<UserId> {
+        let inserted: Option<UserId> = sqlx::query_scalar(
             "INSERT INTO users (name, role, password_hash, created_ms) VALUES (?, ?, ?, ?)
              ON CONFLICT (name) DO NOTHING RETURNING id",
         )
@@ -35,7 +36,7 @@ impl Db {
         .await?)
     }
 
-    pub async fn user_by_id(&self, id: i64) -> StoreResult<Option<UserRow>> {
+    pub async fn user_by_id(&self, id: UserId) -> StoreResult<Option<UserRow>> {
         Ok(sqlx::query_as(
             "SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users WHERE id = ?",
         )
@@ -44,7 +45,7 @@ impl Db {
         .await?)
     }
 
-    pub async fn record_login(&self, user_id: i64, now_ms: i64) -> StoreResult<()> {
+    pub async fn record_login(&self, user_id: UserId, now_ms: i64) -> StoreResult<()> {
         sqlx::query("UPDATE users SET last_login_ms = ? WHERE id = ?")
             .bind(now_ms)
             .bind(user_id)
@@ -63,7 +64,7 @@ impl Db {
     }
 
     /// Gives a user a new password hash (which ends their sessions).
-    pub async fn set_password(&self, user_id: i64, password_hash: &str) -> StoreResult<()> {
+    pub async fn set_password(&self, user_id: UserId, password_hash: &str) -> StoreResult<()> {
         let done = sqlx::query("UPDATE users SET password_hash = ? WHERE id = ?")
             .bind(password_hash)
             .bind(user_id)
@@ -76,7 +77,7 @@ impl Db {
     }
 
     /// Changes a user's role; refused when it would leave no admin.
-    pub async fn set_role(&self, user_id: i64, role: &str) -> StoreResult<()> {
+    pub async fn set_role(&self, user_id: UserId, role: &str) -> StoreResult<()> {
         let done = sqlx::query(
             "UPDATE users SET role = ?1 WHERE id = ?2
                AND (?1 = 'admin' OR role <> 'admin'
@@ -93,7 +94,7 @@ impl Db {
     }
 
     /// Removes a user (whose sessions then lead nowhere); refused for the last admin.
-    pub async fn delete_user(&self, user_id: i64) -> StoreResult<()> {
+    pub async fn delete_user(&self, user_id: UserId) -> StoreResult<()> {
         let done = sqlx::query(
             "DELETE FROM users WHERE id = ?
                AND (role <> 'admin' OR (SELECT COUNT(*) FROM users WHERE role = 'admin') > 1)",
@@ -110,7 +111,7 @@ impl Db {
     }
 
     /// Why a guarded change of `user_id` changed nothing: no such user, or `reason`.
-    async fn refusal(&self, user_id: i64, reason: &str) -> StoreResult<()> {
+    async fn refusal(&self, user_id: UserId, reason: &str) -> StoreResult<()> {
         match self.user_by_id(user_id).await? {
             None => Err(StoreError::NotFound("there is no such user".into())),
             Some(_) => Err(StoreError::Conflict(reason.into())),

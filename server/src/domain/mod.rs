@@ -1,0 +1,10 @@
+//! Values that keep their type from the edge to storage and back: row ids that cannot be mixed
+//! up, and the names storage keeps as TEXT read back into what they name, strictly.
+
+mod hypervisor;
+mod ids;
+
+pub use hypervisor::{HypervisorName, UnknownName, parse_hypervisor};
+pub use ids::{
+    AlertId, GuestId, HostId, OutboxId, ReceiverId, ReportId, RuleId, SilenceId, TokenId, UserId,
+};
