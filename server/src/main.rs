@@ -402,7 +402,7 @@ async fn main() -> Result<()> {
                     let token = auth::new_token()?;
                     db.insert_token(
                         &host,
-                        role.as_str(),
+                        role,
                         &auth::token_hash(&token),
                         Some(&host),
                         clock::now_ms(),
@@ -416,7 +416,7 @@ async fn main() -> Result<()> {
             let token = auth::new_token()?;
             db.insert_token(
                 &name,
-                role.as_str(),
+                role,
                 &auth::token_hash(&token),
                 host.as_deref(),
                 clock::now_ms(),
@@ -447,7 +447,7 @@ async fn user_command(command: UserCommand) -> Result<()> {
             let password = read_password(&name)?;
             let hash = auth::hash_password(&password).map_err(clear)?;
             let db = open_db(&db.path(false)).await?;
-            db.insert_user(&name, role.as_str(), &hash, clock::now_ms())
+            db.insert_user(&name, role, &hash, clock::now_ms())
                 .await
                 .map_err(clear_store)?;
             db.close().await;

@@ -141,7 +141,7 @@ async fn states(s: &Server) -> Vec<(String, String)> {
             .unwrap()
             .into_iter()
             .filter(|a| a.subject == "guest")
-            .map(|a| (a.subject_name, a.state))
+            .map(|a| (a.subject_name, a.state.to_string()))
             .collect();
     open.sort();
     open
@@ -478,7 +478,7 @@ async fn a_silent_agent_fires_the_host_rule_and_a_new_report_resolves_it() {
         alerts
             .into_iter()
             .filter(|a| a.subject == "host")
-            .map(|a| a.state)
+            .map(|a| a.state.to_string())
             .collect()
     };
     // The default rule: silent for 120 s, for 180 s more.

@@ -24,7 +24,7 @@ async fn token(
     let id =
         s.db.insert_token(
             "new",
-            role,
+            tickscope_server::domain::TokenRole::parse(role).unwrap(),
             &auth::token_hash(&token),
             host,
             tickscope_server::clock::now_ms(),

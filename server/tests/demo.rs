@@ -44,7 +44,7 @@ async fn demo_refuses_a_database_real_agents_report_to() {
     let token_id = db
         .insert_token(
             "a",
-            "agent",
+            tickscope_server::domain::TokenRole::Agent,
             &tickscope_server::auth::token_hash(&token),
             None,
             now_ms(),

@@ -346,9 +346,15 @@ async fn hosts_show_their_agents_and_a_silent_one_stands_out() {
     let report = serde_json::from_value(old).unwrap();
     let valid = ingest::validate(report, tickscope_server::clock::now_ms()).unwrap();
     let token =
-        s.db.insert_token("old", "agent", "00", None, 0)
-            .await
-            .unwrap();
+        s.db.insert_token(
+            "old",
+            tickscope_server::domain::TokenRole::Agent,
+            "00",
+            None,
+            0,
+        )
+        .await
+        .unwrap();
     s.db.store_report(
         &valid,
         token,

@@ -57,7 +57,7 @@ async fn state_of(s: &common::Server) -> Settings {
         tokens.len(),
         users
             .into_iter()
-            .map(|u| (u.name, u.role, u.password_hash))
+            .map(|u| (u.name, u.role.to_string(), u.password_hash))
             .collect(),
         s.db.setting("cost_model")
             .await
@@ -402,16 +402,22 @@ async fn the_last_admin_stays_an_admin() {
     let ada = id_of_new(&s, "ada", "admin").await;
     let cleo = id_of_new(&s, "cleo", "admin").await;
     // One admin demotes the other: allowed while another admin is left.
-    s.db.set_role(cleo, "viewer").await.unwrap();
+    s.db.set_role(cleo, tickscope_server::domain::UserRole::Viewer)
+        .await
+        .unwrap();
     let refused = [
-        s.db.set_role(ada, "viewer").await.unwrap_err(),
+        s.db.set_role(ada, tickscope_server::domain::UserRole::Viewer)
+            .await
+            .unwrap_err(),
         s.db.delete_user(ada).await.unwrap_err(),
     ];
     for e in refused {
         assert!(e.to_string().contains("last admin"), "{e}");
     }
     assert_eq!(s.db.user_by_id(ada).await.unwrap().unwrap().role, "admin");
-    s.db.set_role(cleo, "admin").await.unwrap();
+    s.db.set_role(cleo, tickscope_server::domain::UserRole::Admin)
+        .await
+        .unwrap();
     s.db.delete_user(ada).await.unwrap();
 }
 

@@ -255,7 +255,7 @@ mod tests {
             subject_id: 7,
             subject_name: "web-01".into(),
             host_name: "hv1".into(),
-            state: state.into(),
+            state: crate::domain::AlertState::parse(state).unwrap(),
             active_ms: 1_000,
             fired_ms,
             resolved_ms,

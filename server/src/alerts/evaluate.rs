@@ -9,7 +9,7 @@ use super::webhook::Notice;
 use super::{Rule, RuleKind, silences_in_force};
 use crate::analysis::alerting::{self, Open, Step};
 use crate::db::{AlertRow, AlertWrite, ReceiverRow, RuleRow};
-use crate::domain::RuleId;
+use crate::domain::{AlertState, RuleId};
 use crate::error::AppResult;
 use crate::state::AppState;
 
@@ -285,8 +285,8 @@ fn gone_labels(alert: &AlertRow) -> Vec<(&'static str, String)> {
 }
 
 fn open_state(alert: &AlertRow) -> Open {
-    match (alert.state.as_str(), alert.fired_ms) {
-        ("firing", Some(fired_ms)) => Open::Firing {
+    match (alert.state, alert.fired_ms) {
+        (AlertState::Firing, Some(fired_ms)) => Open::Firing {
             active_ms: alert.active_ms,
             fired_ms,
         },
@@ -296,10 +296,10 @@ fn open_state(alert: &AlertRow) -> Open {
     }
 }
 
-fn stored(open: Open) -> (&'static str, Option<i64>) {
+fn stored(open: Open) -> (AlertState, Option<i64>) {
     match open {
-        Open::Pending { .. } => ("pending", None),
-        Open::Firing { fired_ms, .. } => ("firing", Some(fired_ms)),
+        Open::Pending { .. } => (AlertState::Pending, None),
+        Open::Firing { fired_ms, .. } => (AlertState::Firing, Some(fired_ms)),
     }
 }
 
@@ -312,7 +312,7 @@ mod tests {
         let rule = RuleRow {
             id: RuleId(3),
             name: "Idle guest burning CPU".into(),
-            kind: "guest_waste".into(),
+            kind: crate::domain::RuleKind::GuestWaste,
             scope: "all".into(),
             scope_value: String::new(),
             threshold: 2.0,

@@ -48,7 +48,7 @@ impl From<AlertRow> for AlertJson {
             subject_id: a.subject_id,
             subject_name: a.subject_name,
             host: a.host_name,
-            state: a.state,
+            state: a.state.to_string(),
             active_since_ms: a.active_ms,
             fired_ms: a.fired_ms,
             resolved_ms: a.resolved_ms,

@@ -28,35 +28,8 @@ use tower_sessions::Session;
 use crate::error::{AppError, AppResult};
 use crate::state::AppState;
 
-/// What a token may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Submits reports for a host.
-    Agent,
-    /// Reads the API.
-    Viewer,
-    /// A guest probe: submits its own guest's facts, nothing else.
-    Guest,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Agent => "agent",
-            Role::Viewer => "viewer",
-            Role::Guest => "guest",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Role> {
-        match text {
-            "agent" => Some(Role::Agent),
-            "viewer" => Some(Role::Viewer),
-            "guest" => Some(Role::Guest),
-            _ => None,
-        }
-    }
-}
+/// What a token may do (stored as its name).
+pub use crate::domain::TokenRole as Role;
 
 /// The caller of an API request: a bearer token, or else the dashboard's session.
 #[derive(Debug, Clone)]
@@ -130,12 +103,9 @@ impl FromRequestParts<AppState> for Caller {
             .find(|row| bool::from(row.sha256_hex.as_bytes().ct_eq(hash.as_bytes())))
             .filter(|row| row.revoked_ms.is_none())
             .ok_or_else(|| AppError::Unauthorized("unknown or revoked token".into()))?;
-        let role = Role::parse(&row.role).ok_or_else(|| {
-            AppError::Internal(format!("token {} has role {:?}", row.id, row.role))
-        })?;
         Ok(Caller::Token {
             token_id: row.id.0,
-            role,
+            role: row.role,
         })
     }
 }

@@ -2,13 +2,13 @@
 
 use sqlx::FromRow;
 
-use crate::domain::{AlertId, OutboxId, ReceiverId, RuleId, SilenceId};
+use crate::domain::{AlertId, AlertState, OutboxId, ReceiverId, RuleId, RuleKind, SilenceId};
 
 #[derive(Debug, Clone, FromRow)]
 pub struct RuleRow {
     pub id: RuleId,
     pub name: String,
-    pub kind: String,
+    pub kind: RuleKind,
     pub scope: String,
     pub scope_value: String,
     pub threshold: f64,
@@ -23,7 +23,7 @@ pub struct RuleRow {
 #[derive(Debug, Clone)]
 pub struct NewRule {
     pub name: String,
-    pub kind: String,
+    pub kind: RuleKind,
     pub scope: String,
     pub scope_value: String,
     pub threshold: f64,
@@ -58,7 +58,7 @@ pub struct AlertRow {
     pub subject_id: i64,
     pub subject_name: String,
     pub host_name: String,
-    pub state: String,
+    pub state: AlertState,
     pub active_ms: i64,
     pub fired_ms: Option<i64>,
     pub resolved_ms: Option<i64>,
@@ -184,7 +184,7 @@ pub enum AlertWrite {
         subject_id: i64,
         subject_name: String,
         host_name: String,
-        state: &'static str,
+        state: AlertState,
         active_ms: i64,
         fired_ms: Option<i64>,
         value: f64,
@@ -194,7 +194,7 @@ pub enum AlertWrite {
     },
     Update {
         alert_id: AlertId,
-        state: &'static str,
+        state: AlertState,
         fired_ms: Option<i64>,
         value: f64,
         /// Set only for an alert stored without labels (opened before they were kept).

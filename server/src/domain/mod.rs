@@ -3,8 +3,10 @@
 
 mod hypervisor;
 mod ids;
+mod kinds;
 
 pub use hypervisor::{HypervisorName, UnknownName, parse_hypervisor};
 pub use ids::{
     AlertId, GuestId, HostId, OutboxId, ReceiverId, ReportId, RuleId, SilenceId, TokenId, UserId,
 };
+pub use kinds::{AlertState, RuleKind, TokenRole, UserRole};

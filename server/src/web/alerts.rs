@@ -59,7 +59,7 @@ impl AlertLine {
             link: format!("/{}s/{}", a.subject, a.subject_id),
             subject: a.subject_name.clone(),
             host: a.host_name.clone(),
-            state: a.state.clone(),
+            state: a.state.to_string(),
             value: format!("{:.2} {unit}", a.value),
             since: view::time(a.active_ms),
             lasted: view::duration(end - a.fired_ms.unwrap_or(a.active_ms)),
@@ -88,14 +88,14 @@ pub struct RuleLine {
 
 impl RuleLine {
     fn new(r: &RuleRow) -> RuleLine {
-        let kind = RuleKind::parse(&r.kind);
+        let kind = Some(r.kind);
         RuleLine {
             id: r.id.0,
             name: r.name.clone(),
             watches: match kind {
                 Some(RuleKind::GuestWaste) => "guest waste while idle".into(),
                 Some(RuleKind::HostSilent) => "agent silence".into(),
-                None => r.kind.clone(),
+                None => r.kind.to_string(),
             },
             scope: match r.scope.as_str() {
                 "all" => "all".into(),
@@ -473,7 +473,7 @@ impl RuleForm {
         };
         Ok(NewRule {
             name,
-            kind: kind.as_str().into(),
+            kind,
             scope: self.scope.clone(),
             scope_value: if scope == Scope::All {
                 String::new()

@@ -104,7 +104,7 @@ async fn render(
         .map(|t| TokenLine {
             id: t.id.0,
             name: t.name,
-            role: t.role,
+            role: t.role.to_string(),
             bound_to: t
                 .host_name
                 .map(|h| format!("host {h}"))
@@ -124,7 +124,7 @@ async fn render(
             is_you: u.id.0 == user.id,
             id: u.id.0,
             name: u.name,
-            role: u.role,
+            role: u.role.to_string(),
             created: view::time(u.created_ms),
             last_login: when(u.last_login_ms),
         })
@@ -222,7 +222,7 @@ pub async fn create_token(
             .db
             .insert_token(
                 &name,
-                role.as_str(),
+                role,
                 &auth::token_hash(&token),
                 host.as_deref(),
                 now_ms(),
@@ -299,10 +299,7 @@ pub async fn create_user(
         let role = UserRole::parse(&form.role)
             .ok_or_else(|| AppError::invalid("role", "must be admin or viewer"))?;
         let hash = auth::hash_password_async(form.password).await?;
-        state
-            .db
-            .insert_user(&name, role.as_str(), &hash, now_ms())
-            .await?;
+        state.db.insert_user(&name, role, &hash, now_ms()).await?;
         tracing::info!(admin = ?user.name, user = ?name, role = role.as_str(), "user created");
         Ok(name)
     }
@@ -403,7 +400,7 @@ pub async fn set_role(
         let other = other_user(&state, &user, id).await?;
         let role = UserRole::parse(&form.role)
             .ok_or_else(|| AppError::invalid("role", "must be admin or viewer"))?;
-        state.db.set_role(other.id, role.as_str()).await?;
+        state.db.set_role(other.id, role).await?;
         tracing::info!(admin = ?user.name, user = ?other.name, role = role.as_str(), "role changed");
         Ok(format!("{} is now {}.", other.name, role.as_str()))
     }

@@ -3,7 +3,7 @@
 use super::store::Db;
 use crate::db::error::StoreResult;
 use crate::db::tokens::{TokenListRow, TokenRow};
-use crate::domain::TokenId;
+use crate::domain::{TokenId, TokenRole};
 
 impl Db {
     /// Stores a new token's hash. `host_name` binds an agent token to one host from the start,
@@ -12,7 +12,7 @@ impl Db {
     pub async fn insert_token(
         &self,
         name: &str,
-        role: &str,
+        role: TokenRole,
         sha256_hex: &str,
         host_name: Option<&str>,
         now_ms: i64,

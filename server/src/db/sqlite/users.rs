@@ -3,14 +3,14 @@
 use super::store::Db;
 use crate::db::error::{StoreError, StoreResult};
 use crate::db::users::UserRow;
-use crate::domain::UserId;
+use crate::domain::{UserId, UserRole};
 
 impl Db {
     /// Adds a user; a name already taken is refused.
     pub async fn insert_user(
         &self,
         name: &str,
-        role: &str,
+        role: UserRole,
         password_hash: &str,
         now_ms: i64,
     ) -> StoreResult<UserId> {
@@ -77,7 +77,7 @@ impl Db {
     }
 
     /// Changes a user's role; refused when it would leave no admin.
-    pub async fn set_role(&self, user_id: UserId, role: &str) -> StoreResult<()> {
+    pub async fn set_role(&self, user_id: UserId, role: UserRole) -> StoreResult<()> {
         let done = sqlx::query(
             "UPDATE users SET role = ?1 WHERE id = ?2
                AND (?1 = 'admin' OR role <> 'admin'
