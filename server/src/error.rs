@@ -215,3 +215,74 @@ impl From<tower_sessions::session::Error> for AppError {
 }
 
 pub type AppResult<T> = Result<T, AppError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Storage's errors reach a client with the statuses, codes and messages they had when
+    /// storage returned `AppError` itself.
+    #[test]
+    fn storage_errors_keep_their_http_answers() {
+        let sqlx_error = || sqlx::Error::Protocol("the detail".into());
+        let cases: [(StoreError, StatusCode, &str, &str, Option<u64>); 7] = [
+            (
+                StoreError::NotFound("there is no such rule".into()),
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "there is no such rule",
+                None,
+            ),
+            (
+                StoreError::Conflict("there is already a user \"ada\"".into()),
+                StatusCode::CONFLICT,
+                "conflict",
+                "there is already a user \"ada\"",
+                None,
+            ),
+            (
+                StoreError::Refused("this agent token reports for host \"a\"".into()),
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this agent token reports for host \"a\"",
+                None,
+            ),
+            (
+                StoreError::Full(sqlx_error()),
+                StatusCode::INSUFFICIENT_STORAGE,
+                "storage_full",
+                "the server's disk is full, so nothing was stored; keep the data and retry later (encountered unexpected or invalid data: the detail)",
+                Some(STORAGE_RETRY_AFTER_S),
+            ),
+            (
+                StoreError::Unavailable(sqlx_error()),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the server cannot write its database now, so nothing was stored; retry later (encountered unexpected or invalid data: the detail)",
+                Some(STORAGE_RETRY_AFTER_S),
+            ),
+            (
+                StoreError::Backend(sqlx_error()),
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "database error: encountered unexpected or invalid data: the detail",
+                None,
+            ),
+            (
+                StoreError::Corrupt("unreadable packed sample".into()),
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "unreadable packed sample",
+                None,
+            ),
+        ];
+        for (store_error, status, code, message, retry_after_s) in cases {
+            let case = format!("{store_error:?}");
+            let e = AppError::from(store_error);
+            assert_eq!(e.status(), status, "{case}");
+            assert_eq!(e.code(), code, "{case}");
+            assert_eq!(e.to_string(), message, "{case}");
+            assert_eq!(e.retry_after_s(), retry_after_s, "{case}");
+        }
+    }
+}

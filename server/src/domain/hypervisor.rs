@@ -3,7 +3,7 @@
 //! not one of ours in the database is a bug or a corruption, and says so.
 //!
 //! `Hypervisor` is the agent crate's type, so it cannot be an `sqlx::Type` here (the orphan
-//! rule); rows read the name as a [`HypervisorName`] and convert it (`#[sqlx(try_from)]`).
+//! rule); rows read it as a [`HypervisorName`], which checks the name as it decodes.
 
 use tickscope_agent::wire::Hypervisor;
 
@@ -31,16 +31,38 @@ pub fn parse_hypervisor(name: &str) -> Result<Hypervisor, UnknownName> {
         .ok_or_else(|| UnknownName(name.to_string()))
 }
 
-/// The TEXT a hypervisor family is stored as.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::Type)]
-#[sqlx(transparent)]
-pub struct HypervisorName(pub String);
+/// A hypervisor family as read from storage: its TEXT, checked while it is decoded, so that an
+/// unknown name fails the row with the name in the error (sqlx's `try_from` conversion would
+/// lose the message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HypervisorName(pub Hypervisor);
 
-impl TryFrom<HypervisorName> for Hypervisor {
-    type Error = UnknownName;
+impl<DB: sqlx::Database> sqlx::Type<DB> for HypervisorName
+where
+    str: sqlx::Type<DB>,
+{
+    fn type_info() -> DB::TypeInfo {
+        <str as sqlx::Type<DB>>::type_info()
+    }
 
-    fn try_from(name: HypervisorName) -> Result<Hypervisor, UnknownName> {
-        parse_hypervisor(&name.0)
+    fn compatible(ty: &DB::TypeInfo) -> bool {
+        <str as sqlx::Type<DB>>::compatible(ty)
+    }
+}
+
+impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for HypervisorName
+where
+    &'r str: sqlx::Decode<'r, DB>,
+{
+    fn decode(value: DB::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let name = <&'r str as sqlx::Decode<'r, DB>>::decode(value)?;
+        Ok(HypervisorName(parse_hypervisor(name)?))
+    }
+}
+
+impl From<HypervisorName> for Hypervisor {
+    fn from(name: HypervisorName) -> Hypervisor {
+        name.0
     }
 }
 

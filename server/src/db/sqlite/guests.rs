@@ -161,3 +161,58 @@ impl Db {
         Ok((samples, readings))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tickscope_agent::wire::Hypervisor;
+
+    use super::*;
+    use crate::db::StoreError;
+
+    /// A database with one host and one guest whose stored hypervisor is `name`.
+    async fn db_with_guest_of(dir: &tempfile::TempDir, name: &str) -> Db {
+        let db = Db::open(&dir.path().join("t.db")).await.unwrap();
+        sqlx::query(
+            "INSERT INTO hosts (id, name, cpus, kernel, agent_version, first_seen_ms,
+                last_report_ms) VALUES (1, 'hv1', 4, '6.1', '0.1', 0, 0)",
+        )
+        .execute(&db.pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO guests (id, host_id, hypervisor, identity, name, vcpus, pid,
+                first_seen_ms, last_seen_ms) VALUES (7, 1, ?, 'web', 'web', 2, 42, 0, 1000)",
+        )
+        .bind(name)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+        db
+    }
+
+    #[tokio::test]
+    async fn a_stored_hypervisor_reads_back_as_its_family_and_an_unknown_name_is_an_error() {
+        let everyone = GuestScope::Active { since_ms: 0 };
+        for (stored, expected) in [
+            ("qemu", Some(Hypervisor::Qemu)),
+            ("cloud_hypervisor", Some(Hypervisor::CloudHypervisor)),
+            ("other", Some(Hypervisor::Other)),
+            ("xen", None),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = db_with_guest_of(&dir, stored).await;
+            match (db.guests_in(everyone).await, expected) {
+                (Ok(rows), Some(family)) => {
+                    assert_eq!(rows.len(), 1, "{stored}");
+                    assert_eq!(rows[0].hypervisor, family, "{stored}");
+                    assert_eq!(rows[0].id, GuestId(7));
+                }
+                (Err(StoreError::Backend(e)), None) => {
+                    assert!(e.to_string().contains("\"xen\""), "{stored}: {e}");
+                }
+                (got, expected) => panic!("{stored}: {got:?}, expected {expected:?}"),
+            }
+            db.close().await;
+        }
+    }
+}
