@@ -51,7 +51,7 @@ impl Db {
         };
         let mut query = sqlx::query_scalar(sql)
             .bind(&rule.name)
-            .bind(&rule.kind)
+            .bind(rule.kind)
             .bind(&rule.scope)
             .bind(&rule.scope_value)
             .bind(rule.threshold)
