@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use tickscope_agent::wire::{
-    BlindSpot, FactsSource, GuestSample, MAX_BLIND_SPOT_TEXT_CHARS, MAX_BLIND_SPOTS,
+    BlindSpot, FactsSource, GuestSample, Hypervisor, MAX_BLIND_SPOT_TEXT_CHARS, MAX_BLIND_SPOTS,
     MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, Report, WakeupsSource,
     normalise_uuid,
 };
@@ -64,7 +64,7 @@ pub struct ValidHost {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidGuest {
-    pub hypervisor: &'static str,
+    pub hypervisor: Hypervisor,
     /// UUID when known, else the name: what makes this guest the same guest tomorrow.
     pub identity: String,
     pub name: String,
@@ -268,7 +268,7 @@ fn validate_guest(
     };
     let identity = uuid.clone().unwrap_or_else(|| format!("name:{name}"));
     Ok(ValidGuest {
-        hypervisor: g.hypervisor.as_str(),
+        hypervisor: g.hypervisor,
         identity,
         name,
         uuid,
@@ -376,7 +376,7 @@ mod tests {
         assert_eq!(r.length_ms, 10_000.0);
         let g = &r.guests[0];
         assert_eq!(g.identity, "7d3b2c1a-0000-4000-8000-00000000abcd");
-        assert_eq!(g.hypervisor, "qemu");
+        assert_eq!(g.hypervisor, Hypervisor::Qemu);
         assert_eq!(g.wakeups_source, "vcpu_threads");
         let totals = g.totals.as_ref().unwrap();
         assert_eq!(

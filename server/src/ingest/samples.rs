@@ -18,7 +18,10 @@ pub fn sample_spans(report: &ValidReport, previous: &PreviousTotals) -> Vec<Samp
         .iter()
         .map(|guest| {
             let span = totals::sample_span(
-                previous.get(&(guest.hypervisor.to_string(), guest.identity.clone())),
+                previous.get(&(
+                    guest.hypervisor.as_str().to_string(),
+                    guest.identity.clone(),
+                )),
                 guest.totals.as_ref(),
                 Measured {
                     start_ms: report.start_ms,

@@ -178,7 +178,7 @@ impl Db {
             upsert.push_values(guests, |mut row, guest| {
                 let totals = guest.totals.as_ref();
                 row.push_bind(host_id)
-                    .push_bind(guest.hypervisor)
+                    .push_bind(guest.hypervisor.as_str())
                     .push_bind(&guest.identity)
                     .push_bind(&guest.name)
                     .push_bind(&guest.uuid)
@@ -224,11 +224,14 @@ impl Db {
                 .map(|(hypervisor, identity, id)| ((hypervisor, identity), id))
                 .collect();
             let id_of = |guest: &ValidGuest| -> StoreResult<GuestId> {
-                ids.get(&(guest.hypervisor.to_string(), guest.identity.clone()))
-                    .copied()
-                    .ok_or_else(|| {
-                        StoreError::Corrupt(format!("no id stored for guest {:?}", guest.identity))
-                    })
+                ids.get(&(
+                    guest.hypervisor.as_str().to_string(),
+                    guest.identity.clone(),
+                ))
+                .copied()
+                .ok_or_else(|| {
+                    StoreError::Corrupt(format!("no id stored for guest {:?}", guest.identity))
+                })
             };
             let guest_ids = guests
                 .iter()

@@ -71,27 +71,13 @@ impl Db {
         self.pool.close().await;
     }
 
-    /// The journal mode in force, for the start-up log and tests.
-    /// Copies the write-ahead log into the database file and empties it.
-    pub async fn checkpoint(&self) -> StoreResult<()> {
-        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    /// Rebuilds the database file without its free pages (after a retention deleted much).
-    pub async fn vacuum(&self) -> StoreResult<()> {
-        sqlx::query("VACUUM").execute(&self.pool).await?;
-        Ok(())
-    }
-
     /// Where dashboard sessions are kept: tower-sessions' store on this same database (its
     /// table comes from tower-sessions' own migration, run when the server starts).
     pub fn session_store(&self) -> SqliteStore {
         SqliteStore::new(self.pool.clone())
     }
 
+    /// The journal mode in force, for the start-up log and tests.
     pub async fn journal_mode(&self) -> StoreResult<String> {
         Ok(sqlx::query_scalar("PRAGMA journal_mode")
             .fetch_one(&self.pool)

@@ -1,7 +1,7 @@
-//! Queries only the tests and benchmarks make: SQLite's plans for the queries that must use an
-//! index, counts of stored rows, and the ingest benchmark's baseline. Built with the
-//! `test-support` feature, which the crate's own tests and benchmarks turn on (its
-//! dev-dependency on itself), so none of it is in the server's API.
+//! Queries only the tests and benchmarks make: the benchmarks' checkpoint and vacuum, SQLite's
+//! plans for the queries that must use an index, counts of stored rows, and the ingest
+//! benchmark's baseline. Built with the `test-support` feature, which the crate's own tests and
+//! benchmarks turn on (its dev-dependency on itself), so none of it is in the server's API.
 
 use std::collections::HashMap;
 
@@ -15,6 +15,20 @@ use crate::db::rollups::StoredCounts;
 use crate::domain::{GuestId, ReportId};
 
 impl Db {
+    /// Copies the write-ahead log into the database file and empties it.
+    pub async fn checkpoint(&self) -> StoreResult<()> {
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Rebuilds the database file without its free pages (after a retention deleted much).
+    pub async fn vacuum(&self) -> StoreResult<()> {
+        sqlx::query("VACUUM").execute(&self.pool).await?;
+        Ok(())
+    }
+
     /// The sequence numbers of one agent run's reports, in the order they were stored.
     pub async fn report_sequence(&self, run_id: &str) -> StoreResult<Vec<i64>> {
         Ok(
