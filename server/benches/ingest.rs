@@ -62,9 +62,15 @@ async fn main() {
     for (i, spec) in fleet.into_iter().enumerate() {
         let name = spec.name.clone();
         let token = auth::new_token().unwrap();
-        db.insert_token(&name, "agent", &auth::token_hash(&token), Some(&name), now)
-            .await
-            .unwrap();
+        db.insert_token(
+            &name,
+            tickscope_server::domain::TokenRole::Agent,
+            &auth::token_hash(&token),
+            Some(&name),
+            now,
+        )
+        .await
+        .unwrap();
         let mut host = SimulatedHost::new(spec, i as u64, "bench");
         let reports: Vec<Report> = (1..=rounds as i64)
             .map(|n| host.report(start + n * INTERVAL_MS, INTERVAL_MS))

@@ -78,7 +78,12 @@ fn guest_sample(host: usize, i: usize, seq: u64) -> GuestSample {
 }
 
 /// Stores one report through the server, as `POST /api/v1/reports` does after parsing.
-async fn store(state: &AppState, token: i64, report: Report, received_ms: i64) {
+async fn store(
+    state: &AppState,
+    token: tickscope_server::domain::TokenId,
+    report: Report,
+    received_ms: i64,
+) {
     let valid = ingest::validate(report, tickscope_server::clock::now_ms()).unwrap();
     state
         .store_report(&valid, token, received_ms)
@@ -111,7 +116,13 @@ async fn fill_history(state: &AppState, days: i64) -> i64 {
     const EVERY_MS: i64 = 5 * 60 * 1000;
     let token = state
         .db
-        .insert_token("history", "agent", &format!("{:064}", "h"), None, 0)
+        .insert_token(
+            "history",
+            tickscope_server::domain::TokenRole::Agent,
+            &format!("{:064}", "h"),
+            None,
+            0,
+        )
         .await
         .unwrap();
     let now = tickscope_server::clock::now_ms();
@@ -154,7 +165,7 @@ async fn fill(state: &AppState, guests: usize, intervals: i64) -> Duration {
             .db
             .insert_token(
                 &format!("h{host}"),
-                "agent",
+                tickscope_server::domain::TokenRole::Agent,
                 &format!("{host:064}"),
                 None,
                 now,
@@ -225,9 +236,14 @@ impl Browser {
 
     async fn login(router: Router, db: &Db) -> Browser {
         let hash = auth::hash_password(PASSWORD).unwrap();
-        db.insert_user("bench", "viewer", &hash, tickscope_server::clock::now_ms())
-            .await
-            .unwrap();
+        db.insert_user(
+            "bench",
+            tickscope_server::domain::UserRole::Viewer,
+            &hash,
+            tickscope_server::clock::now_ms(),
+        )
+        .await
+        .unwrap();
         let mut browser = Browser {
             router,
             cookie: String::new(),

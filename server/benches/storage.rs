@@ -60,7 +60,13 @@ async fn main() {
         let name = spec.name.clone();
         let token = auth::new_token().unwrap();
         let id = db
-            .insert_token(&name, "agent", &auth::token_hash(&token), Some(&name), now)
+            .insert_token(
+                &name,
+                tickscope_server::domain::TokenRole::Agent,
+                &auth::token_hash(&token),
+                Some(&name),
+                now,
+            )
             .await
             .unwrap();
         agents.push((SimulatedHost::new(spec, i as u64, "bench"), id));

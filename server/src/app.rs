@@ -8,7 +8,6 @@ use tower_http::trace::TraceLayer;
 use tower_sessions::cookie::SameSite;
 use tower_sessions::cookie::time::Duration;
 use tower_sessions::{Expiry, SessionManagerLayer};
-use tower_sessions_sqlx_store::SqliteStore;
 
 use crate::auth::session_store::Sessions;
 use crate::http::admission::{self};
@@ -18,7 +17,7 @@ use crate::auth::session::{SESSION_COOKIE, SESSION_IDLE_HOURS};
 use crate::state::AppState;
 
 pub fn router(state: AppState) -> Router {
-    let store = Sessions::new(SqliteStore::new(state.db.pool().clone()));
+    let store = Sessions::new(state.db.session_store());
     let sessions = SessionManagerLayer::new(store)
         .with_name(SESSION_COOKIE)
         .with_http_only(true)

@@ -166,7 +166,7 @@ pub async fn start(state: &AppState) -> AppResult<()> {
     }
     if db.user_by_name(DEMO_USER).await?.is_none() {
         let hash = auth::hash_password(DEMO_PASSWORD)?;
-        db.insert_user(DEMO_USER, UserRole::Admin.as_str(), &hash, now_ms())
+        db.insert_user(DEMO_USER, UserRole::Admin, &hash, now_ms())
             .await?;
     }
     // Reports are stored against a token bound to their host, as an agent's are; these tokens
@@ -178,7 +178,7 @@ pub async fn start(state: &AppState) -> AppResult<()> {
         let id = db
             .insert_token(
                 &format!("{host} (simulated)"),
-                "agent",
+                crate::domain::TokenRole::Agent,
                 &auth::token_hash(&token),
                 Some(host),
                 now_ms(),
@@ -220,7 +220,7 @@ pub async fn start(state: &AppState) -> AppResult<()> {
 struct Fleet {
     hosts: Vec<SimulatedHost>,
     /// One agent token per host, in order.
-    token_ids: Vec<i64>,
+    token_ids: Vec<crate::domain::TokenId>,
 }
 
 impl Fleet {

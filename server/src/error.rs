@@ -8,6 +8,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use crate::db::StoreError;
+
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     #[error("{0}")]
@@ -44,10 +46,10 @@ pub enum AppError {
     /// A value in a request is not acceptable; `field` names it (`guests[2].vcpus`).
     #[error("{field}: {reason}")]
     Invalid { field: String, reason: String },
-    #[error("database error: {0}")]
-    Database(sqlx::Error),
-    #[error("database migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Storage failed for a reason of its own (not a full disk, not a database that cannot be
+    /// written now): the server's problem.
+    #[error("{0}")]
+    Database(StoreError),
     #[error("{0}")]
     Internal(String),
     /// The request body is not sent as the media type the endpoint reads (`application/json`).
@@ -76,9 +78,7 @@ impl AppError {
             AppError::Unavailable { .. } | AppError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::TimedOut(_) => StatusCode::REQUEST_TIMEOUT,
             AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            AppError::Database(_) | AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             AppError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         }
     }
@@ -96,7 +96,7 @@ impl AppError {
             AppError::Unavailable { .. } | AppError::Busy { .. } => "unavailable",
             AppError::TimedOut(_) => "timeout",
             AppError::Invalid { .. } => "invalid",
-            AppError::Database(_) | AppError::Migrate(_) | AppError::Internal(_) => "internal",
+            AppError::Database(_) | AppError::Internal(_) => "internal",
             AppError::UnsupportedMediaType(_) => "unsupported_media_type",
         }
     }
@@ -176,25 +176,29 @@ impl IntoResponse for AppError {
     }
 }
 
-/// Storage faults (a full disk, a read-only database, a lock held too long) are answered "retry
-/// later" with what went wrong; every other database error is the server's, and stays in its log.
-impl From<sqlx::Error> for AppError {
-    fn from(e: sqlx::Error) -> Self {
-        use crate::db::{StorageFault, storage_fault};
-        match storage_fault(&e) {
-            Some(StorageFault::Full) => AppError::StorageFull {
+/// Storage's answers as the client sees them: a full disk or a database that cannot be written
+/// now are answered "retry later" with what went wrong; a missing row, a clash or a refused
+/// binding are the caller's; every other storage error is the server's, and stays in its log.
+impl From<StoreError> for AppError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(message) => AppError::NotFound(message),
+            StoreError::Conflict(message) => AppError::Conflict(message),
+            StoreError::Refused(message) => AppError::Forbidden(message),
+            StoreError::Full(e) => AppError::StorageFull {
                 message: format!(
                     "the server's disk is full, so nothing was stored; keep the data and retry later ({e})"
                 ),
                 retry_after_s: STORAGE_RETRY_AFTER_S,
             },
-            Some(StorageFault::Unavailable) => AppError::Unavailable {
+            StoreError::Unavailable(e) => AppError::Unavailable {
                 message: format!(
                     "the server cannot write its database now, so nothing was stored; retry later ({e})"
                 ),
                 retry_after_s: STORAGE_RETRY_AFTER_S,
             },
-            None => AppError::Database(e),
+            StoreError::Corrupt(message) => AppError::Internal(message),
+            e @ (StoreError::Backend(_) | StoreError::Migrate(_)) => AppError::Database(e),
         }
     }
 }
@@ -211,3 +215,74 @@ impl From<tower_sessions::session::Error> for AppError {
 }
 
 pub type AppResult<T> = Result<T, AppError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Storage's errors reach a client with the statuses, codes and messages they had when
+    /// storage returned `AppError` itself.
+    #[test]
+    fn storage_errors_keep_their_http_answers() {
+        let sqlx_error = || sqlx::Error::Protocol("the detail".into());
+        let cases: [(StoreError, StatusCode, &str, &str, Option<u64>); 7] = [
+            (
+                StoreError::NotFound("there is no such rule".into()),
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "there is no such rule",
+                None,
+            ),
+            (
+                StoreError::Conflict("there is already a user \"ada\"".into()),
+                StatusCode::CONFLICT,
+                "conflict",
+                "there is already a user \"ada\"",
+                None,
+            ),
+            (
+                StoreError::Refused("this agent token reports for host \"a\"".into()),
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this agent token reports for host \"a\"",
+                None,
+            ),
+            (
+                StoreError::Full(sqlx_error()),
+                StatusCode::INSUFFICIENT_STORAGE,
+                "storage_full",
+                "the server's disk is full, so nothing was stored; keep the data and retry later (encountered unexpected or invalid data: the detail)",
+                Some(STORAGE_RETRY_AFTER_S),
+            ),
+            (
+                StoreError::Unavailable(sqlx_error()),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the server cannot write its database now, so nothing was stored; retry later (encountered unexpected or invalid data: the detail)",
+                Some(STORAGE_RETRY_AFTER_S),
+            ),
+            (
+                StoreError::Backend(sqlx_error()),
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "database error: encountered unexpected or invalid data: the detail",
+                None,
+            ),
+            (
+                StoreError::Corrupt("unreadable packed sample".into()),
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "unreadable packed sample",
+                None,
+            ),
+        ];
+        for (store_error, status, code, message, retry_after_s) in cases {
+            let case = format!("{store_error:?}");
+            let e = AppError::from(store_error);
+            assert_eq!(e.status(), status, "{case}");
+            assert_eq!(e.code(), code, "{case}");
+            assert_eq!(e.to_string(), message, "{case}");
+            assert_eq!(e.retry_after_s(), retry_after_s, "{case}");
+        }
+    }
+}

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod crypto;
 pub mod db;
 pub mod demo;
+pub mod domain;
 pub mod error;
 pub mod export;
 pub mod fleet;

@@ -402,7 +402,7 @@ async fn main() -> Result<()> {
                     let token = auth::new_token()?;
                     db.insert_token(
                         &host,
-                        role.as_str(),
+                        role,
                         &auth::token_hash(&token),
                         Some(&host),
                         clock::now_ms(),
@@ -416,7 +416,7 @@ async fn main() -> Result<()> {
             let token = auth::new_token()?;
             db.insert_token(
                 &name,
-                role.as_str(),
+                role,
                 &auth::token_hash(&token),
                 host.as_deref(),
                 clock::now_ms(),
@@ -436,6 +436,7 @@ async fn main() -> Result<()> {
 async fn user_command(command: UserCommand) -> Result<()> {
     // AppError's own messages are written for the person at the keyboard.
     let clear = |e: tickscope_server::error::AppError| anyhow::anyhow!("{e}");
+    let clear_store = |e: tickscope_server::db::StoreError| clear(e.into());
     match command {
         UserCommand::Add { name, role, db } => {
             let role = match role {
@@ -446,9 +447,9 @@ async fn user_command(command: UserCommand) -> Result<()> {
             let password = read_password(&name)?;
             let hash = auth::hash_password(&password).map_err(clear)?;
             let db = open_db(&db.path(false)).await?;
-            db.insert_user(&name, role.as_str(), &hash, clock::now_ms())
+            db.insert_user(&name, role, &hash, clock::now_ms())
                 .await
-                .map_err(clear)?;
+                .map_err(clear_store)?;
             db.close().await;
             println!("Created {} user {name:?}.", role.as_str());
         }
@@ -460,7 +461,7 @@ async fn user_command(command: UserCommand) -> Result<()> {
                 .with_context(|| format!("there is no user {name:?}"))?;
             let password = read_password(&user.name)?;
             let hash = auth::hash_password(&password).map_err(clear)?;
-            db.set_password(user.id, &hash).await.map_err(clear)?;
+            db.set_password(user.id, &hash).await.map_err(clear_store)?;
             db.close().await;
             println!(
                 "New password set for {:?}; their open sessions are logged out.",
@@ -473,7 +474,7 @@ async fn user_command(command: UserCommand) -> Result<()> {
                 .user_by_name(&name)
                 .await?
                 .with_context(|| format!("there is no user {name:?}"))?;
-            db.delete_user(user.id).await.map_err(clear)?;
+            db.delete_user(user.id).await.map_err(clear_store)?;
             db.close().await;
             println!("Removed user {:?}.", user.name);
         }
@@ -543,7 +544,7 @@ async fn serve(
         "database ready"
     );
     // Sessions that lapsed are deleted hourly; a lapsed one is refused anyway.
-    let store = tower_sessions_sqlx_store::SqliteStore::new(db.pool().clone());
+    let store = db.session_store();
     tokio::spawn(async move {
         use tower_sessions::session_store::ExpiredDeletion;
         let hourly = tokio::time::Duration::from_secs(3600);

@@ -15,6 +15,7 @@ use crate::alerts::AlertContext;
 use crate::auth::throttle::LoginThrottle;
 use crate::clock::{SharedClock, SystemClock};
 use crate::db::{Db, StoreOutcome};
+use crate::domain::TokenId;
 use crate::error::{AppError, AppResult};
 use crate::fleet::AnalysedGuest;
 use crate::fleet::current::Current;
@@ -40,7 +41,7 @@ pub struct AppState {
     /// Failed logins per name, to hold back guessing.
     pub login_throttle: Arc<LoginThrottle>,
     /// Reports per agent token, to keep one token from flooding the server.
-    pub ingest_limiter: Arc<governor::DefaultKeyedRateLimiter<i64>>,
+    pub ingest_limiter: Arc<governor::DefaultKeyedRateLimiter<TokenId>>,
     /// The request slots, and what a client may take to send a request.
     pub admission: Arc<Admission>,
     /// Whether the last report could be stored, for `/readyz`.
@@ -101,15 +102,21 @@ impl AppState {
     pub async fn store_report(
         &self,
         report: &ValidReport,
-        token_id: i64,
+        token_id: TokenId,
         received_ms: i64,
     ) -> AppResult<StoreOutcome> {
-        let outcome = self.db.store_report(report, token_id, received_ms).await;
+        let outcome = self
+            .db
+            .store_report(report, token_id, received_ms, |previous| {
+                crate::ingest::samples::sample_spans(report, previous)
+            })
+            .await
+            .map_err(AppError::from);
         self.storage.record(&outcome);
         let outcome = outcome?;
         if let StoreOutcome::Stored { host_id, .. } = outcome {
             // As of when the report arrived (a backfill's reports arrive on their own timeline).
-            self.refresh_host(host_id, received_ms);
+            self.refresh_host(host_id.0, received_ms);
         }
         Ok(outcome)
     }

@@ -190,7 +190,7 @@ async fn alerts_reach_a_real_alertmanager_grouped_resolved_and_silenced_there() 
     waste.duration_s = 0;
     waste.scope = "name".into();
     waste.scope_value = "web-*".into();
-    db.save_alert_rule(Some(1), &waste, "test", 0)
+    db.save_alert_rule(Some(tickscope_server::domain::RuleId(1)), &waste, "test", 0)
         .await
         .unwrap();
     let late = NewRule {
@@ -309,7 +309,7 @@ async fn alerts_reach_a_real_alertmanager_grouped_resolved_and_silenced_there() 
     // The rule is switched off: both resolve, in Alertmanager (no longer active) and in its
     // resolved notification, with the same labels.
     waste.enabled = false;
-    db.save_alert_rule(Some(1), &waste, "test", 0)
+    db.save_alert_rule(Some(tickscope_server::domain::RuleId(1)), &waste, "test", 0)
         .await
         .unwrap();
     wait_for(

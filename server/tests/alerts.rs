@@ -141,7 +141,7 @@ async fn states(s: &Server) -> Vec<(String, String)> {
             .unwrap()
             .into_iter()
             .filter(|a| a.subject == "guest")
-            .map(|a| (a.subject_name, a.state))
+            .map(|a| (a.subject_name, a.state.to_string()))
             .collect();
     open.sort();
     open
@@ -478,7 +478,7 @@ async fn a_silent_agent_fires_the_host_rule_and_a_new_report_resolves_it() {
         alerts
             .into_iter()
             .filter(|a| a.subject == "host")
-            .map(|a| a.state)
+            .map(|a| a.state.to_string())
             .collect()
     };
     // The default rule: silent for 120 s, for 180 s more.
@@ -600,7 +600,7 @@ async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wa
     let mut rule = tickscope_server::db::NewRule::from(s.db.alert_rules().await.unwrap().remove(0));
     rule.scope = "name".into();
     rule.scope_value = "web-*".into();
-    s.db.save_alert_rule(Some(1), &rule, "t", later)
+    s.db.save_alert_rule(Some(tickscope_server::domain::RuleId(1)), &rule, "t", later)
         .await
         .unwrap();
     let evaluated = alerts::evaluate(&s.state, later).await.unwrap();

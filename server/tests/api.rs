@@ -279,7 +279,7 @@ async fn an_agent_token_reports_for_one_host_only() {
     let token = auth::new_token().unwrap();
     s.db.insert_token(
         "hv9",
-        "agent",
+        tickscope_server::domain::TokenRole::Agent,
         &auth::token_hash(&token),
         Some("hv9"),
         tickscope_server::clock::now_ms(),
@@ -311,9 +311,15 @@ async fn an_oversized_report_is_refused_with_413() {
 async fn a_body_not_sent_as_json_is_refused_with_415_as_documented() {
     let s = server().await;
     let guest_token = auth::new_token().unwrap();
-    s.db.insert_token("probe", "guest", &auth::token_hash(&guest_token), None, 0)
-        .await
-        .unwrap();
+    s.db.insert_token(
+        "probe",
+        tickscope_server::domain::TokenRole::Guest,
+        &auth::token_hash(&guest_token),
+        None,
+        0,
+    )
+    .await
+    .unwrap();
     let facts =
         json!({"facts": {"collected_ms": 0, "dmi_uuid": "564d9a3b-1234-5678-9abc-def012345678"}});
     let posts = [
@@ -580,8 +586,8 @@ async fn the_analysis_window_is_looked_up_by_index_not_scanned() {
     for scope in [
         GuestScope::Active { since_ms: 0 },
         GuestScope::Host {
-            host_id: 1,
-            guest_id: Some(1),
+            host_id: tickscope_server::domain::HostId(1),
+            guest_id: Some(tickscope_server::domain::GuestId(1)),
             active_since_ms: 0,
         },
     ] {
@@ -611,9 +617,15 @@ async fn a_token_is_found_by_its_hash_prefix_through_an_index_and_only_by_its_wh
     // prefix only finds candidates.
     let real = tickscope_server::auth::token_hash(&s.viewer_token);
     let twin = format!("{}{}", &real[..16], "0".repeat(48));
-    s.db.insert_token("twin", "viewer", &twin, None, 0)
-        .await
-        .unwrap();
+    s.db.insert_token(
+        "twin",
+        tickscope_server::domain::TokenRole::Viewer,
+        &twin,
+        None,
+        0,
+    )
+    .await
+    .unwrap();
     let candidates = s.db.tokens_by_hash_prefix(&real[..16]).await.unwrap();
     assert_eq!(candidates.len(), 2);
     let ok = s

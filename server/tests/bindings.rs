@@ -15,12 +15,16 @@ const UUID: &str = "564d9a3b-1234-5678-9abc-def012345678";
 const UUID_SWAPPED: &str = "3b9a4d56-3412-7856-9abc-def012345678";
 
 /// A new token of `role`, bound to `host` when an admin names one; its id and the token.
-async fn token(s: &Server, role: &str, host: Option<&str>) -> (i64, String) {
+async fn token(
+    s: &Server,
+    role: &str,
+    host: Option<&str>,
+) -> (tickscope_server::domain::TokenId, String) {
     let token = auth::new_token().unwrap();
     let id =
         s.db.insert_token(
             "new",
-            role,
+            tickscope_server::domain::TokenRole::parse(role).unwrap(),
             &auth::token_hash(&token),
             host,
             tickscope_server::clock::now_ms(),
@@ -30,7 +34,7 @@ async fn token(s: &Server, role: &str, host: Option<&str>) -> (i64, String) {
     (id, token)
 }
 
-async fn token_id(s: &Server, name: &str) -> i64 {
+async fn token_id(s: &Server, name: &str) -> tickscope_server::domain::TokenId {
     s.db.tokens()
         .await
         .unwrap()

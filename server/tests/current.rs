@@ -39,9 +39,15 @@ fn facts(release: &str) -> Value {
 async fn the_state_kept_up_to_date_is_the_state_analysed_from_scratch() {
     let s = server().await;
     let second_token = auth::new_token().unwrap();
-    s.db.insert_token("hv2", "agent", &auth::token_hash(&second_token), None, 0)
-        .await
-        .unwrap();
+    s.db.insert_token(
+        "hv2",
+        tickscope_server::domain::TokenRole::Agent,
+        &auth::token_hash(&second_token),
+        None,
+        0,
+    )
+    .await
+    .unwrap();
     for seq in 1..=8 {
         let mut r = fleet_report(seq);
         // A kernel upgrade half-way, seen by the probe, makes a change to measure.

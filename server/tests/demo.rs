@@ -44,7 +44,7 @@ async fn demo_refuses_a_database_real_agents_report_to() {
     let token_id = db
         .insert_token(
             "a",
-            "agent",
+            tickscope_server::domain::TokenRole::Agent,
             &tickscope_server::auth::token_hash(&token),
             None,
             now_ms(),
@@ -60,7 +60,11 @@ async fn demo_refuses_a_database_real_agents_report_to() {
     }))
     .unwrap();
     let valid = tickscope_server::ingest::validate(report, now_ms()).unwrap();
-    db.store_report(&valid, token_id, now_ms()).await.unwrap();
+    db.store_report(&valid, token_id, now_ms(), |previous| {
+        tickscope_server::ingest::samples::sample_spans(&valid, previous)
+    })
+    .await
+    .unwrap();
     let state = AppState::new(db.clone(), Options::default()).await.unwrap();
     let err = demo::start(&state).await.unwrap_err();
     assert!(err.to_string().contains("real host"), "{err}");

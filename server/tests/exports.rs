@@ -181,7 +181,7 @@ async fn hostile_fleet(s: &Server) {
     let second_token = tickscope_server::auth::new_token().unwrap();
     s.db.insert_token(
         "hv2",
-        "agent",
+        tickscope_server::domain::TokenRole::Agent,
         &tickscope_server::auth::token_hash(&second_token),
         None,
         tickscope_server::clock::now_ms(),

@@ -61,7 +61,7 @@ async fn guest_token(s: &Server) -> String {
     let token = auth::new_token().unwrap();
     s.db.insert_token(
         "probe",
-        "guest",
+        tickscope_server::domain::TokenRole::Guest,
         &auth::token_hash(&token),
         None,
         tickscope_server::clock::now_ms(),

@@ -96,7 +96,7 @@ async fn an_agent_token_sending_too_fast_is_told_to_wait_and_nothing_is_stored()
     let other = tickscope_server::auth::new_token().unwrap();
     s.db.insert_token(
         "other",
-        "agent",
+        tickscope_server::domain::TokenRole::Agent,
         &tickscope_server::auth::token_hash(&other),
         None,
         0,

@@ -346,13 +346,20 @@ async fn hosts_show_their_agents_and_a_silent_one_stands_out() {
     let report = serde_json::from_value(old).unwrap();
     let valid = ingest::validate(report, tickscope_server::clock::now_ms()).unwrap();
     let token =
-        s.db.insert_token("old", "agent", "00", None, 0)
-            .await
-            .unwrap();
+        s.db.insert_token(
+            "old",
+            tickscope_server::domain::TokenRole::Agent,
+            "00",
+            None,
+            0,
+        )
+        .await
+        .unwrap();
     s.db.store_report(
         &valid,
         token,
         tickscope_server::clock::now_ms() - 10 * 60 * 1000,
+        |previous| ingest::samples::sample_spans(&valid, previous),
     )
     .await
     .unwrap();

@@ -48,13 +48,16 @@ type Settings = (usize, Vec<(String, String, String)>, String, Option<i64>);
 
 async fn state_of(s: &common::Server) -> Settings {
     let tokens = s.db.tokens().await.unwrap();
-    let revoked = tokens.iter().find(|t| t.id == 1).and_then(|t| t.revoked_ms);
+    let revoked = tokens
+        .iter()
+        .find(|t| t.id == tickscope_server::domain::TokenId(1))
+        .and_then(|t| t.revoked_ms);
     let users = s.db.users().await.unwrap();
     (
         tokens.len(),
         users
             .into_iter()
-            .map(|u| (u.name, u.role, u.password_hash))
+            .map(|u| (u.name, u.role.to_string(), u.password_hash))
             .collect(),
         s.db.setting("cost_model")
             .await
@@ -299,7 +302,7 @@ async fn the_cost_model_saved_is_used_everywhere_and_kept() {
 }
 
 /// A user id by name.
-async fn id_of(s: &common::Server, name: &str) -> i64 {
+async fn id_of(s: &common::Server, name: &str) -> tickscope_server::domain::UserId {
     s.db.user_by_name(name).await.unwrap().unwrap().id
 }
 
@@ -310,7 +313,8 @@ async fn an_admin_changes_roles_sets_passwords_and_removes_users_but_never_the_l
     let carl = s.login("carl", "viewer").await;
     let carl_id = id_of(&s, "carl").await;
     let ada_id = id_of(&s, "ada").await;
-    let path = |id: i64, what: &str| format!("/settings/users/{id}/{what}");
+    let path =
+        |id: tickscope_server::domain::UserId, what: &str| format!("/settings/users/{id}/{what}");
 
     let promoted = s
         .post_form(
@@ -385,7 +389,7 @@ async fn an_admin_changes_roles_sets_passwords_and_removes_users_but_never_the_l
     let bad_role = s
         .post_form(
             &admin,
-            &path(ada_id + 100, "role"),
+            &path(tickscope_server::domain::UserId(ada_id.0 + 100), "role"),
             &[("role", "root"), ("csrf", &admin.csrf)],
         )
         .await;
@@ -398,20 +402,26 @@ async fn the_last_admin_stays_an_admin() {
     let ada = id_of_new(&s, "ada", "admin").await;
     let cleo = id_of_new(&s, "cleo", "admin").await;
     // One admin demotes the other: allowed while another admin is left.
-    s.db.set_role(cleo, "viewer").await.unwrap();
+    s.db.set_role(cleo, tickscope_server::domain::UserRole::Viewer)
+        .await
+        .unwrap();
     let refused = [
-        s.db.set_role(ada, "viewer").await.unwrap_err(),
+        s.db.set_role(ada, tickscope_server::domain::UserRole::Viewer)
+            .await
+            .unwrap_err(),
         s.db.delete_user(ada).await.unwrap_err(),
     ];
     for e in refused {
         assert!(e.to_string().contains("last admin"), "{e}");
     }
     assert_eq!(s.db.user_by_id(ada).await.unwrap().unwrap().role, "admin");
-    s.db.set_role(cleo, "admin").await.unwrap();
+    s.db.set_role(cleo, tickscope_server::domain::UserRole::Admin)
+        .await
+        .unwrap();
     s.db.delete_user(ada).await.unwrap();
 }
 
-async fn id_of_new(s: &common::Server, name: &str, role: &str) -> i64 {
+async fn id_of_new(s: &common::Server, name: &str, role: &str) -> tickscope_server::domain::UserId {
     s.login(name, role).await;
     id_of(s, name).await
 }

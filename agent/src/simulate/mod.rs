@@ -16,8 +16,8 @@
 //! zero), and ticking guests may get a tickless kernel mid-run (a kernel upgrade: new facts, a
 //! restart, a lower cost). About half the guests run the guest probe and report their facts.
 
-#[cfg(feature = "cli")]
 pub mod fleet;
+#[cfg(feature = "cli")]
 pub mod send;
 
 pub use fleet::{GuestSpec, HostSpec, Kernel, SimulatedHost, Tick, random_fleet};

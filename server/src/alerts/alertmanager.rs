@@ -247,15 +247,15 @@ mod tests {
         labels: &str,
     ) -> AlertRow {
         AlertRow {
-            id: 1,
-            rule_id: 1,
+            id: crate::domain::AlertId(1),
+            rule_id: crate::domain::RuleId(1),
             rule_name: "r".into(),
             severity: "warning".into(),
             subject: "guest".into(),
             subject_id: 7,
             subject_name: "web-01".into(),
             host_name: "hv1".into(),
-            state: state.into(),
+            state: crate::domain::AlertState::parse(state).unwrap(),
             active_ms: 1_000,
             fired_ms,
             resolved_ms,

@@ -10,6 +10,7 @@ use super::rules::{Rule, RuleKind, silences_in_force};
 use super::webhook::Notice;
 use crate::analysis::alerting::{self, Open, Step};
 use crate::db::{AlertRow, AlertWrite, ReceiverRow, RuleRow};
+use crate::domain::{AlertState, RuleId};
 use crate::error::AppResult;
 use axum::extract::FromRef;
 
@@ -78,7 +79,7 @@ where
     let state = &AlertContext::from_ref(state);
     let db = &state.db;
     let rules: Vec<RuleRow> = db.alert_rules().await?;
-    let mut open: HashMap<(i64, &'static str, i64), AlertRow> = HashMap::new();
+    let mut open: HashMap<(RuleId, &'static str, i64), AlertRow> = HashMap::new();
     for alert in db.open_alerts().await? {
         let subject = RuleKind::of_subject(&alert.subject).subject();
         open.insert((alert.rule_id, subject, alert.subject_id), alert);
@@ -99,7 +100,10 @@ where
     for row in rules {
         let rule_id = row.id;
         let Some(rule) = Rule::parse(row) else {
-            tracing::warn!(rule_id, "an alert rule cannot be read; it is skipped");
+            tracing::warn!(
+                rule_id = rule_id.0,
+                "an alert rule cannot be read; it is skipped"
+            );
             continue;
         };
         let mut subjects: Vec<(Measure, bool)> = if !rule.row.enabled {
@@ -161,7 +165,7 @@ where
                 evaluated.transitions += 1;
             }
             let notify = match transition {
-                Some(t) if !alerting::silenced(&silences, rule_id, &m.name, &m.host, now_ms) => {
+                Some(t) if !alerting::silenced(&silences, rule_id.0, &m.name, &m.host, now_ms) => {
                     let notice = Notice {
                         rule: &rule,
                         measure: m,
@@ -286,8 +290,8 @@ fn gone_labels(alert: &AlertRow) -> Vec<(&'static str, String)> {
 }
 
 fn open_state(alert: &AlertRow) -> Open {
-    match (alert.state.as_str(), alert.fired_ms) {
-        ("firing", Some(fired_ms)) => Open::Firing {
+    match (alert.state, alert.fired_ms) {
+        (AlertState::Firing, Some(fired_ms)) => Open::Firing {
             active_ms: alert.active_ms,
             fired_ms,
         },
@@ -297,10 +301,10 @@ fn open_state(alert: &AlertRow) -> Open {
     }
 }
 
-fn stored(open: Open) -> (&'static str, Option<i64>) {
+fn stored(open: Open) -> (AlertState, Option<i64>) {
     match open {
-        Open::Pending { .. } => ("pending", None),
-        Open::Firing { fired_ms, .. } => ("firing", Some(fired_ms)),
+        Open::Pending { .. } => (AlertState::Pending, None),
+        Open::Firing { fired_ms, .. } => (AlertState::Firing, Some(fired_ms)),
     }
 }
 
@@ -311,9 +315,9 @@ mod tests {
     #[test]
     fn a_guest_alerts_labels_leave_out_what_changes_while_it_is_open() {
         let rule = RuleRow {
-            id: 3,
+            id: RuleId(3),
             name: "Idle guest burning CPU".into(),
-            kind: "guest_waste".into(),
+            kind: crate::domain::RuleKind::GuestWaste,
             scope: "all".into(),
             scope_value: String::new(),
             threshold: 2.0,

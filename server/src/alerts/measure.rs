@@ -63,7 +63,7 @@ pub(super) fn host_measure(h: &HostRow, now_ms: i64) -> Measure {
     let silent_s = ((now_ms - h.last_report_ms) as f64 / 1000.0).max(0.0);
     Measure {
         subject: "host",
-        id: h.id,
+        id: h.id.0,
         name: h.name.clone(),
         host: h.name.clone(),
         value: silent_s,

@@ -6,56 +6,7 @@ use crate::db::{Db, HostRow, RuleRow, SilenceRow};
 use crate::error::AppResult;
 use crate::fleet::AnalysedGuest;
 
-/// What a rule watches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuleKind {
-    /// An active guest's waste, in % of one host core (idle intervals only, see the analysis).
-    GuestWaste,
-    /// How long a host's agent has been silent, in seconds.
-    HostSilent,
-}
-
-impl RuleKind {
-    pub fn parse(text: &str) -> Option<RuleKind> {
-        match text {
-            "guest_waste" => Some(RuleKind::GuestWaste),
-            "host_silent" => Some(RuleKind::HostSilent),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuleKind::GuestWaste => "guest_waste",
-            RuleKind::HostSilent => "host_silent",
-        }
-    }
-
-    /// The kind of rule that watches a stored alert's subject (`guest` or `host`).
-    pub fn of_subject(subject: &str) -> RuleKind {
-        if subject == "host" {
-            RuleKind::HostSilent
-        } else {
-            RuleKind::GuestWaste
-        }
-    }
-
-    /// What the rule's alerts are about, as stored.
-    pub fn subject(self) -> &'static str {
-        match self {
-            RuleKind::GuestWaste => "guest",
-            RuleKind::HostSilent => "host",
-        }
-    }
-
-    /// The unit of the rule's threshold and of an alert's value.
-    pub fn unit(self) -> &'static str {
-        match self {
-            RuleKind::GuestWaste => "% of a core",
-            RuleKind::HostSilent => "s silent",
-        }
-    }
-}
+pub use crate::domain::RuleKind;
 
 /// Which subjects a rule looks at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +68,7 @@ pub struct Rule {
 
 impl Rule {
     pub fn parse(row: RuleRow) -> Option<Rule> {
-        let kind = RuleKind::parse(&row.kind)?;
+        let kind = row.kind;
         let scope = Scope::parse(kind, &row.scope, &row.scope_value)?;
         Some(Rule { row, kind, scope })
     }
@@ -132,7 +83,7 @@ pub async fn silences_in_force(db: &Db, now_ms: i64) -> AppResult<Vec<Silence>> 
 pub fn as_silences(rows: &[SilenceRow]) -> Vec<Silence> {
     rows.iter()
         .map(|s| Silence {
-            rule_id: s.rule_id,
+            rule_id: s.rule_id.map(|r| r.0),
             pattern: s.pattern.clone(),
             starts_ms: s.starts_ms,
             ends_ms: s.ends_ms,

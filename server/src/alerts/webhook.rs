@@ -14,6 +14,7 @@ use super::measure::Measure;
 use super::rules::Rule;
 use crate::analysis::alerting::{Transition, silenced};
 use crate::db::{AlertRow, Notify, OutboxRow, PendingGroup, ReceiverRow};
+use crate::domain::{AlertId, OutboxId, ReceiverId};
 use crate::error::{AppError, AppResult};
 use axum::extract::FromRef;
 
@@ -181,7 +182,7 @@ pub fn group_due_ms(g: &PendingGroup) -> i64 {
 /// that fired and resolved within the group wait is told resolved, as Alertmanager would).
 /// Returns the alert objects, in the order of the rows.
 pub fn latest_per_alert(rows: &[OutboxRow]) -> Vec<Value> {
-    let mut out: Vec<(i64, Value)> = Vec::new();
+    let mut out: Vec<(AlertId, Value)> = Vec::new();
     for row in rows {
         let Ok(alert) = serde_json::from_str::<Value>(&row.payload) else {
             continue;
@@ -250,7 +251,7 @@ where
     AlertContext: FromRef<S>,
 {
     let state = &AlertContext::from_ref(state);
-    let mut per_receiver: Vec<(i64, Vec<PendingGroup>)> = Vec::new();
+    let mut per_receiver: Vec<(ReceiverId, Vec<PendingGroup>)> = Vec::new();
     let now_ms = crate::clock::now_ms();
     // Only groups due now: a receiver with none has nothing to read or post this round.
     for group in state.db.pending_groups().await? {
@@ -287,7 +288,7 @@ where
 /// Posts `groups`, the due groups of one receiver, one after the other.
 async fn deliver_groups(
     state: &AlertContext,
-    receiver_id: i64,
+    receiver_id: ReceiverId,
     groups: Vec<PendingGroup>,
 ) -> AppResult<usize> {
     let mut delivered = 0;
@@ -321,7 +322,7 @@ async fn deliver_groups(
             let mut alerts = latest_per_alert(&rows);
             // As Alertmanager's, a group's notification lists every alert of the group that
             // still fires, not only those that changed: a receiver sees the whole group.
-            let told: Vec<i64> = rows.iter().map(|r| r.alert_id).collect();
+            let told: Vec<AlertId> = rows.iter().map(|r| r.alert_id).collect();
             alerts.extend(
                 firing
                     .iter()
@@ -329,7 +330,7 @@ async fn deliver_groups(
                     .filter(|a| {
                         !silenced(
                             &silences,
-                            a.rule_id,
+                            a.rule_id.0,
                             &a.subject_name,
                             &a.host_name,
                             round_ms,
@@ -343,7 +344,7 @@ async fn deliver_groups(
         for (told, body) in bodies {
             let sent = post(&receiver, body).await?;
             let now_ms = crate::clock::now_ms();
-            let ids: Vec<i64> = told.iter().map(|r| r.id).collect();
+            let ids: Vec<OutboxId> = told.iter().map(|r| r.id).collect();
             match sent {
                 Ok(()) => {
                     let key = if single {
@@ -435,7 +436,7 @@ mod tests {
 
     fn pending(first: i64, next: i64, last: Option<i64>) -> PendingGroup {
         PendingGroup {
-            receiver_id: 1,
+            receiver_id: ReceiverId(1),
             group_key: "k".into(),
             first_created_ms: first,
             next_attempt_ms: next,
@@ -468,10 +469,10 @@ mod tests {
 
     fn row(id: i64, alert_id: i64, status: &str) -> OutboxRow {
         OutboxRow {
-            id,
-            receiver_id: 1,
+            id: OutboxId(id),
+            receiver_id: ReceiverId(1),
             group_key: "k".into(),
-            alert_id,
+            alert_id: AlertId(alert_id),
             transition: status.into(),
             payload: json!({"status": status, "labels": {"alertname": "r", "guest": alert_id.to_string(), "host": "hv1"}, "annotations": {"summary": format!("s{alert_id}"), "x": "same"}}).to_string(),
             attempts: 0,
@@ -481,7 +482,7 @@ mod tests {
     #[test]
     fn a_group_body_is_computed_over_its_alerts() {
         let receiver = ReceiverRow {
-            id: 1,
+            id: ReceiverId(1),
             name: "team".into(),
             url: String::new(),
             format: "alertmanager".into(),

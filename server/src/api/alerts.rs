@@ -41,15 +41,15 @@ struct AlertJson {
 impl From<AlertRow> for AlertJson {
     fn from(a: AlertRow) -> Self {
         AlertJson {
-            id: a.id,
-            rule_id: a.rule_id,
+            id: a.id.0,
+            rule_id: a.rule_id.0,
             rule: a.rule_name,
             severity: a.severity,
             subject: a.subject,
             subject_id: a.subject_id,
             subject_name: a.subject_name,
             host: a.host_name,
-            state: a.state,
+            state: a.state.to_string(),
             active_since_ms: a.active_ms,
             fired_ms: a.fired_ms,
             resolved_ms: a.resolved_ms,

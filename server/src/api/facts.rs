@@ -80,10 +80,10 @@ async fn receive(
         .record_guest_facts(token_id, &uuid, guest_id, &facts, now_ms())
         .await?;
     if let Some(host_id) = state.db.guest_host_id(guest_id).await? {
-        state.refresh_host(host_id, now_ms());
+        state.refresh_host(host_id.0, now_ms());
     }
     Ok(Json(FactsAccepted {
         status: "stored",
-        guest_id,
+        guest_id: guest_id.0,
     }))
 }

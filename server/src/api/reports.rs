@@ -105,7 +105,7 @@ async fn receive(
     Ok(Json(match outcome {
         StoreOutcome::Stored { report_id, .. } => ReportAccepted {
             status: "stored",
-            report_id: Some(report_id),
+            report_id: Some(report_id.0),
             guests: Some(report.guests.len()),
         },
         StoreOutcome::Duplicate => ReportAccepted {

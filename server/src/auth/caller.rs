@@ -9,42 +9,16 @@ use tower_sessions::Session;
 use super::session::{User, current_user};
 use super::tokens::token_hash;
 use crate::db::{Db, LOOKUP_PREFIX_CHARS};
+use crate::domain::TokenId;
 use crate::error::{AppError, AppResult};
 
-/// What a token may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Submits reports for a host.
-    Agent,
-    /// Reads the API.
-    Viewer,
-    /// A guest probe: submits its own guest's facts, nothing else.
-    Guest,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Agent => "agent",
-            Role::Viewer => "viewer",
-            Role::Guest => "guest",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Role> {
-        match text {
-            "agent" => Some(Role::Agent),
-            "viewer" => Some(Role::Viewer),
-            "guest" => Some(Role::Guest),
-            _ => None,
-        }
-    }
-}
+/// What a token may do (stored as its name).
+pub use crate::domain::TokenRole as Role;
 
 /// The caller of an API request: a bearer token, or else the dashboard's session.
 #[derive(Debug, Clone)]
 pub enum Caller {
-    Token { token_id: i64, role: Role },
+    Token { token_id: TokenId, role: Role },
     User(User),
 }
 
@@ -68,7 +42,7 @@ impl Caller {
     }
 
     /// The token's id, for calls that `require` a token role.
-    pub fn token_id(&self) -> AppResult<i64> {
+    pub fn token_id(&self) -> AppResult<TokenId> {
         match self {
             Caller::Token { token_id, .. } => Ok(*token_id),
             Caller::User(_) => Err(AppError::Forbidden("this needs a token".into())),
@@ -119,12 +93,9 @@ where
             .find(|row| bool::from(row.sha256_hex.as_bytes().ct_eq(hash.as_bytes())))
             .filter(|row| row.revoked_ms.is_none())
             .ok_or_else(|| AppError::Unauthorized("unknown or revoked token".into()))?;
-        let role = Role::parse(&row.role).ok_or_else(|| {
-            AppError::Internal(format!("token {} has role {:?}", row.id, row.role))
-        })?;
         Ok(Caller::Token {
             token_id: row.id,
-            role,
+            role: row.role,
         })
     }
 }

@@ -6,6 +6,7 @@ use axum::http::request::Parts;
 
 use super::caller::{Caller, Role};
 use crate::db::Db;
+use crate::domain::TokenId;
 use crate::error::{AppError, AppResult};
 
 /// A caller who may read: a viewer token, or any logged-in user (admin or viewer).
@@ -13,12 +14,12 @@ pub struct Viewer(pub Caller);
 
 /// An agent's bearer token, which reports for a host.
 pub struct AgentToken {
-    pub token_id: i64,
+    pub token_id: TokenId,
 }
 
 /// A guest probe's bearer token, which delivers its own guest's facts.
 pub struct GuestToken {
-    pub token_id: i64,
+    pub token_id: TokenId,
 }
 
 /// The caller, if it may act as `role`; the same 401 and 403 answers as `Caller::require`.

@@ -9,7 +9,6 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 use tower_sessions::Session;
 
@@ -23,31 +22,7 @@ const CSRF_KEY: &str = "csrf";
 /// The name of the hidden form field that carries the CSRF token.
 pub const CSRF_FIELD: &str = "csrf";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UserRole {
-    /// Changes settings, tokens and users.
-    Admin,
-    /// Reads everything, changes nothing.
-    Viewer,
-}
-
-impl UserRole {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UserRole::Admin => "admin",
-            UserRole::Viewer => "viewer",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<UserRole> {
-        match text {
-            "admin" => Some(UserRole::Admin),
-            "viewer" => Some(UserRole::Viewer),
-            _ => None,
-        }
-    }
-}
+pub use crate::domain::UserRole;
 
 /// A logged-in user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,19 +48,17 @@ pub async fn current_user(session: &Session, db: &Db) -> AppResult<Option<User>>
     let Some(id) = session.get::<i64>(USER_ID_KEY).await? else {
         return Ok(None);
     };
-    let Some(row) = db.user_by_id(id).await? else {
+    let Some(row) = db.user_by_id(crate::domain::UserId(id)).await? else {
         return Ok(None);
     };
     let opened_with = session.get::<String>(CREDENTIAL_KEY).await?;
     if opened_with.as_deref() != Some(credential(&row.password_hash).as_str()) {
         return Ok(None);
     }
-    let role = UserRole::parse(&row.role)
-        .ok_or_else(|| AppError::Internal(format!("user {id} has role {:?}", row.role)))?;
     Ok(Some(User {
         id,
         name: row.name,
-        role,
+        role: row.role,
     }))
 }
 

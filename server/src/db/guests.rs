@@ -1,16 +1,19 @@
 use sqlx::FromRow;
 
-use super::Db;
-use crate::error::AppResult;
+use tickscope_agent::wire::Hypervisor;
+
+use crate::domain::{GuestId, HostId, HypervisorName};
 
 /// A guest as the analysis needs it, with its host's KVM setting.
 #[derive(Debug, Clone, FromRow)]
 pub struct GuestRow {
-    pub id: i64,
-    pub host_id: i64,
+    pub id: GuestId,
+    pub host_id: HostId,
     pub host_name: String,
     pub host_halt_poll_ns: Option<i64>,
-    pub hypervisor: String,
+    /// Read back strictly: a name no family has is an error, not `Other`.
+    #[sqlx(try_from = "HypervisorName")]
+    pub hypervisor: Hypervisor,
     pub name: String,
     pub uuid: Option<String>,
     pub management: Option<String>,
@@ -26,7 +29,7 @@ pub struct GuestRow {
 /// One sample of the analysis window.
 #[derive(Debug, Clone, FromRow)]
 pub struct IntervalRow {
-    pub guest_id: i64,
+    pub guest_id: GuestId,
     pub received_ms: i64,
     pub length_ms: f64,
     pub vcpus: u32,
@@ -38,7 +41,7 @@ pub struct IntervalRow {
 /// A guest's own idle fraction, as one facts delivery reported it.
 #[derive(Debug, Clone, FromRow)]
 pub struct IdleReading {
-    pub guest_id: i64,
+    pub guest_id: GuestId,
     /// Server clock.
     pub received_ms: i64,
     /// How much guest time the reading measured, when the guest said.
@@ -55,35 +58,10 @@ pub enum GuestScope {
         since_ms: i64,
     },
     Host {
-        host_id: i64,
-        guest_id: Option<i64>,
+        host_id: HostId,
+        guest_id: Option<GuestId>,
         active_since_ms: i64,
     },
-}
-
-impl GuestScope {
-    /// The condition on `g` (guests) and its binds, in order.
-    fn condition(&self) -> (&'static str, Vec<i64>) {
-        match *self {
-            GuestScope::Active { since_ms } => ("g.last_seen_ms >= ?", vec![since_ms]),
-            GuestScope::Host {
-                host_id,
-                guest_id: Some(guest_id),
-                active_since_ms,
-            } => (
-                "g.host_id = ? AND (g.last_seen_ms >= ? OR g.id = ?)",
-                vec![host_id, active_since_ms, guest_id],
-            ),
-            GuestScope::Host {
-                host_id,
-                guest_id: None,
-                active_since_ms,
-            } => (
-                "g.host_id = ? AND g.last_seen_ms >= ?",
-                vec![host_id, active_since_ms],
-            ),
-        }
-    }
 }
 
 #[derive(Debug, Clone, FromRow)]
@@ -94,149 +72,4 @@ pub struct SampleRow {
     pub host_cpu_s: f64,
     pub vcpu_wakeups: i64,
     pub wakeups_source: String,
-}
-
-/// The samples of each guest's window. `CROSS JOIN` fixes the join order for SQLite: guests
-/// outside, each one's window looked up in `samples_guest_received`. Left to itself, SQLite
-/// scans the whole samples table through that index and looks each guest up, which reads every
-/// sample ever stored.
-fn window_sql(condition: &str) -> String {
-    format!(
-        "SELECT s.guest_id, s.received_ms, s.length_ms, s.vcpus, s.host_cpu_s, s.vcpu_wakeups,
-                s.wakeups_source = 'vcpu_threads' AS from_vcpu_threads
-         FROM guests g
-         CROSS JOIN samples s ON s.guest_id = g.id AND s.received_ms > g.last_seen_ms - ?
-         WHERE {condition}
-         ORDER BY g.id, s.received_ms"
-    )
-}
-
-impl Db {
-    /// The guests in `scope`.
-    pub async fn guests_in(&self, scope: GuestScope) -> AppResult<Vec<GuestRow>> {
-        let (condition, binds) = scope.condition();
-        let sql = format!(
-            "SELECT g.id, g.host_id, h.name AS host_name, h.kvm_halt_poll_ns AS host_halt_poll_ns,
-                    g.hypervisor, g.name, g.uuid, g.management, g.vcpus, g.pid, g.boot_args,
-                    g.uses_kvm, g.cpu_source, g.last_seen_ms
-             FROM guests g JOIN hosts h ON h.id = g.host_id
-             WHERE {condition}"
-        );
-        let mut query = sqlx::query_as(&sql);
-        for bind in binds {
-            query = query.bind(bind);
-        }
-        Ok(query.fetch_all(&self.pool).await?)
-    }
-
-    /// The samples of the guests in `scope` received within `window_ms` before each guest's
-    /// newest one, by guest, oldest first. Both ends are on the server's clock, so a host whose
-    /// clock is off, or jumps, still gets a full window.
-    pub async fn window_intervals(
-        &self,
-        scope: GuestScope,
-        window_ms: i64,
-    ) -> AppResult<Vec<IntervalRow>> {
-        let (condition, binds) = scope.condition();
-        let sql = window_sql(condition);
-        let mut query = sqlx::query_as(&sql).bind(window_ms);
-        for bind in binds {
-            query = query.bind(bind);
-        }
-        Ok(query.fetch_all(&self.pool).await?)
-    }
-
-    /// SQLite's plan for [`Db::window_intervals`], one line per step: the tests check that it
-    /// looks the window up by index rather than scanning every sample ever stored.
-    pub async fn window_query_plan(&self, scope: GuestScope) -> AppResult<Vec<String>> {
-        let (condition, binds) = scope.condition();
-        let sql = format!("EXPLAIN QUERY PLAN {}", window_sql(condition));
-        let mut query = sqlx::query_as::<_, (i64, i64, i64, String)>(&sql).bind(0i64);
-        for bind in binds {
-            query = query.bind(bind);
-        }
-        Ok(query
-            .fetch_all(&self.pool)
-            .await?
-            .into_iter()
-            .map(|(_, _, _, detail)| detail)
-            .collect())
-    }
-
-    /// The idle readings of the guests in `scope` that can cover samples of their windows (those
-    /// received since `reach_ms` before the window began), by guest, oldest first.
-    pub async fn window_idle_readings(
-        &self,
-        scope: GuestScope,
-        window_ms: i64,
-        reach_ms: i64,
-    ) -> AppResult<Vec<IdleReading>> {
-        let (condition, binds) = scope.condition();
-        let sql = format!(
-            "SELECT r.guest_id, r.received_ms, r.measured_ms, r.idle_fraction
-             FROM guests g
-             CROSS JOIN guest_idle_readings r ON r.guest_id = g.id
-                  AND r.received_ms > g.last_seen_ms - ?
-             WHERE {condition}
-             ORDER BY g.id, r.received_ms"
-        );
-        let mut query = sqlx::query_as(&sql).bind(window_ms + reach_ms);
-        for bind in binds {
-            query = query.bind(bind);
-        }
-        Ok(query.fetch_all(&self.pool).await?)
-    }
-
-    pub async fn guest_host_id(&self, guest_id: i64) -> AppResult<Option<i64>> {
-        Ok(
-            sqlx::query_scalar("SELECT host_id FROM guests WHERE id = ?")
-                .bind(guest_id)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
-    }
-
-    /// A guest's newest samples, newest stored first.
-    pub async fn recent_samples(&self, guest_id: i64, limit: i64) -> AppResult<Vec<SampleRow>> {
-        Ok(sqlx::query_as(
-            "SELECT end_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups, wakeups_source
-             FROM samples WHERE guest_id = ? ORDER BY id DESC LIMIT ?",
-        )
-        .bind(guest_id)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?)
-    }
-
-    /// A guest's samples received in [from_ms, to_ms), oldest first, and the idle readings
-    /// that can cover them (received from `reach_ms` before `from_ms` on).
-    pub async fn samples_between(
-        &self,
-        guest_id: i64,
-        from_ms: i64,
-        to_ms: i64,
-        reach_ms: i64,
-    ) -> AppResult<(Vec<IntervalRow>, Vec<IdleReading>)> {
-        let samples = sqlx::query_as(
-            "SELECT guest_id, received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups,
-                    wakeups_source = 'vcpu_threads' AS from_vcpu_threads
-             FROM samples WHERE guest_id = ? AND received_ms >= ? AND received_ms < ?
-             ORDER BY received_ms",
-        )
-        .bind(guest_id)
-        .bind(from_ms)
-        .bind(to_ms)
-        .fetch_all(&self.pool)
-        .await?;
-        let readings = sqlx::query_as(
-            "SELECT guest_id, received_ms, measured_ms, idle_fraction
-             FROM guest_idle_readings WHERE guest_id = ? AND received_ms >= ?
-             ORDER BY received_ms",
-        )
-        .bind(guest_id)
-        .bind(from_ms - reach_ms)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok((samples, readings))
-    }
 }

@@ -1,12 +1,11 @@
 use sqlx::FromRow;
 
-use super::Db;
-use crate::error::AppResult;
+use crate::domain::HostId;
 
 /// A hypervisor host as its agent last described it.
 #[derive(Debug, Clone, FromRow)]
 pub struct HostRow {
-    pub id: i64,
+    pub id: HostId,
     pub name: String,
     pub cpus: i64,
     pub kernel: String,
@@ -24,18 +23,5 @@ impl HostRow {
     /// The agent's blind spots, as stored (checked at ingest).
     pub fn blind_spots(&self) -> Vec<tickscope_agent::wire::BlindSpot> {
         serde_json::from_str(&self.blind_spots_json).unwrap_or_default()
-    }
-}
-
-impl Db {
-    /// Every host that ever reported, by name.
-    pub async fn hosts(&self) -> AppResult<Vec<HostRow>> {
-        Ok(sqlx::query_as(
-            "SELECT id, name, cpus, kernel, agent_version, kvm_halt_poll_ns, first_seen_ms,
-                    last_report_ms, agent_dropped_reports, blind_spots_json
-             FROM hosts ORDER BY name",
-        )
-        .fetch_all(&self.pool)
-        .await?)
     }
 }

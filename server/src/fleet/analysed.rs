@@ -4,11 +4,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::Serialize;
-use tickscope_agent::wire::{FactsSource, GuestFacts, Hypervisor};
+use tickscope_agent::wire::{FactsSource, GuestFacts};
 
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::{self, Interval, Verdict, Window, idle};
 use crate::db::{Db, FactsRow, GuestRow, GuestScope, IdleReading, IntervalRow};
+use crate::domain::GuestId;
 use crate::error::AppResult;
 
 /// Samples from this far back (before a guest's newest one) are averaged into its figures.
@@ -87,7 +88,7 @@ fn best_facts(rows: Vec<FactsRow>, now_ms: i64) -> HashMap<i64, KernelFacts> {
         }
         if let Ok(facts) = serde_json::from_str::<GuestFacts>(&row.facts_json) {
             by_guest
-                .entry(row.guest_id)
+                .entry(row.guest_id.0)
                 .or_default()
                 .push((row.source, row.received_ms, facts));
         }
@@ -158,25 +159,31 @@ fn windows(
 ) -> Vec<(Window, i64)> {
     let mut samples_of: HashMap<i64, Vec<IntervalRow>> = HashMap::new();
     for sample in samples {
-        samples_of.entry(sample.guest_id).or_default().push(sample);
+        samples_of
+            .entry(sample.guest_id.0)
+            .or_default()
+            .push(sample);
     }
     let mut readings_of: HashMap<i64, Vec<idle::Reading>> = HashMap::new();
     for r in &readings {
-        readings_of.entry(r.guest_id).or_default().push(reading(r));
+        readings_of
+            .entry(r.guest_id.0)
+            .or_default()
+            .push(reading(r));
     }
     guests
         .iter()
         .map(|g| {
-            let samples = samples_of.remove(&g.id).unwrap_or_default();
-            let readings = readings_of.remove(&g.id).unwrap_or_default();
+            let samples = samples_of.remove(&g.id.0).unwrap_or_default();
+            let readings = readings_of.remove(&g.id.0).unwrap_or_default();
             let window = Window {
-                hypervisor: Hypervisor::from_name(&g.hypervisor),
+                hypervisor: g.hypervisor,
                 vcpus: g.vcpus,
                 intervals: intervals(&samples, &readings),
                 wakeups_from_vcpu_threads: samples.iter().all(|s| s.from_vcpu_threads),
                 boot_args: g.boot_args.clone(),
                 facts: facts
-                    .remove(&g.id)
+                    .remove(&g.id.0)
                     .map(|f| f.with_host_seen_cmdline(g.boot_args.as_deref())),
                 uses_kvm: g.uses_kvm,
                 host_halt_poll_ns: g.host_halt_poll_ns.and_then(|ns| u64::try_from(ns).ok()),
@@ -205,7 +212,7 @@ pub(crate) async fn analyse(
     let mut by_host: BTreeMap<i64, Vec<(GuestRow, Window, i64)>> = BTreeMap::new();
     for (row, (window, intervals)) in rows.iter().zip(windows(&rows, samples, readings, facts)) {
         by_host
-            .entry(row.host_id)
+            .entry(row.host_id.0)
             .or_default()
             .push((row.clone(), window, intervals));
     }
@@ -218,12 +225,12 @@ pub(crate) async fn analyse(
                 window_s: window.total().length_s,
                 analysed_ms: now_ms,
                 kernel: window.facts,
-                id: row.id,
+                id: row.id.0,
                 name: row.name,
                 uuid: row.uuid,
                 host: row.host_name,
-                host_id: row.host_id,
-                hypervisor: row.hypervisor,
+                host_id: row.host_id.0,
+                hypervisor: row.hypervisor.as_str().to_string(),
                 management: row.management,
                 vcpus: row.vcpus,
                 pid: row.pid,
@@ -255,12 +262,12 @@ pub fn rank(guests: &mut [Arc<AnalysedGuest>]) {
 /// One guest, active or not, analysed against its host's active peers as in the ranking;
 /// `None` if there is no such guest.
 pub async fn guest(db: &Db, guest_id: i64, now_ms: i64) -> AppResult<Option<AnalysedGuest>> {
-    let Some(host_id) = db.guest_host_id(guest_id).await? else {
+    let Some(host_id) = db.guest_host_id(GuestId(guest_id)).await? else {
         return Ok(None);
     };
     let scope = GuestScope::Host {
         host_id,
-        guest_id: Some(guest_id),
+        guest_id: Some(GuestId(guest_id)),
         active_since_ms: now_ms - ACTIVE_WITHIN_MS,
     };
     Ok(analyse(db, scope, now_ms)
@@ -276,7 +283,7 @@ mod tests {
 
     fn row(guest_id: i64, source: &str, received_ms: i64, release: &str) -> FactsRow {
         FactsRow {
-            guest_id,
+            guest_id: GuestId(guest_id),
             source: source.into(),
             received_ms,
             facts_json: serde_json::json!({"kernel_release": release}).to_string(),

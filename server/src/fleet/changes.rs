@@ -6,6 +6,7 @@ use super::analysed::{intervals, reading, source_rank};
 use crate::analysis::change::{self, Change};
 use crate::analysis::idle;
 use crate::db::{Db, IdleReading, IntervalRow};
+use crate::domain::GuestId;
 use crate::error::AppResult;
 
 /// How far before and after a change its figures reach (never past the change before it).
@@ -19,7 +20,7 @@ pub async fn changes(
     guest_id: Option<i64>,
     now_ms: i64,
 ) -> AppResult<HashMap<i64, Change>> {
-    let last = last_changes(db.fact_changes(guest_id).await?);
+    let last = last_changes(db.fact_changes(guest_id.map(GuestId)).await?);
     let (measured, _) = measure_changes(db, last, now_ms, &SettledChanges::new()).await?;
     Ok(measured)
 }
@@ -71,13 +72,23 @@ async fn measure_change(
         (p + 1).max(at_ms - AROUND_CHANGE_MS)
     });
     let before = activity(
-        db.samples_between(guest, from_ms, at_ms, idle::DEFAULT_READING_SPAN_MS)
-            .await?,
+        db.samples_between(
+            GuestId(guest),
+            from_ms,
+            at_ms,
+            idle::DEFAULT_READING_SPAN_MS,
+        )
+        .await?,
     );
     let to_ms = (at_ms + 1 + AROUND_CHANGE_MS).min(now_ms + 1);
     let after = activity(
-        db.samples_between(guest, at_ms + 1, to_ms, idle::DEFAULT_READING_SPAN_MS)
-            .await?,
+        db.samples_between(
+            GuestId(guest),
+            at_ms + 1,
+            to_ms,
+            idle::DEFAULT_READING_SPAN_MS,
+        )
+        .await?,
     );
     let idle_share_after = after.idle_share().unwrap_or(0.0);
     Ok(change::measure(
@@ -92,10 +103,10 @@ async fn measure_change(
 /// source saw, oldest first. One reboot is seen by each source that reports that guest (the probe
 /// at once, a guest agent up to its next question), so only the best source that saw changes
 /// counts; the others would make one reboot look like two.
-pub fn last_changes(changes: Vec<(i64, String, i64)>) -> HashMap<i64, (i64, Option<i64>)> {
+pub fn last_changes(changes: Vec<(GuestId, String, i64)>) -> HashMap<i64, (i64, Option<i64>)> {
     let mut by_guest: HashMap<i64, Vec<(String, i64)>> = HashMap::new();
     for (guest, source, at_ms) in changes {
-        by_guest.entry(guest).or_default().push((source, at_ms));
+        by_guest.entry(guest.0).or_default().push((source, at_ms));
     }
     by_guest
         .into_iter()
@@ -127,7 +138,12 @@ mod tests {
             // A guest only a guest agent reports: its changes count.
             (2, "qemu_guest_agent".to_string(), 7_000),
         ];
-        let last = last_changes(changes);
+        let last = last_changes(
+            changes
+                .into_iter()
+                .map(|(g, s, at)| (GuestId(g), s, at))
+                .collect(),
+        );
         assert_eq!(last[&1], (5_000, Some(1_000)));
         assert_eq!(last[&2], (7_000, None));
     }

@@ -14,6 +14,7 @@ use super::analysed::{self, ACTIVE_WITHIN_MS, AnalysedGuest};
 use super::changes::{self, SettledChanges};
 use crate::analysis::change::Change;
 use crate::db::{Db, GuestScope};
+use crate::domain::HostId;
 use crate::error::AppResult;
 
 /// The analysed guests of every host, as of each host's last report.
@@ -79,13 +80,13 @@ impl Current {
     pub async fn refresh_host(&self, db: &Db, host_id: i64, now_ms: i64) -> AppResult<()> {
         let ticket = self.ticket();
         let scope = GuestScope::Host {
-            host_id,
+            host_id: HostId(host_id),
             guest_id: None,
             active_since_ms: now_ms - ACTIVE_WITHIN_MS,
         };
         let guests = analysed::analyse(db, scope, now_ms).await?;
         let ids: HashSet<i64> = guests.iter().map(|g| g.id).collect();
-        let last = changes::last_changes(db.fact_changes_of_host(host_id).await?)
+        let last = changes::last_changes(db.fact_changes_of_host(HostId(host_id)).await?)
             .into_iter()
             .filter(|(guest, _)| ids.contains(guest))
             .collect();

@@ -11,6 +11,7 @@ use crate::analysis::history::{self, Accumulated, Figures, Summary};
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::{Window, idle};
 use crate::db::{Db, FactsSpanRow, IntervalRow, RollupRow};
+use crate::domain::GuestId;
 use crate::error::{AppError, AppResult};
 
 /// The waste a guest accumulated over the last day and the last week.
@@ -41,7 +42,12 @@ impl History {
     ) -> AppResult<History> {
         let mut history = History::load(db, guest_id, from_ms, from_ms).await?;
         let (samples, readings) = db
-            .samples_between(guest_id, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
+            .samples_between(
+                GuestId(guest_id),
+                from_ms,
+                to_ms,
+                idle::DEFAULT_READING_SPAN_MS,
+            )
             .await?;
         history.samples = samples;
         history.readings = readings.iter().map(reading).collect();
@@ -51,11 +57,19 @@ impl History {
     /// The history of [from_ms, to_ms).
     pub async fn load(db: &Db, guest_id: i64, from_ms: i64, to_ms: i64) -> AppResult<History> {
         let (samples, readings) = db
-            .samples_between(guest_id, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
+            .samples_between(
+                GuestId(guest_id),
+                from_ms,
+                to_ms,
+                idle::DEFAULT_READING_SPAN_MS,
+            )
             .await?;
-        let rollups = db.rollups_between(guest_id, from_ms, to_ms).await?;
+        let rollups = db
+            .rollups_between(GuestId(guest_id), from_ms, to_ms)
+            .await?;
+
         let spans = db
-            .facts_spans(guest_id)
+            .facts_spans(GuestId(guest_id))
             .await?
             .into_iter()
             .filter_map(|row: FactsSpanRow| {
@@ -80,7 +94,12 @@ impl History {
         to_ms: i64,
     ) -> AppResult<HashMap<i64, History>> {
         let stored = db
-            .histories_between(guest_ids, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
+            .histories_between(
+                &guest_ids.iter().copied().map(GuestId).collect::<Vec<_>>(),
+                from_ms,
+                to_ms,
+                idle::DEFAULT_READING_SPAN_MS,
+            )
             .await?;
         let mut histories: HashMap<i64, History> = guest_ids
             .iter()
@@ -96,17 +115,17 @@ impl History {
             .collect();
         // Rows come ordered by guest, then time, as each guest's own queries order them.
         for sample in stored.samples {
-            if let Some(h) = histories.get_mut(&sample.guest_id) {
+            if let Some(h) = histories.get_mut(&sample.guest_id.0) {
                 h.samples.push(sample);
             }
         }
         for r in &stored.readings {
-            if let Some(h) = histories.get_mut(&r.guest_id) {
+            if let Some(h) = histories.get_mut(&r.guest_id.0) {
                 h.readings.push(reading(r));
             }
         }
         for row in stored.rollups {
-            if let Some(h) = histories.get_mut(&row.guest_id) {
+            if let Some(h) = histories.get_mut(&row.guest_id.0) {
                 h.rollups.push(row.rollup);
             }
         }
@@ -114,7 +133,7 @@ impl History {
             let Ok(facts) = serde_json::from_str(&row.span.facts_json) else {
                 continue;
             };
-            if let Some(h) = histories.get_mut(&row.guest_id) {
+            if let Some(h) = histories.get_mut(&row.guest_id.0) {
                 let s = row.span;
                 h.spans
                     .push((s.source, s.first_received_ms, s.received_ms, facts));

@@ -75,10 +75,10 @@ pub struct HostTotals {
 /// reported lately without any guest (an agent that sees no VM at all may be the blindest).
 pub fn with_host_rows(hosts: &mut Vec<HostTotals>, rows: &[HostRow], now_ms: i64) {
     for row in rows {
-        match hosts.iter_mut().find(|h| h.host_id == row.id) {
+        match hosts.iter_mut().find(|h| h.host_id == row.id.0) {
             Some(totals) => totals.blind_spots = row.blind_spots(),
             None if now_ms - row.last_report_ms <= ACTIVE_WITHIN_MS => hosts.push(HostTotals {
-                host_id: row.id,
+                host_id: row.id.0,
                 host: row.name.clone(),
                 guests: 0,
                 ticking: 0,

@@ -8,7 +8,7 @@
 //! meanwhile is still counted and its rate is still right. Totals of another process (the VM
 //! restarted, or the host rebooted) or totals that fell are a new count, never a negative one.
 
-use super::MAX_INTERVAL_MS;
+use super::interval::MAX_INTERVAL_MS;
 
 /// A VM process's totals as the server last stored them.
 #[derive(Debug, Clone, PartialEq)]

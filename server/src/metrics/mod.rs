@@ -206,7 +206,7 @@ fn register_guests(registry: &mut Registry, scrape: &Scrape) {
     let cpu_seconds = Family::<Labels, Counter<f64, AtomicU64>>::default();
     let vcpu_wakeups = Family::<Labels, Counter>::default();
     let totals: HashMap<i64, &ProcessTotalsRow> =
-        scrape.totals.iter().map(|t| (t.guest_id, t)).collect();
+        scrape.totals.iter().map(|t| (t.guest_id.0, t)).collect();
     for g in scrape.guests {
         let identity = labels::identity(g);
         if let Some(rates) = g.verdict.rates {

@@ -93,7 +93,7 @@ pub async fn change_password(
     let changed = async {
         let row = state
             .db
-            .user_by_id(user.id)
+            .user_by_id(crate::domain::UserId(user.id))
             .await?
             .ok_or_else(|| AppError::NotFound("there is no such user".into()))?;
         if let Err(wait_s) = state.login_throttle.check(&row.name, now_ms()) {
@@ -115,7 +115,7 @@ pub async fn change_password(
             return Err(AppError::invalid("again", "differs from the new password"));
         }
         let hash = auth::hash_password_async(form.password).await?;
-        state.db.set_password(user.id, &hash).await?;
+        state.db.set_password(crate::domain::UserId(user.id),&hash).await?;
         auth::log_in(&session, user.id, &hash).await?;
         Ok(())
     }

@@ -53,13 +53,13 @@ impl AlertLine {
         let unit = RuleKind::of_subject(&a.subject).unit();
         let end = a.resolved_ms.unwrap_or(now);
         AlertLine {
-            id: a.id,
+            id: a.id.0,
             rule: a.rule_name.clone(),
             severity: a.severity.clone(),
             link: format!("/{}s/{}", a.subject, a.subject_id),
             subject: a.subject_name.clone(),
             host: a.host_name.clone(),
-            state: a.state.clone(),
+            state: a.state.to_string(),
             value: format!("{:.2} {unit}", a.value),
             since: view::time(a.active_ms),
             lasted: view::duration(end - a.fired_ms.unwrap_or(a.active_ms)),
@@ -70,7 +70,7 @@ impl AlertLine {
                 _ => String::new(),
             },
             silenced: a.state != "resolved"
-                && alerting::silenced(silences, a.rule_id, &a.subject_name, &a.host_name, now),
+                && alerting::silenced(silences, a.rule_id.0, &a.subject_name, &a.host_name, now),
         }
     }
 }
@@ -88,14 +88,14 @@ pub struct RuleLine {
 
 impl RuleLine {
     fn new(r: &RuleRow) -> RuleLine {
-        let kind = RuleKind::parse(&r.kind);
+        let kind = Some(r.kind);
         RuleLine {
-            id: r.id,
+            id: r.id.0,
             name: r.name.clone(),
             watches: match kind {
                 Some(RuleKind::GuestWaste) => "guest waste while idle".into(),
                 Some(RuleKind::HostSilent) => "agent silence".into(),
-                None => r.kind.clone(),
+                None => r.kind.to_string(),
             },
             scope: match r.scope.as_str() {
                 "all" => "all".into(),
@@ -200,7 +200,7 @@ async fn render(
         id.map_or("any rule".to_string(), |id| {
             rules
                 .iter()
-                .find(|r| r.id == id)
+                .find(|r| r.id.0 == id)
                 .map_or(format!("rule {id}"), |r| r.name.clone())
         })
     };
@@ -226,12 +226,12 @@ async fn render(
             .iter()
             .map(line)
             .collect(),
-        rule_choices: rules.iter().map(|r| (r.id, r.name.clone())).collect(),
+        rule_choices: rules.iter().map(|r| (r.id.0, r.name.clone())).collect(),
         silences: silence_rows
             .into_iter()
             .map(|s| SilenceLine {
-                id: s.id,
-                rule: rule_name(s.rule_id),
+                id: s.id.0,
+                rule: rule_name(s.rule_id.map(|r| r.0)),
                 pattern: if s.pattern.is_empty() {
                     "any guest or host".into()
                 } else {
@@ -250,7 +250,7 @@ async fn render(
             .await?
             .into_iter()
             .map(|r| ReceiverLine {
-                id: r.id,
+                id: r.id.0,
                 name: r.name,
                 url: r.url,
                 format: r.format,
@@ -298,7 +298,11 @@ pub async fn acknowledge(
     AdminForm { user, session, .. }: AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     let id = id_of(id, "alert")?;
-    if !state.db.acknowledge_alert(id, &user.name, now_ms()).await? {
+    if !state
+        .db
+        .acknowledge_alert(crate::domain::AlertId(id), &user.name, now_ms())
+        .await?
+    {
         return Err(AppError::NotFound("There is no such open alert.".into()).into());
     }
     tracing::info!(admin = ?user.name, alert = id, "alert acknowledged");
@@ -350,7 +354,7 @@ pub async fn create_silence(
                 let id = id
                     .parse::<i64>()
                     .ok()
-                    .filter(|id| rules.iter().any(|r| r.id == *id))
+                    .filter(|id| rules.iter().any(|r| r.id.0 == *id))
                     .ok_or_else(|| AppError::invalid("rule_id", "is not a rule"))?;
                 Some(id)
             }
@@ -365,7 +369,15 @@ pub async fn create_silence(
         let ends = now + (hours * 3_600_000.0) as i64;
         state
             .db
-            .insert_silence(rule_id, &pattern, now, ends, &reason, &user.name, now)
+            .insert_silence(
+                rule_id.map(crate::domain::RuleId),
+                &pattern,
+                now,
+                ends,
+                &reason,
+                &user.name,
+                now,
+            )
             .await?;
         tracing::info!(admin = ?user.name, pattern = ?pattern, hours, "silence created");
         Ok(format!("Silenced until {}.", view::time(ends)))
@@ -380,7 +392,11 @@ pub async fn expire_silence(
     AdminForm { user, session, .. }: AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     let id = id_of(id, "silence")?;
-    if !state.db.expire_silence(id, now_ms()).await? {
+    if !state
+        .db
+        .expire_silence(crate::domain::SilenceId(id), now_ms())
+        .await?
+    {
         return Err(AppError::NotFound("There is no such silence still running.".into()).into());
     }
     tracing::info!(admin = ?user.name, silence = id, "silence expired");
@@ -454,7 +470,7 @@ impl RuleForm {
         };
         Ok(NewRule {
             name,
-            kind: kind.as_str().into(),
+            kind,
             scope: self.scope.clone(),
             scope_value: if scope == Scope::All {
                 String::new()
@@ -505,7 +521,7 @@ async fn rule_by_id(state: &AppState, id: i64) -> AppResult<RuleRow> {
         .alert_rules()
         .await?
         .into_iter()
-        .find(|r| r.id == id)
+        .find(|r| r.id.0 == id)
         .ok_or_else(|| AppError::NotFound("There is no such rule.".into()))
 }
 
@@ -539,7 +555,7 @@ pub async fn save_rule(
         Ok(new) => {
             state
                 .db
-                .save_alert_rule(Some(id), &new, &user.name, now_ms())
+                .save_alert_rule(Some(crate::domain::RuleId(id)), &new, &user.name, now_ms())
                 .await?;
             tracing::info!(admin = ?user.name, rule = ?new.name, "alert rule changed");
             BACK.done(&session, format!("Rule {} saved.", new.name), "rules")
@@ -732,7 +748,10 @@ pub async fn save_receiver(
     let id = id_of(id, "receiver")?;
     let saved = async {
         let receiver = form.receiver()?;
-        state.db.update_receiver(id, &receiver).await?;
+        state
+            .db
+            .update_receiver(crate::domain::ReceiverId(id), &receiver)
+            .await?;
         tracing::info!(admin = ?user.name, receiver = ?receiver.name, "receiver changed");
         Ok(format!("Receiver {} saved.", receiver.name))
     }
@@ -746,7 +765,10 @@ pub async fn delete_receiver(
     AdminForm { user, session, .. }: AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     let id = id_of(id, "receiver")?;
-    state.db.delete_receiver(id).await?;
+    state
+        .db
+        .delete_receiver(crate::domain::ReceiverId(id))
+        .await?;
     tracing::info!(admin = ?user.name, receiver = id, "receiver deleted");
     BACK.done(&session, "Receiver deleted.".to_string(), "receivers")
         .await

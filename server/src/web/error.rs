@@ -15,6 +15,12 @@ impl From<AppError> for PageError {
     }
 }
 
+impl From<crate::db::StoreError> for PageError {
+    fn from(e: crate::db::StoreError) -> Self {
+        PageError(e.into())
+    }
+}
+
 #[derive(Template)]
 #[template(path = "error.html")]
 struct ErrorPage {

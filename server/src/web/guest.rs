@@ -32,7 +32,10 @@ pub async fn guest(
     let Path(id) = id.map_err(|_| not_found())?;
     let now = now_ms();
     let guest = state.guest(id, now).await?.ok_or_else(not_found)?;
-    let samples = state.db.recent_samples(id, 30).await?;
+    let samples = state
+        .db
+        .recent_samples(crate::domain::GuestId(id), 30)
+        .await?;
     let range = match query.ok().and_then(|Query(q)| q.range) {
         None => Range::Hour,
         Some(key) => Range::parse(&key).ok_or_else(|| {
@@ -47,7 +50,7 @@ pub async fn guest(
         now + 1,
     )
     .await?;
-    let events = state.db.facts_history(id).await?;
+    let events = state.db.facts_history(crate::domain::GuestId(id)).await?;
     let charts = charts(&guest, &history, &events, range, now);
     let so_far = history.waste_so_far(&guest, now);
     let change = fleet::changes(&state.db, Some(id), now).await?.remove(&id);

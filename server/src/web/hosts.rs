@@ -48,7 +48,7 @@ pub struct HostLine {
 impl HostLine {
     fn new(host: &HostRow, totals: Option<&HostTotals>, currency: &str, now: i64) -> HostLine {
         HostLine {
-            id: host.id,
+            id: host.id.0,
             name: host.name.clone(),
             cpus: host.cpus,
             kernel: host.kernel.clone(),
@@ -105,7 +105,7 @@ pub(super) async fn host_lines(
         .hosts()
         .await?
         .iter()
-        .map(|h| HostLine::new(h, totals.get(&h.id), &model.currency, now))
+        .map(|h| HostLine::new(h, totals.get(&h.id.0), &model.currency, now))
         .collect();
     rows.sort_by(|a, b| {
         b.silent
@@ -155,7 +155,7 @@ pub async fn one(
         .hosts()
         .await?
         .into_iter()
-        .find(|h| h.id == id)
+        .find(|h| h.id.0 == id)
         .ok_or_else(not_found)?;
     let guests: Vec<_> = state
         .ranked(now)

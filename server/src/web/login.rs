@@ -121,7 +121,7 @@ pub async fn submit(
         );
     };
     state.login_throttle.succeeded(&name);
-    auth::log_in(&session, user.id, &user.password_hash).await?;
+    auth::log_in(&session, user.id.0, &user.password_hash).await?;
     state.db.record_login(user.id, now_ms()).await?;
     tracing::info!(user = ?user.name, "logged in");
     Ok(Redirect::to(auth::safe_next(form.next.as_deref())).into_response())

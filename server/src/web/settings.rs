@@ -101,9 +101,9 @@ async fn render(
         .await?
         .into_iter()
         .map(|t| TokenLine {
-            id: t.id,
+            id: t.id.0,
             name: t.name,
-            role: t.role,
+            role: t.role.to_string(),
             bound_to: t
                 .host_name
                 .map(|h| format!("host {h}"))
@@ -120,10 +120,10 @@ async fn render(
         .await?
         .into_iter()
         .map(|u| UserLine {
-            is_you: u.id == user.id,
-            id: u.id,
+            is_you: u.id.0 == user.id,
+            id: u.id.0,
             name: u.name,
-            role: u.role,
+            role: u.role.to_string(),
             created: view::time(u.created_ms),
             last_login: when(u.last_login_ms),
         })
@@ -222,7 +222,7 @@ pub async fn create_token(
             .db
             .insert_token(
                 &name,
-                role.as_str(),
+                role,
                 &auth::token_hash(&token),
                 host.as_deref(),
                 now_ms(),
@@ -251,7 +251,11 @@ pub async fn revoke_token(
     AdminForm { user, session, .. }: AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     let Path(id) = id.map_err(|_| AppError::NotFound("There is no such token.".into()))?;
-    if !state.db.revoke_token(id, now_ms()).await? {
+    if !state
+        .db
+        .revoke_token(crate::domain::TokenId(id), now_ms())
+        .await?
+    {
         return Err(
             AppError::NotFound("There is no such token, or it was revoked before.".into()).into(),
         );
@@ -295,10 +299,7 @@ pub async fn create_user(
         let role = UserRole::parse(&form.role)
             .ok_or_else(|| AppError::invalid("role", "must be admin or viewer"))?;
         let hash = auth::hash_password_async(form.password).await?;
-        state
-            .db
-            .insert_user(&name, role.as_str(), &hash, now_ms())
-            .await?;
+        state.db.insert_user(&name, role, &hash, now_ms()).await?;
         tracing::info!(admin = ?user.name, user = ?name, role = role.as_str(), "user created");
         Ok(name)
     }
@@ -369,8 +370,12 @@ async fn other_user(
 ) -> AppResult<crate::db::UserRow> {
     let not_found = || AppError::NotFound("There is no such user.".into());
     let Path(id) = id.map_err(|_| not_found())?;
-    let row = state.db.user_by_id(id).await?.ok_or_else(not_found)?;
-    if row.id == user.id {
+    let row = state
+        .db
+        .user_by_id(crate::domain::UserId(id))
+        .await?
+        .ok_or_else(not_found)?;
+    if row.id.0 == user.id {
         return Err(AppError::Conflict(
             "change your own account on the account page; another admin can change your role or remove you".into(),
         ));
@@ -402,7 +407,7 @@ pub async fn set_role(
         let other = other_user(&state, &user, id).await?;
         let role = UserRole::parse(&form.role)
             .ok_or_else(|| AppError::invalid("role", "must be admin or viewer"))?;
-        state.db.set_role(other.id, role.as_str()).await?;
+        state.db.set_role(other.id, role).await?;
         tracing::info!(admin = ?user.name, user = ?other.name, role = role.as_str(), "role changed");
         Ok(format!("{} is now {}.", other.name, role.as_str()))
     }

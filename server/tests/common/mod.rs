@@ -35,9 +35,15 @@ pub async fn server_with(options: Options) -> Server {
     let mut tokens = vec![];
     for role in ["agent", "viewer"] {
         let token = auth::new_token().unwrap();
-        db.insert_token(role, role, &auth::token_hash(&token), None, clock::now_ms())
-            .await
-            .unwrap();
+        db.insert_token(
+            role,
+            tickscope_server::domain::TokenRole::parse(role).unwrap(),
+            &auth::token_hash(&token),
+            None,
+            clock::now_ms(),
+        )
+        .await
+        .unwrap();
         tokens.push(token);
     }
     let state = AppState::new(db.clone(), options).await.unwrap();
@@ -225,7 +231,12 @@ impl Server {
         if self.db.user_by_name(name).await.unwrap().is_none() {
             let hash = auth::hash_password(PASSWORD).unwrap();
             self.db
-                .insert_user(name, role, &hash, clock::now_ms())
+                .insert_user(
+                    name,
+                    tickscope_server::domain::UserRole::parse(role).unwrap(),
+                    &hash,
+                    clock::now_ms(),
+                )
                 .await
                 .unwrap();
         }

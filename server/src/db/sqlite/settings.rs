@@ -1,9 +1,11 @@
-use super::Db;
-use crate::error::AppResult;
+//! Settings an admin saves, in SQLite.
+
+use super::store::Db;
+use crate::db::error::StoreResult;
 
 impl Db {
     /// A setting's stored value, if an admin ever saved it.
-    pub async fn setting(&self, name: &str) -> AppResult<Option<String>> {
+    pub async fn setting(&self, name: &str) -> StoreResult<Option<String>> {
         Ok(
             sqlx::query_scalar("SELECT value FROM settings WHERE name = ?")
                 .bind(name)
@@ -18,7 +20,7 @@ impl Db {
         value: &str,
         by: &str,
         now_ms: i64,
-    ) -> AppResult<()> {
+    ) -> StoreResult<()> {
         sqlx::query(
             "INSERT INTO settings (name, value, updated_ms, updated_by) VALUES (?, ?, ?, ?)
              ON CONFLICT (name) DO UPDATE SET value = excluded.value,

@@ -1,9 +1,11 @@
 //! Which database failures are the storage's (a full disk, a read-only file, a lock held too
 //! long) rather than a bug: those pass, they are answered "retry later", and nothing was written.
 
+use crate::db::error::StoreError;
+
 /// A failure of the storage underneath the database, not of the request or of the server's code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StorageFault {
+enum StorageFault {
     /// No space left for the database or its write-ahead log (SQLITE_FULL).
     Full,
     /// The database cannot be written or read now: a read-only file or mount, an I/O error, a
@@ -21,7 +23,7 @@ const SQLITE_FULL: i64 = 13;
 const SQLITE_CANTOPEN: i64 = 14;
 
 /// What kind of storage fault `error` is, if it is one.
-pub fn storage_fault(error: &sqlx::Error) -> Option<StorageFault> {
+fn storage_fault(error: &sqlx::Error) -> Option<StorageFault> {
     match error {
         sqlx::Error::PoolTimedOut => Some(StorageFault::Unavailable),
         sqlx::Error::Database(e) => {
@@ -35,5 +37,18 @@ pub fn storage_fault(error: &sqlx::Error) -> Option<StorageFault> {
             }
         }
         _ => None,
+    }
+}
+
+/// Which database failures are the storage's (a full disk, a read-only file, a lock held too
+/// long) rather than a bug: those are told apart, so that the caller can be asked to retry. SQLite's codes: a
+/// second backend classifies its own errors (with `DatabaseError::try_downcast_ref`).
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match storage_fault(&e) {
+            Some(StorageFault::Full) => StoreError::Full(e),
+            Some(StorageFault::Unavailable) => StoreError::Unavailable(e),
+            None => StoreError::Backend(e),
+        }
     }
 }

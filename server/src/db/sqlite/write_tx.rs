@@ -15,8 +15,8 @@ use std::ops::{Deref, DerefMut};
 use sqlx::pool::PoolConnection;
 use sqlx::{Sqlite, SqliteConnection};
 
-use super::Db;
-use crate::error::AppResult;
+use super::store::Db;
+use crate::db::error::StoreResult;
 
 pub struct WriteTx {
     conn: PoolConnection<Sqlite>,
@@ -26,7 +26,7 @@ pub struct WriteTx {
 impl Db {
     /// Begins a write transaction. IMMEDIATE takes SQLite's write lock up front, so two writers
     /// queue behind each other (busy timeout) instead of one failing at its first write.
-    pub(super) async fn begin_write(&self) -> AppResult<WriteTx> {
+    pub(super) async fn begin_write(&self) -> StoreResult<WriteTx> {
         // The guard exists before BEGIN is sent: if this future is dropped while BEGIN waits
         // for the write lock, SQLite's worker still opens the transaction, and the connection
         // must be closed rather than pooled.
@@ -46,7 +46,7 @@ impl Db {
 }
 
 impl WriteTx {
-    pub async fn commit(mut self) -> AppResult<()> {
+    pub async fn commit(mut self) -> StoreResult<()> {
         sqlx::query("COMMIT").execute(&mut *self.conn).await?;
         self.ended = true;
         Ok(())
@@ -54,7 +54,7 @@ impl WriteTx {
 
     /// Ends the transaction without writing anything (a duplicate, a refusal), keeping the
     /// connection for the pool.
-    pub async fn rollback(mut self) -> AppResult<()> {
+    pub async fn rollback(mut self) -> StoreResult<()> {
         sqlx::query("ROLLBACK").execute(&mut *self.conn).await?;
         self.ended = true;
         Ok(())

@@ -1,0 +1,268 @@
+//! Guest facts and idle readings, in SQLite.
+
+use sqlx::SqliteConnection;
+
+use super::store::Db;
+use crate::db::error::{StoreError, StoreResult};
+use crate::db::facts::{FactsEventRow, FactsRow, FactsSpanRow};
+use crate::db::facts::{IDLE_READING_MIN_GAP_MS, IDLE_READINGS_KEPT_MS, MAX_EVENTS_PER_SOURCE};
+use crate::domain::{GuestId, HostId, TokenId};
+use crate::ingest::facts::ValidFacts;
+
+async fn record_idle_reading(
+    conn: &mut SqliteConnection,
+    guest_id: GuestId,
+    facts: &ValidFacts,
+    idle_fraction: f64,
+    now_ms: i64,
+) -> StoreResult<()> {
+    let recent: Option<i64> = sqlx::query_scalar(
+        "SELECT 1 FROM guest_idle_readings
+         WHERE guest_id = ? AND received_ms > ? AND source = ? LIMIT 1",
+    )
+    .bind(guest_id)
+    .bind(now_ms - IDLE_READING_MIN_GAP_MS)
+    .bind(facts.source)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if recent.is_some() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO guest_idle_readings (guest_id, source, received_ms, measured_ms, idle_fraction)
+         VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(guest_id)
+    .bind(facts.source)
+    .bind(now_ms)
+    .bind(facts.facts.idle_measured_s.map(|s| (s * 1000.0).round() as i64))
+    .bind(idle_fraction)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("DELETE FROM guest_idle_readings WHERE guest_id = ? AND received_ms < ?")
+        .bind(guest_id)
+        .bind(now_ms - IDLE_READINGS_KEPT_MS)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Refreshes the guest's newest row from this source when its facts did not change, or adds a
+/// row when they did (dropping the oldest beyond `MAX_EVENTS_PER_SOURCE`).
+pub(super) async fn record_facts(
+    conn: &mut SqliteConnection,
+    guest_id: GuestId,
+    facts: &ValidFacts,
+    now_ms: i64,
+) -> StoreResult<()> {
+    if let Some(idle) = facts
+        .facts
+        .idle_fraction
+        .filter(|f| (0.0..=1.0).contains(f))
+    {
+        record_idle_reading(conn, guest_id, facts, idle, now_ms).await?;
+    }
+    let latest: Option<(i64, String)> = sqlx::query_as(
+        "SELECT id, stable_json FROM guest_facts WHERE guest_id = ? AND source = ?
+         ORDER BY id DESC LIMIT 1",
+    )
+    .bind(guest_id)
+    .bind(facts.source)
+    .fetch_optional(&mut *conn)
+    .await?;
+    match latest {
+        Some((id, stable)) if stable == facts.stable_json => {
+            sqlx::query("UPDATE guest_facts SET received_ms = ?, facts_json = ? WHERE id = ?")
+                .bind(now_ms)
+                .bind(&facts.facts_json)
+                .bind(id)
+                .execute(&mut *conn)
+                .await?;
+        }
+        _ => {
+            sqlx::query(
+                "INSERT INTO guest_facts (guest_id, source, first_received_ms, received_ms, kernel_release, cmdline, stable_json, facts_json)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(guest_id)
+            .bind(facts.source)
+            .bind(now_ms)
+            .bind(now_ms)
+            .bind(&facts.facts.kernel_release)
+            .bind(&facts.facts.cmdline)
+            .bind(&facts.stable_json)
+            .bind(&facts.facts_json)
+            .execute(&mut *conn)
+            .await?;
+            sqlx::query(
+                "DELETE FROM guest_facts WHERE guest_id = ? AND source = ? AND id NOT IN
+                 (SELECT id FROM guest_facts WHERE guest_id = ? AND source = ? ORDER BY id DESC LIMIT ?)",
+            )
+            .bind(guest_id)
+            .bind(facts.source)
+            .bind(guest_id)
+            .bind(facts.source)
+            .bind(MAX_EVENTS_PER_SOURCE)
+            .execute(&mut *conn)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+impl Db {
+    /// Stores facts a guest probe posted itself with a guest token. The token is bound to the
+    /// first guest UUID it reports for, and refused for any other, so one guest cannot write
+    /// facts for its neighbours; and a UUID another token in use is bound to is refused to a new
+    /// token, so a new token cannot take over a guest. `uuid` is the form the guest sent.
+    pub async fn record_guest_facts(
+        &self,
+        token_id: TokenId,
+        uuid: &str,
+        guest_id: GuestId,
+        facts: &ValidFacts,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let bound: Option<String> =
+            sqlx::query_scalar("SELECT guest_uuid FROM tokens WHERE id = ?")
+                .bind(token_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        match bound {
+            Some(bound) if bound != uuid => {
+                tx.rollback().await?;
+                return Err(StoreError::Refused(format!(
+                    "this guest token submits facts for the guest with UUID {bound}, not {uuid}; give each guest its own token"
+                )));
+            }
+            Some(_) => {}
+            // A new token takes the UUID it first reports for, unless a token in use has it
+            // (in either byte order): a revoked one no longer holds its guest, so that a guest
+            // whose token was revoked can be given a new one.
+            None => {
+                let [as_sent, swapped] = crate::ingest::facts::uuid_forms(uuid);
+                let taken: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM tokens
+                        WHERE role = 'guest' AND guest_uuid IN (?, ?) AND id != ?
+                          AND revoked_ms IS NULL)",
+                )
+                .bind(as_sent)
+                .bind(swapped)
+                .bind(token_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                if taken {
+                    tx.rollback().await?;
+                    return Err(StoreError::Refused(format!(
+                        "the guest with UUID {uuid} submits its facts with another guest token; revoke that one to give the guest a new token"
+                    )));
+                }
+            }
+        }
+        sqlx::query("UPDATE tokens SET guest_uuid = ?, last_used_ms = ? WHERE id = ?")
+            .bind(uuid)
+            .bind(now_ms)
+            .bind(token_id)
+            .execute(&mut *tx)
+            .await?;
+        record_facts(&mut tx, guest_id, facts, now_ms).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The most recently seen guest with one of these UUIDs.
+    pub async fn guest_by_uuid(&self, uuids: &[String]) -> StoreResult<Option<GuestId>> {
+        let mut best: Option<(GuestId, i64)> = None;
+        for uuid in uuids {
+            let found: Option<(GuestId, i64)> = sqlx::query_as(
+                "SELECT id, last_seen_ms FROM guests WHERE uuid = ? ORDER BY last_seen_ms DESC LIMIT 1",
+            )
+            .bind(uuid)
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some(f) = found
+                && best.is_none_or(|b| f.1 > b.1)
+            {
+                best = Some(f);
+            }
+        }
+        Ok(best.map(|(id, _)| id))
+    }
+
+    /// The newest facts from every source of every guest, or of one host's guests.
+    pub async fn latest_facts(&self, host_id: Option<HostId>) -> StoreResult<Vec<FactsRow>> {
+        Ok(sqlx::query_as(
+            "SELECT guest_id, source, received_ms, facts_json,
+                    (SELECT vm_process_since_ms FROM guests WHERE guests.id = guest_id)
+                        AS process_since_ms
+             FROM guest_facts
+             WHERE id IN (SELECT MAX(id) FROM guest_facts GROUP BY guest_id, source)
+               AND (?1 IS NULL OR guest_id IN (SELECT id FROM guests WHERE host_id = ?1))",
+        )
+        .bind(host_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Every set of facts a guest reported, from when it was first to when it was last received
+    /// (server clock), with the newest full facts of the set; oldest first.
+    pub async fn facts_spans(&self, guest_id: GuestId) -> StoreResult<Vec<FactsSpanRow>> {
+        Ok(sqlx::query_as(
+            "SELECT source, first_received_ms, received_ms, facts_json
+             FROM guest_facts WHERE guest_id = ? ORDER BY id",
+        )
+        .bind(guest_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// A guest's kernel events, newest first.
+    pub async fn facts_history(&self, guest_id: GuestId) -> StoreResult<Vec<FactsEventRow>> {
+        Ok(sqlx::query_as(
+            "SELECT source, first_received_ms, received_ms, kernel_release, cmdline
+             FROM guest_facts WHERE guest_id = ? ORDER BY id DESC LIMIT ?",
+        )
+        .bind(guest_id)
+        .bind(MAX_EVENTS_PER_SOURCE)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Every kernel or command-line change of each guest (or of `guest_id`): a facts row that
+    /// has an older one from the same source (the first facts a guest reports are not a change).
+    /// As (guest id, source, first received, server clock ms), oldest first.
+    pub async fn fact_changes(
+        &self,
+        guest_id: Option<GuestId>,
+    ) -> StoreResult<Vec<(GuestId, String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT f.guest_id, f.source, f.first_received_ms FROM guest_facts f
+             WHERE (?1 IS NULL OR f.guest_id = ?1)
+               AND EXISTS (SELECT 1 FROM guest_facts e
+                           WHERE e.guest_id = f.guest_id AND e.source = f.source AND e.id < f.id)
+             ORDER BY f.guest_id, f.first_received_ms",
+        )
+        .bind(guest_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// [`Db::fact_changes`] of one host's guests.
+    pub async fn fact_changes_of_host(
+        &self,
+        host_id: HostId,
+    ) -> StoreResult<Vec<(GuestId, String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT f.guest_id, f.source, f.first_received_ms
+             FROM guests g CROSS JOIN guest_facts f ON f.guest_id = g.id
+             WHERE g.host_id = ?
+               AND EXISTS (SELECT 1 FROM guest_facts e
+                           WHERE e.guest_id = f.guest_id AND e.source = f.source AND e.id < f.id)
+             ORDER BY f.guest_id, f.first_received_ms",
+        )
+        .bind(host_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}

@@ -1,0 +1,18 @@
+//! Hosts, in SQLite.
+
+use super::store::Db;
+use crate::db::error::StoreResult;
+use crate::db::hosts::HostRow;
+
+impl Db {
+    /// Every host that ever reported, by name.
+    pub async fn hosts(&self) -> StoreResult<Vec<HostRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, name, cpus, kernel, agent_version, kvm_halt_poll_ns, first_seen_ms,
+                    last_report_ms, agent_dropped_reports, blind_spots_json
+             FROM hosts ORDER BY name",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}

@@ -1,0 +1,86 @@
+//! The SQLite store: one database file, a pool of connections to it, and the file's upkeep.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use tower_sessions_sqlx_store::SqliteStore;
+
+use crate::db::error::StoreResult;
+
+/// The migrations in `migrations/`, embedded in the binary and run at start-up.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+#[derive(Clone)]
+pub struct Db {
+    pub(super) pool: SqlitePool,
+    /// The database file, to ask its file system for free space.
+    path: Arc<PathBuf>,
+}
+
+impl Db {
+    /// Opens (creating if needed) the database file and brings its schema up to date.
+    pub async fn open(path: &Path) -> StoreResult<Db> {
+        let options = SqliteConnectOptions::from_str("sqlite:")?
+            .filename(path)
+            .create_if_missing(true)
+            // WAL lets the dashboard read while an agent's report is written; FULL sync means a
+            // report acknowledged to an agent survives a power cut, not only a crash.
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Db {
+            pool,
+            path: Arc::new(path.to_path_buf()),
+        })
+    }
+
+    /// Commits one write, to learn whether the database can be written now (a read-only file or
+    /// mount, a full disk).
+    pub async fn probe_write(&self, now_ms: i64) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO write_probe (id, at_ms) VALUES (1, ?)
+             ON CONFLICT (id) DO UPDATE SET at_ms = excluded.at_ms",
+        )
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await
+    }
+
+    /// Bytes an unprivileged process may still write on the file system holding the database.
+    pub fn free_bytes(&self) -> std::io::Result<u64> {
+        let dir = match self.path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        let stat = rustix::fs::statvfs(dir)?;
+        Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Where dashboard sessions are kept: tower-sessions' store on this same database (its
+    /// table comes from tower-sessions' own migration, run when the server starts).
+    pub fn session_store(&self) -> SqliteStore {
+        SqliteStore::new(self.pool.clone())
+    }
+
+    /// The journal mode in force, for the start-up log and tests.
+    pub async fn journal_mode(&self) -> StoreResult<String> {
+        Ok(sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+}

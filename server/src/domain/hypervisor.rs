@@ -1,0 +1,97 @@
+//! A guest's hypervisor family as storage keeps it (the TEXT of `Hypervisor::as_str`), read
+//! back with an error for a name no family has, rather than taken for `Other`: a name that is
+//! not one of ours in the database is a bug or a corruption, and says so.
+//!
+//! `Hypervisor` is the agent crate's type, so it cannot be an `sqlx::Type` here (the orphan
+//! rule); rows read it as a [`HypervisorName`], which checks the name as it decodes.
+
+use tickscope_agent::wire::Hypervisor;
+
+/// Every family, `Other` included (ingest stores `other` for a family this version does not
+/// know).
+const FAMILIES: [Hypervisor; 6] = [
+    Hypervisor::Qemu,
+    Hypervisor::Virtualbox,
+    Hypervisor::Vmware,
+    Hypervisor::Firecracker,
+    Hypervisor::CloudHypervisor,
+    Hypervisor::Other,
+];
+
+/// A stored name that is no hypervisor family's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not the name of a hypervisor family")]
+pub struct UnknownName(pub String);
+
+/// The family named by [`Hypervisor::as_str`], or an error for any other name.
+pub fn parse_hypervisor(name: &str) -> Result<Hypervisor, UnknownName> {
+    FAMILIES
+        .into_iter()
+        .find(|h| h.as_str() == name)
+        .ok_or_else(|| UnknownName(name.to_string()))
+}
+
+/// A hypervisor family as read from storage: its TEXT, checked while it is decoded, so that an
+/// unknown name fails the row with the name in the error (sqlx's `try_from` conversion would
+/// lose the message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HypervisorName(pub Hypervisor);
+
+impl<DB: sqlx::Database> sqlx::Type<DB> for HypervisorName
+where
+    str: sqlx::Type<DB>,
+{
+    fn type_info() -> DB::TypeInfo {
+        <str as sqlx::Type<DB>>::type_info()
+    }
+
+    fn compatible(ty: &DB::TypeInfo) -> bool {
+        <str as sqlx::Type<DB>>::compatible(ty)
+    }
+}
+
+impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for HypervisorName
+where
+    &'r str: sqlx::Decode<'r, DB>,
+{
+    fn decode(value: DB::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let name = <&'r str as sqlx::Decode<'r, DB>>::decode(value)?;
+        Ok(HypervisorName(parse_hypervisor(name)?))
+    }
+}
+
+impl From<HypervisorName> for Hypervisor {
+    fn from(name: HypervisorName) -> Hypervisor {
+        name.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_names_read_back_as_their_family_and_others_are_refused() {
+        let cases: [(&str, Result<Hypervisor, UnknownName>); 9] = [
+            ("qemu", Ok(Hypervisor::Qemu)),
+            ("virtualbox", Ok(Hypervisor::Virtualbox)),
+            ("vmware", Ok(Hypervisor::Vmware)),
+            ("firecracker", Ok(Hypervisor::Firecracker)),
+            ("cloud_hypervisor", Ok(Hypervisor::CloudHypervisor)),
+            ("other", Ok(Hypervisor::Other)),
+            ("QEMU", Err(UnknownName("QEMU".into()))),
+            ("", Err(UnknownName(String::new()))),
+            ("xen", Err(UnknownName("xen".into()))),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(parse_hypervisor(name), expected, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn every_family_reads_back_as_itself() {
+        for family in FAMILIES {
+            assert_eq!(parse_hypervisor(family.as_str()), Ok(family));
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! Values that keep their type from the edge to storage and back: row ids that cannot be mixed
+//! up, and the names storage keeps as TEXT read back into what they name, strictly.
+
+mod hypervisor;
+mod ids;
+mod kinds;
+
+pub use hypervisor::{HypervisorName, UnknownName, parse_hypervisor};
+pub use ids::{
+    AlertId, GuestId, HostId, OutboxId, ReceiverId, ReportId, RuleId, SilenceId, TokenId, UserId,
+};
+pub use kinds::{AlertState, RuleKind, TokenRole, UserRole};

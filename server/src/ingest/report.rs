@@ -1,0 +1,532 @@
+//! The report edge: where a report from an agent becomes trusted data: parse, don't validate.
+//!
+//! A wire [`Report`] is turned into a [`ValidReport`] once; behind this point nothing needs
+//! checking again. A report with any bad value is refused whole, naming the field.
+
+use std::collections::HashSet;
+
+use tickscope_agent::wire::{
+    BlindSpot, FactsSource, GuestSample, Hypervisor, MAX_BLIND_SPOT_TEXT_CHARS, MAX_BLIND_SPOTS,
+    MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, Report, WakeupsSource,
+    normalise_uuid,
+};
+
+use super::facts::{self, ValidFacts};
+use super::interval;
+use super::totals::ReportedTotals;
+use crate::error::{AppError, AppResult};
+
+/// Limits on what one report may hold: far above any real host, low enough to keep one bad
+/// report from costing the server much.
+pub const MAX_GUESTS: usize = 10_000;
+pub const MAX_HOST_CPUS: u32 = 65_536;
+/// No vCPU thread is woken more often than this, per second (a periodic tick is at most 1000).
+pub const MAX_WAKEUPS_PER_VCPU_S: f64 = 1_000_000.0;
+/// CPU time is counted in clock ticks (10 ms), so a VM can appear to use slightly more than the
+/// interval allows: this much slack per CPU it may keep busy, in seconds.
+pub const CPU_TICK_SLACK_S: f64 = 0.05;
+/// Cores a VM process's threads other than its vCPUs may keep busy at once, on top of its vCPUs:
+/// QEMU's main loop, its I/O threads (one per `-object iothread`, usually one or two), the thread
+/// pool behind its block I/O, and vhost workers (one per vhost device or virtio-net queue pair;
+/// threads of the VM process since Linux 6.4). Under heavy I/O these together keep one or two
+/// cores busy; four leaves room, and still tells a 1-vCPU VM from one using 8 cores.
+pub const VM_OVERHEAD_CPUS: u32 = 4;
+/// Most CPU time a VM process's running total may claim: 30,000 core-years.
+const MAX_TOTAL_CPU_S: f64 = 1e12;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidReport {
+    pub agent_id: String,
+    pub run_id: String,
+    pub agent_version: String,
+    pub seq: i64,
+    pub host: ValidHost,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub length_ms: f64,
+    pub guests: Vec<ValidGuest>,
+    /// Reports the agent's spool dropped unsent, since it was created.
+    pub dropped_reports: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidHost {
+    pub name: String,
+    pub cpus: u32,
+    pub kernel: String,
+    pub kvm_halt_poll_ns: Option<i64>,
+    /// The host's boot id, lower-case; without it a process's totals cannot be told apart from
+    /// those of a process before a reboot, and are not used.
+    pub boot_id: Option<String>,
+    /// What the agent cannot see, as JSON (`[]` for nothing).
+    pub blind_spots_json: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidGuest {
+    pub hypervisor: Hypervisor,
+    /// UUID when known, else the name: what makes this guest the same guest tomorrow.
+    pub identity: String,
+    pub name: String,
+    pub uuid: Option<String>,
+    pub management: Option<String>,
+    pub pid: u32,
+    pub vcpus: u32,
+    /// [`max_busy_cpus`] of this VM: what its CPU time is held to, also over missing reports.
+    pub max_busy_cpus: u32,
+    pub host_cpu_s: f64,
+    pub vcpu_wakeups: i64,
+    pub wakeups_source: &'static str,
+    pub boot_args: Option<String>,
+    pub uses_kvm: Option<bool>,
+    /// Where the agent read its CPU time (`wire::CpuSource` names).
+    pub cpu_source: Option<&'static str>,
+    /// What the guest said about itself, delivered through the host agent.
+    pub facts: Option<ValidFacts>,
+    /// The VM process's running totals, named by host boot, pid and start time.
+    pub totals: Option<ReportedTotals>,
+    /// Names the VM process (host boot, pid, start time where the agent sent them): a new one
+    /// is a new boot of the guest, and the facts of the old one no longer hold.
+    pub vm_process: String,
+}
+
+/// The most cores a VM process can keep busy at once: its vCPUs and its other threads, and never
+/// more than the host has. The vCPUs are a count the server can hold the VM to only when the
+/// agent counted the vCPU threads themselves; otherwise (`whole_process`) they come from the
+/// VM's command line or configuration, or are 1 when the agent found none there, and only the
+/// host's CPUs bound the VM, so that a guessed count never gets a real host's reports refused.
+pub fn max_busy_cpus(host_cpus: u32, vcpus: u32, wakeups_source: WakeupsSource) -> u32 {
+    match wakeups_source {
+        WakeupsSource::VcpuThreads => vcpus.saturating_add(VM_OVERHEAD_CPUS).min(host_cpus),
+        WakeupsSource::WholeProcess | WakeupsSource::Other => host_cpus,
+    }
+}
+
+/// Checks a report against the server's clock (`now_ms`).
+pub fn validate(report: Report, now_ms: i64) -> AppResult<ValidReport> {
+    let agent_id = text("agent.id", report.agent.id, 128)?;
+    let run_id = text("agent.run_id", report.agent.run_id, 128)?;
+    let agent_version = text("agent.version", report.agent.version, 64)?;
+    let seq = i64::try_from(report.seq).map_err(|_| AppError::invalid("seq", "too large"))?;
+
+    let host = ValidHost {
+        name: text("host.name", report.host.name, MAX_NAME_CHARS)?,
+        cpus: in_range("host.cpus", report.host.cpus, 1, MAX_HOST_CPUS)?,
+        kernel: text_or_empty("host.kernel", report.host.kernel, MAX_NAME_CHARS)?,
+        kvm_halt_poll_ns: report
+            .host
+            .kvm_halt_poll_ns
+            .map(|ns| {
+                i64::try_from(ns)
+                    .map_err(|_| AppError::invalid("host.kvm_halt_poll_ns", "too large"))
+            })
+            .transpose()?,
+        boot_id: report
+            .host
+            .boot_id
+            .map(|id| {
+                normalise_uuid(&id)
+                    .ok_or_else(|| AppError::invalid("host.boot_id", "is not a UUID"))
+            })
+            .transpose()?,
+        blind_spots_json: blind_spots(report.host.blind_spots)?,
+    };
+
+    let length_ms = interval::check(&report.interval, now_ms)?;
+
+    if report.guests.len() > MAX_GUESTS {
+        return Err(AppError::invalid(
+            "guests",
+            format!("more than {MAX_GUESTS} guests in one report"),
+        ));
+    }
+    let mut identities = HashSet::new();
+    let guests = report
+        .guests
+        .into_iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let mut guest = validate_guest(&format!("guests[{i}]"), g, &host, length_ms)?;
+            // Two VMs on one host may share a name (plain QEMU without -uuid): keep them apart,
+            // even from a VM that happens to be named like the suffixed one.
+            let base = guest.identity.clone();
+            let mut n = 1;
+            while !identities.insert(guest.identity.clone()) {
+                n += 1;
+                guest.identity = format!("{base}#{n}");
+            }
+            Ok(guest)
+        })
+        .collect::<AppResult<Vec<_>>>()?;
+
+    Ok(ValidReport {
+        agent_id,
+        run_id,
+        agent_version,
+        seq,
+        host,
+        start_ms: report.interval.start_ms,
+        end_ms: report.interval.end_ms,
+        length_ms,
+        guests,
+        dropped_reports: i64::try_from(report.dropped_reports).unwrap_or(i64::MAX),
+    })
+}
+
+fn validate_guest(
+    at: &str,
+    g: GuestSample,
+    host: &ValidHost,
+    length_ms: f64,
+) -> AppResult<ValidGuest> {
+    let field = |name: &str| format!("{at}.{name}");
+    let name = text(&field("name"), g.name, MAX_NAME_CHARS)?;
+    let uuid = g
+        .uuid
+        .map(|u| {
+            normalise_uuid(&u).ok_or_else(|| AppError::invalid(field("uuid"), "is not a UUID"))
+        })
+        .transpose()?;
+    // A VM may be given more vCPUs than its host has (overcommit), so only the hard limit.
+    let vcpus = in_range(&field("vcpus"), g.vcpus, 1, MAX_VCPUS)?;
+    let length_s = length_ms / 1000.0;
+    let busy_cpus = max_busy_cpus(host.cpus, vcpus, g.wakeups_source);
+    let max_cpu_s = (length_s + CPU_TICK_SLACK_S) * f64::from(busy_cpus);
+    if !(g.host_cpu_seconds.is_finite() && (0.0..=max_cpu_s).contains(&g.host_cpu_seconds)) {
+        return Err(AppError::invalid(
+            field("host_cpu_seconds"),
+            format!(
+                "must be between 0 and the interval × {busy_cpus} CPUs ({max_cpu_s:.2} s): \
+                 the VM's vCPUs and {VM_OVERHEAD_CPUS} for its other threads, at most the host's CPUs"
+            ),
+        ));
+    }
+    let max_wakeups = MAX_WAKEUPS_PER_VCPU_S * f64::from(vcpus) * length_s;
+    if g.vcpu_wakeups as f64 > max_wakeups {
+        return Err(AppError::invalid(
+            field("vcpu_wakeups"),
+            format!("more than {MAX_WAKEUPS_PER_VCPU_S} per vCPU per second is not a real rate"),
+        ));
+    }
+    let vcpu_wakeups = i64::try_from(g.vcpu_wakeups)
+        .map_err(|_| AppError::invalid(field("vcpu_wakeups"), "too large"))?;
+    let management = g
+        .management
+        .map(|m| text(&field("management"), m, MAX_LABEL_CHARS))
+        .transpose()?;
+    let boot_args = g
+        .boot_args
+        .map(|a| text_or_empty(&field("boot_args"), a, MAX_BOOT_ARGS_CHARS))
+        .transpose()?;
+    // Facts come from inside a guest, through the host agent: if they are not acceptable, they
+    // are left out and said so in the log, and the host's measurements are still stored.
+    let facts = g.facts.and_then(|delivered| {
+        let checked = if delivered.source == FactsSource::ProbeDirect {
+            Err(AppError::invalid(
+                field("facts.source"),
+                "probe_direct facts come with a guest token, not inside a host report",
+            ))
+        } else {
+            facts::validate(&field("facts"), delivered.source.as_str(), delivered.facts)
+        };
+        checked
+            .inspect_err(|e| tracing::warn!(host = ?host.name, guest = ?name, error = %e, "guest facts left out"))
+            .ok()
+    });
+    let vm_process = match (&host.boot_id, &g.totals) {
+        (Some(boot_id), Some(t)) => format!("{boot_id}:{}:{}", g.pid, t.start_ticks),
+        (None, Some(t)) => format!("{}:{}", g.pid, t.start_ticks),
+        (_, None) => g.pid.to_string(),
+    };
+    let totals = match g.totals {
+        Some(t) => {
+            if !(t.host_cpu_seconds.is_finite()
+                && (0.0..=MAX_TOTAL_CPU_S).contains(&t.host_cpu_seconds))
+            {
+                return Err(AppError::invalid(
+                    field("totals.host_cpu_seconds"),
+                    format!("must be between 0 and {MAX_TOTAL_CPU_S} s"),
+                ));
+            }
+            let vcpu_wakeups = i64::try_from(t.vcpu_wakeups)
+                .map_err(|_| AppError::invalid(field("totals.vcpu_wakeups"), "too large"))?;
+            host.boot_id.as_ref().map(|boot_id| ReportedTotals {
+                // Totals of another counter (a new agent reading another CPU source) are not
+                // comparable with the stored ones: they start a new count like a new process.
+                process_key: format!(
+                    "{boot_id}:{}:{}:{}:{}",
+                    g.pid,
+                    t.start_ticks,
+                    g.wakeups_source.as_str(),
+                    g.cpu_source.map_or("stat_ticks", |s| s.as_str())
+                ),
+                host_cpu_s: t.host_cpu_seconds,
+                vcpu_wakeups,
+            })
+        }
+        None => None,
+    };
+    let identity = uuid.clone().unwrap_or_else(|| format!("name:{name}"));
+    Ok(ValidGuest {
+        hypervisor: g.hypervisor,
+        identity,
+        name,
+        uuid,
+        management,
+        pid: g.pid,
+        vcpus,
+        max_busy_cpus: busy_cpus,
+        host_cpu_s: g.host_cpu_seconds,
+        vcpu_wakeups,
+        wakeups_source: g.wakeups_source.as_str(),
+        boot_args,
+        uses_kvm: g.uses_kvm,
+        cpu_source: g.cpu_source.map(|s| s.as_str()),
+        facts,
+        totals,
+        vm_process,
+    })
+}
+
+fn in_range(field: &str, value: u32, min: u32, max: u32) -> AppResult<u32> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(AppError::invalid(
+            field,
+            format!("must be between {min} and {max}"),
+        ))
+    }
+}
+
+/// The agent's blind spots, checked like every string from a host, as stored.
+fn blind_spots(spots: Vec<BlindSpot>) -> AppResult<String> {
+    if spots.len() > MAX_BLIND_SPOTS {
+        return Err(AppError::invalid(
+            "host.blind_spots",
+            format!("more than {MAX_BLIND_SPOTS}"),
+        ));
+    }
+    let mut checked = Vec::with_capacity(spots.len());
+    for (i, spot) in spots.into_iter().enumerate() {
+        let field = |name: &str| format!("host.blind_spots[{i}].{name}");
+        checked.push(BlindSpot {
+            check: spot.check,
+            detail: text(&field("detail"), spot.detail, MAX_BLIND_SPOT_TEXT_CHARS)?,
+            fix: text(&field("fix"), spot.fix, MAX_BLIND_SPOT_TEXT_CHARS)?,
+        });
+    }
+    serde_json::to_string(&checked)
+        .map_err(|e| AppError::Internal(format!("blind spots to JSON: {e}")))
+}
+
+/// A non-empty string of at most `max_chars` characters without control characters.
+fn text(field: &str, value: String, max_chars: usize) -> AppResult<String> {
+    if value.trim().is_empty() {
+        return Err(AppError::invalid(field, "must not be empty"));
+    }
+    text_or_empty(field, value, max_chars)
+}
+
+fn text_or_empty(field: &str, value: String, max_chars: usize) -> AppResult<String> {
+    if value.chars().count() > max_chars {
+        return Err(AppError::invalid(
+            field,
+            format!("longer than {max_chars} characters"),
+        ));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(AppError::invalid(field, "contains control characters"));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    use crate::ingest::MAX_REPLAY_AGE_MS;
+
+    const NOW: i64 = 1_800_000_000_000;
+
+    fn report() -> serde_json::Value {
+        json!({
+            "agent": {"id": "m1", "run_id": "r1", "version": "0.1.0"},
+            "seq": 3,
+            "host": {"name": "hv1", "cpus": 4, "kernel": "6.1.0-57-amd64",
+                     "boot_id": "0F1E2D3C-4B5A-4978-8695-A4B3C2D1E0F9"},
+            "interval": {"start_ms": NOW - 10_000, "end_ms": NOW, "length_ns": 10_000_000_000u64},
+            "guests": [{
+                "hypervisor": "qemu", "name": "web", "uuid": "7D3B2C1A-0000-4000-8000-00000000ABCD",
+                "pid": 42, "vcpus": 2, "host_cpu_seconds": 0.8, "vcpu_wakeups": 12000,
+                "wakeups_source": "vcpu_threads", "boot_args": "nohz=off",
+                "totals": {"start_ticks": 1234, "host_cpu_seconds": 80.5, "vcpu_wakeups": 900000}
+            }]
+        })
+    }
+
+    fn check(value: serde_json::Value) -> AppResult<ValidReport> {
+        validate(serde_json::from_value(value).unwrap(), NOW)
+    }
+
+    #[test]
+    fn a_good_report_becomes_typed_values() {
+        let r = check(report()).unwrap();
+        assert_eq!(r.length_ms, 10_000.0);
+        let g = &r.guests[0];
+        assert_eq!(g.identity, "7d3b2c1a-0000-4000-8000-00000000abcd");
+        assert_eq!(g.hypervisor, Hypervisor::Qemu);
+        assert_eq!(g.wakeups_source, "vcpu_threads");
+        let totals = g.totals.as_ref().unwrap();
+        assert_eq!(
+            totals.process_key,
+            "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9:42:1234:vcpu_threads:stat_ticks",
+            "an agent that names no CPU source counted stat ticks"
+        );
+        assert_eq!(totals.vcpu_wakeups, 900_000);
+    }
+
+    #[test]
+    fn totals_without_the_host_boot_id_are_not_used() {
+        let mut r = report();
+        r["host"].as_object_mut().unwrap().remove("boot_id");
+        assert_eq!(check(r).unwrap().guests[0].totals, None);
+    }
+
+    #[test]
+    fn bad_values_are_refused_naming_the_field() {
+        let cases: [(&str, serde_json::Value, &str); 21] = [
+            (
+                "/guests/0/host_cpu_seconds",
+                json!(-0.1),
+                "guests[0].host_cpu_seconds",
+            ),
+            (
+                "/guests/0/host_cpu_seconds",
+                json!(41.0),
+                "guests[0].host_cpu_seconds",
+            ),
+            ("/guests/0/vcpus", json!(0), "guests[0].vcpus"),
+            (
+                "/guests/0/vcpu_wakeups",
+                json!(30_000_000u64),
+                "guests[0].vcpu_wakeups",
+            ),
+            ("/guests/0/name", json!(""), "guests[0].name"),
+            ("/guests/0/name", json!("evil\u{1b}[31m"), "guests[0].name"),
+            ("/guests/0/name", json!("x".repeat(300)), "guests[0].name"),
+            ("/guests/0/uuid", json!("not-a-uuid"), "guests[0].uuid"),
+            ("/host/cpus", json!(0), "host.cpus"),
+            (
+                "/interval/end_ms",
+                json!(NOW + 3_600_000),
+                "interval.end_ms",
+            ),
+            ("/interval/length_ns", json!(1000), "interval.length_ns"),
+            ("/interval/start_ms", json!(NOW + 1), "interval.end_ms"),
+            ("/interval/start_ms", json!(NOW), "interval.end_ms"),
+            ("/interval/end_ms", json!(0), "interval.end_ms"),
+            ("/interval/end_ms", json!(i64::MIN), "interval.end_ms"),
+            (
+                "/interval/end_ms",
+                json!(NOW - MAX_REPLAY_AGE_MS - 1),
+                "interval.end_ms",
+            ),
+            (
+                "/interval/length_ns",
+                json!(86_400_000_000_000u64),
+                "interval.length_ns",
+            ),
+            (
+                "/interval/start_ms",
+                json!(NOW - 1000),
+                "interval.length_ns",
+            ),
+            ("/host/boot_id", json!("reboot"), "host.boot_id"),
+            (
+                "/guests/0/totals/host_cpu_seconds",
+                json!(-1.0),
+                "guests[0].totals.host_cpu_seconds",
+            ),
+            (
+                "/guests/0/totals/vcpu_wakeups",
+                json!(u64::MAX),
+                "guests[0].totals.vcpu_wakeups",
+            ),
+        ];
+        for (pointer, value, field) in cases {
+            let mut r = report();
+            *r.pointer_mut(pointer).unwrap() = value.clone();
+            match check(r) {
+                Err(AppError::Invalid { field: f, .. }) => {
+                    assert_eq!(f, field, "{pointer} = {value}")
+                }
+                other => panic!("{pointer} = {value} was not refused: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn cpu_time_is_held_to_what_the_vm_can_use() {
+        // A 10 s interval: (host CPUs, vCPUs, how the vCPUs were counted, CPU seconds, taken).
+        let cases: [(u32, u32, &str, f64, bool); 10] = [
+            (64, 1, "vcpu_threads", 10.0, true),
+            (64, 1, "vcpu_threads", 50.2, true),
+            (64, 1, "vcpu_threads", 50.3, false),
+            (64, 1, "vcpu_threads", 80.0, false),
+            // A vCPU count read from a command line is no bound: only the host's CPUs are.
+            (64, 1, "whole_process", 80.0, true),
+            (64, 1, "whole_process", 643.0, true),
+            (64, 1, "whole_process", 643.3, false),
+            (4, 2, "vcpu_threads", 40.1, true),
+            (4, 2, "vcpu_threads", 40.3, false),
+            // More vCPUs than the host has (overcommit): the host's CPUs bound it.
+            (8, 16, "vcpu_threads", 80.3, true),
+        ];
+        for (host_cpus, vcpus, source, cpu_s, taken) in cases {
+            let mut r = report();
+            r["host"]["cpus"] = json!(host_cpus);
+            r["guests"][0]["vcpus"] = json!(vcpus);
+            r["guests"][0]["wakeups_source"] = json!(source);
+            r["guests"][0]["host_cpu_seconds"] = json!(cpu_s);
+            let case = format!("{cpu_s} s of {vcpus} vCPUs ({source}) on {host_cpus} CPUs");
+            match check(r) {
+                Ok(_) => assert!(taken, "{case} was taken"),
+                Err(AppError::Invalid { field, .. }) => {
+                    assert!(!taken, "{case} was refused");
+                    assert_eq!(field, "guests[0].host_cpu_seconds", "{case}");
+                }
+                Err(other) => panic!("{case}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn guests_sharing_a_name_on_one_host_stay_apart() {
+        let mut r = report();
+        let mut g = r["guests"][0].clone();
+        g.as_object_mut().unwrap().remove("uuid");
+        g["pid"] = json!(43);
+        let mut g2 = g.clone();
+        g2["pid"] = json!(44);
+        r["guests"] = json!([g, g2]);
+        let v = check(r).unwrap();
+        assert_eq!(v.guests[0].identity, "name:web");
+        assert_eq!(v.guests[1].identity, "name:web#2");
+        // A third VM really called "web#2" (no UUID) still gets an identity of its own.
+        let mut r = report();
+        let mut g = r["guests"][0].clone();
+        g.as_object_mut().unwrap().remove("uuid");
+        let mut g3 = g.clone();
+        g3["name"] = json!("web#2");
+        r["guests"] = json!([g.clone(), g3, g]);
+        let ids: Vec<String> = check(r)
+            .unwrap()
+            .guests
+            .into_iter()
+            .map(|g| g.identity)
+            .collect();
+        assert_eq!(ids, ["name:web", "name:web#2", "name:web#3"]);
+    }
+}
