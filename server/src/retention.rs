@@ -131,7 +131,7 @@ pub fn spawn(state: AppState, retention: Retention, every: Duration) {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            match run(&state, retention, crate::clock::now_ms()).await {
+            match run(&state, retention, state.clock.now_ms()).await {
                 Ok(o) if o.guests > 0 || o.five_minute_merged > 0 || o.expired > 0 => {
                     tracing::info!(
                         guests = o.guests,

@@ -7,7 +7,6 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::{Caller, Role};
-use crate::clock::now_ms;
 use crate::db::AlertRow;
 use crate::error::{AppResult, ErrorBody};
 use crate::state::AppState;
@@ -99,6 +98,6 @@ async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<A
             .into_iter()
             .map(Into::into)
             .collect(),
-        generated_ms: now_ms(),
+        generated_ms: state.clock.now_ms(),
     }))
 }

@@ -15,7 +15,6 @@ use utoipa_axum::routes;
 use crate::analysis::cost::CostModel;
 use crate::analysis::plan::PlanGroup;
 use crate::auth::{Caller, Role};
-use crate::clock::now_ms;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::export;
 use crate::fleet::{self, AnalysedGuest};
@@ -92,7 +91,7 @@ async fn guests_csv(
 ) -> AppResult<impl IntoResponse> {
     caller.require(Role::Viewer)?;
     let Query(query) = query.map_err(|e| AppError::BadRequest(e.body_text()))?;
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guests = state.ranked(now).await;
     let so_far = if query.history {
         fleet::waste_so_far_of(&state.db, &guests, now).await?
@@ -119,7 +118,7 @@ struct PlanInputs {
 
 impl PlanInputs {
     async fn now(state: &AppState) -> PlanInputs {
-        let now_ms = now_ms();
+        let now_ms = state.clock.now_ms();
         let guests = state.ranked(now_ms).await;
         PlanInputs {
             now_ms,
@@ -258,7 +257,7 @@ struct PlanJson {
 )]
 async fn plan_json(State(state): State<AppState>, caller: Caller) -> AppResult<Json<PlanJson>> {
     caller.require(Role::Viewer)?;
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guests = state.ranked(now).await;
     Ok(Json(PlanJson {
         generated_ms: now,

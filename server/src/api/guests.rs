@@ -12,7 +12,6 @@ use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::suggest::Suggestion;
 use crate::auth::{Caller, Role};
-use crate::clock::now_ms;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::fleet::{self, AnalysedGuest, Totals, WasteSoFar};
 use crate::state::AppState;
@@ -211,7 +210,7 @@ struct GuestList {
 )]
 async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<GuestList>> {
     caller.require(Role::Viewer)?;
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guests = state.ranked(now).await;
     // Only guests still reporting count towards what was realised.
     let mut changes = state.changes(now).await;
@@ -259,7 +258,7 @@ async fn one(
 ) -> AppResult<Json<GuestJson>> {
     caller.require(Role::Viewer)?;
     let Path(id) = id.map_err(|_| AppError::NotFound("a guest id is a number".into()))?;
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guest = state
         .guest(id, now)
         .await?

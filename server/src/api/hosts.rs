@@ -8,7 +8,6 @@ use utoipa_axum::routes;
 
 use crate::analysis::cost::CostModel;
 use crate::auth::{Caller, Role};
-use crate::clock::now_ms;
 use crate::error::{AppResult, ErrorBody};
 use crate::fleet::{self, HostTotals};
 use crate::state::AppState;
@@ -43,7 +42,7 @@ struct HostList {
 )]
 async fn list(State(state): State<AppState>, caller: Caller) -> AppResult<Json<HostList>> {
     caller.require(Role::Viewer)?;
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guests = state.ranked(now).await;
     let mut hosts = fleet::host_totals(&guests, &state.cost_model());
     fleet::with_host_rows(&mut hosts, &state.db.hosts().await?, now);

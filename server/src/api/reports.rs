@@ -9,7 +9,6 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::{Caller, Role};
-use crate::clock::now_ms;
 use crate::db::StoreOutcome;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::ingest;
@@ -85,7 +84,7 @@ async fn receive(
     let started = std::time::Instant::now();
     let stored = async {
         let report = super::json_body(body, MAX_REPORT_BYTES)?;
-        let now = now_ms();
+        let now = state.clock.now_ms();
         let report = ingest::validate(report, now)?;
         let outcome = state.store_report(&report, caller.token_id()?, now).await?;
         Ok::<_, AppError>((report, outcome))

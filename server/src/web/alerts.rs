@@ -23,7 +23,6 @@ use crate::alerts::labels;
 use crate::alerts::{RuleKind, Scope, as_silences};
 use crate::analysis::alerting::{self, Silence};
 use crate::auth::{PageUser, User};
-use crate::clock::now_ms;
 use crate::db::{AlertRow, NewReceiver, NewRule, RuleRow};
 use crate::error::{AppError, AppResult};
 use crate::state::AppState;
@@ -172,7 +171,7 @@ async fn render(
     notice: String,
     error: String,
 ) -> Result<Response, PageError> {
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let silence_rows = state.db.silences(now).await?;
     let in_force = as_silences(&silence_rows);
     let open = state.db.open_alerts().await?;
@@ -303,7 +302,11 @@ pub async fn acknowledge(
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let id = id_of(id, "alert")?;
-    if !state.db.acknowledge_alert(id, &user.name, now_ms()).await? {
+    if !state
+        .db
+        .acknowledge_alert(id, &user.name, state.clock.now_ms())
+        .await?
+    {
         return Err(AppError::NotFound("There is no such open alert.".into()).into());
     }
     tracing::info!(admin = ?user.name, alert = id, "alert acknowledged");
@@ -363,7 +366,7 @@ pub async fn create_silence(
         };
         let hours = number("hours", &form.hours, 0.1, 24.0 * 90.0)?;
         let reason = label("reason", &form.reason, MAX_PATTERN_CHARS)?;
-        let now = now_ms();
+        let now = state.clock.now_ms();
         let ends = now + (hours * 3_600_000.0) as i64;
         state
             .db
@@ -384,7 +387,7 @@ pub async fn expire_silence(
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let id = id_of(id, "silence")?;
-    if !state.db.expire_silence(id, now_ms()).await? {
+    if !state.db.expire_silence(id, state.clock.now_ms()).await? {
         return Err(AppError::NotFound("There is no such silence still running.".into()).into());
     }
     tracing::info!(admin = ?user.name, silence = id, "silence expired");
@@ -482,7 +485,7 @@ pub async fn create_rule(
         let rule = form.rule()?;
         state
             .db
-            .save_alert_rule(None, &rule, &user.name, now_ms())
+            .save_alert_rule(None, &rule, &user.name, state.clock.now_ms())
             .await?;
         tracing::info!(admin = ?user.name, rule = ?rule.name, "alert rule added");
         Ok(format!("Rule {} added.", rule.name))
@@ -539,7 +542,7 @@ pub async fn save_rule(
         Ok(new) => {
             state
                 .db
-                .save_alert_rule(Some(id), &new, &user.name, now_ms())
+                .save_alert_rule(Some(id), &new, &user.name, state.clock.now_ms())
                 .await?;
             tracing::info!(admin = ?user.name, rule = ?new.name, "alert rule changed");
             done(&session, format!("Rule {} saved.", new.name), "rules").await
@@ -708,7 +711,10 @@ pub async fn create_receiver(
         let mut receiver = form.receiver()?;
         receiver.auth_header = receiver.auth_header.filter(|a| !a.is_empty());
         receiver.ca_pem = receiver.ca_pem.filter(|c| !c.is_empty());
-        state.db.insert_receiver(&receiver, now_ms()).await?;
+        state
+            .db
+            .insert_receiver(&receiver, state.clock.now_ms())
+            .await?;
         tracing::info!(admin = ?user.name, receiver = ?receiver.name, "receiver added");
         Ok(format!(
             "Receiver {} added: it gets every alert that fires or resolves from now on.",

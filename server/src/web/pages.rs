@@ -19,7 +19,6 @@ use crate::analysis::cost;
 use crate::analysis::history::Figures;
 use crate::analysis::suggest::Suggestion;
 use crate::auth::PageUser;
-use crate::clock::now_ms;
 use crate::error::AppError;
 use crate::fleet::{self, AnalysedGuest, Totals};
 use crate::state::AppState;
@@ -124,7 +123,7 @@ pub async fn overview(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
 ) -> Result<OverviewPage, PageError> {
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guests = state.ranked(now).await;
     let totals = fleet::totals(&guests, &state.cost_model());
     let host_rows = hosts::host_lines(&state, &guests, now).await?;
@@ -280,7 +279,7 @@ pub async fn guest(
 ) -> Result<GuestPage, PageError> {
     let not_found = || AppError::NotFound("There is no such guest.".into());
     let Path(id) = id.map_err(|_| not_found())?;
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guest = state.guest(id, now).await?.ok_or_else(not_found)?;
     let samples = state
         .db
@@ -543,7 +542,7 @@ pub async fn plan(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
 ) -> Result<PlanPage, PageError> {
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guests = state.ranked(now).await;
     let model = &state.cost_model();
     let money = |pct: f64| {
@@ -631,7 +630,7 @@ pub async fn guests(
 ) -> Result<GuestsPage, PageError> {
     let Query(query) = query
         .map_err(|e| AppError::BadRequest(format!("this view's address is not valid: {e}")))?;
-    let guests = state.ranked(now_ms()).await;
+    let guests = state.ranked(state.clock.now_ms()).await;
     let filter = |param, label, chosen: &str, field: fn(&AnalysedGuest) -> String| {
         let mut choices = guest_list::choices(&guests, field);
         // A value no active guest has (a silent host's) still shows as the one applied.

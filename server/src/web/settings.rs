@@ -24,7 +24,6 @@ use super::pages::PageError;
 use super::view;
 use crate::analysis::cost::CostModel;
 use crate::auth::{self, PageUser, Role, User, UserRole};
-use crate::clock::now_ms;
 use crate::error::{AppError, AppResult};
 use crate::state::AppState;
 
@@ -94,7 +93,7 @@ async fn render(
     fill: impl FnOnce(&mut SettingsPage),
 ) -> Result<Response, PageError> {
     user.require_admin()?;
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let when = |ms: Option<i64>| ms.map_or("never".to_string(), |ms| view::ago(ms, now));
     let tokens = state
         .db
@@ -225,7 +224,7 @@ pub async fn create_token(
                 role.as_str(),
                 &auth::token_hash(&token),
                 host.as_deref(),
-                now_ms(),
+                state.clock.now_ms(),
             )
             .await?;
         tracing::info!(admin = ?user.name, token = ?name, role = role.as_str(), "token created");
@@ -253,7 +252,7 @@ pub async fn revoke_token(
 ) -> Result<Response, PageError> {
     admin_form(&user, &session, form.csrf.as_deref()).await?;
     let Path(id) = id.map_err(|_| AppError::NotFound("There is no such token.".into()))?;
-    if !state.db.revoke_token(id, now_ms()).await? {
+    if !state.db.revoke_token(id, state.clock.now_ms()).await? {
         return Err(
             AppError::NotFound("There is no such token, or it was revoked before.".into()).into(),
         );
@@ -297,7 +296,7 @@ pub async fn create_user(
         let hash = auth::hash_password_async(form.password).await?;
         state
             .db
-            .insert_user(&name, role.as_str(), &hash, now_ms())
+            .insert_user(&name, role.as_str(), &hash, state.clock.now_ms())
             .await?;
         tracing::info!(admin = ?user.name, user = ?name, role = role.as_str(), "user created");
         Ok(name)
