@@ -13,8 +13,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use common::{Server, guest, server_with};
+use common::{Server, guest, server_with_clock};
 use tickscope_server::alerts;
+use tickscope_server::clock::{Clock, SharedClock, SystemClock};
 use tickscope_server::db::NewReceiver;
 use tickscope_server::ingest;
 use tickscope_server::state::{AppState, Options};
@@ -28,6 +29,10 @@ struct Receiver {
     /// When each request arrived: the gaps between attempts, measured where they land, so a
     /// slow test loop cannot shrink them.
     arrivals: Arc<Mutex<Vec<std::time::Instant>>>,
+    /// When each request arrived on the server's clock, for a receiver made [`Receiver::on`]
+    /// it: the waits a test steps that clock through instead of sleeping.
+    arrivals_ms: Arc<Mutex<Vec<i64>>>,
+    clock: Option<SharedClock>,
     authorization: Arc<Mutex<Vec<Option<String>>>>,
     fail_first: usize,
     fail_status: u16,
@@ -39,11 +44,24 @@ impl Receiver {
     }
 
     async fn failing_with(fail_first: usize, fail_status: u16) -> (Receiver, String) {
-        let receiver = Receiver {
+        Receiver::serve(Receiver {
             fail_first,
             fail_status,
             ..Receiver::default()
-        };
+        })
+        .await
+    }
+
+    /// A receiver that answers every request, and notes when each arrived on `clock`.
+    async fn on(clock: SharedClock) -> (Receiver, String) {
+        Receiver::serve(Receiver {
+            clock: Some(clock),
+            ..Receiver::default()
+        })
+        .await
+    }
+
+    async fn serve(receiver: Receiver) -> (Receiver, String) {
         let app = axum::Router::new()
             .route("/hook", post(receive))
             .with_state(receiver.clone());
@@ -64,6 +82,9 @@ async fn receive(
     Json(body): Json<Value>,
 ) -> StatusCode {
     r.arrivals.lock().unwrap().push(std::time::Instant::now());
+    if let Some(clock) = &r.clock {
+        r.arrivals_ms.lock().unwrap().push(clock.now_ms());
+    }
     r.authorization.lock().unwrap().push(
         headers
             .get("authorization")
@@ -125,11 +146,19 @@ async fn set_duration(s: &Server, duration_s: i64) {
 }
 
 async fn server(retry_base_ms: i64) -> Server {
-    server_with(Options {
-        retry_base_ms,
-        external_url: "https://tickscope.example".into(),
-        ..Options::default()
-    })
+    server_on(retry_base_ms, Arc::new(SystemClock)).await
+}
+
+/// [`server`] reading the time from `clock`.
+async fn server_on(retry_base_ms: i64, clock: SharedClock) -> Server {
+    server_with_clock(
+        Options {
+            retry_base_ms,
+            external_url: "https://tickscope.example".into(),
+            ..Options::default()
+        },
+        clock,
+    )
     .await
 }
 
@@ -548,8 +577,9 @@ fn six_tickers() -> Vec<Value> {
 #[tokio::test]
 async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wait_the_group_interval()
  {
-    let s = server(20).await;
-    let (receiver, url) = Receiver::start(0).await;
+    let clock = common::manual_clock();
+    let s = server_on(20, clock.clone()).await;
+    let (receiver, url) = Receiver::on(clock.clone()).await;
     s.db.insert_receiver(
         &NewReceiver {
             group_wait_s: 2,
@@ -562,15 +592,15 @@ async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wa
     .await
     .unwrap();
     set_duration(&s, 0).await;
-    // On the real clock: group wait and interval are counted from when rows were written.
-    let start = tickscope_server::clock::now_ms();
+    // On the server's clock: group wait and interval are counted from when rows were written.
+    let start = clock.now_ms();
     report_at(&s, 0, start, six_tickers()).await;
     let evaluated = alerts::evaluate(&s.state, start).await.unwrap();
     assert_eq!((evaluated.firing, evaluated.notifications), (6, 6));
     // Within the group wait: nothing is sent.
     assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 0);
     assert!(receiver.payloads().is_empty());
-    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
+    clock.advance_ms(2_100);
     assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 6);
     let payloads = receiver.payloads();
     assert_eq!(payloads.len(), 1, "one POST for the group");
@@ -596,7 +626,7 @@ async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wa
     // The rule is narrowed to `web-*`: the two others are no longer watched, so their alerts
     // resolve, told together after the group interval since the last POST, with the labels
     // they fired with.
-    let later = tickscope_server::clock::now_ms();
+    let later = clock.now_ms();
     let mut rule = tickscope_server::db::NewRule::from(s.db.alert_rules().await.unwrap().remove(0));
     rule.scope = "name".into();
     rule.scope_value = "web-*".into();
@@ -611,15 +641,19 @@ async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wa
         "within the group interval"
     );
     while alerts::deliver_due(&s.state).await.unwrap() == 0 {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(
+            clock.now_ms() - later < 60_000,
+            "the group interval never ended"
+        );
+        clock.advance_ms(100);
     }
     let payloads = receiver.payloads();
     assert_eq!(payloads.len(), 2);
-    let arrivals = receiver.arrivals.lock().unwrap().clone();
+    let arrivals_ms = receiver.arrivals_ms.lock().unwrap().clone();
     assert!(
-        arrivals[1] - arrivals[0] >= std::time::Duration::from_secs(3),
-        "{:?}",
-        arrivals[1] - arrivals[0]
+        arrivals_ms[1] - arrivals_ms[0] >= 3_000,
+        "{} ms",
+        arrivals_ms[1] - arrivals_ms[0]
     );
     // The POST lists the whole group, as Alertmanager's: the two resolved and the four that
     // still fire, so the group is still firing.

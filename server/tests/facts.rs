@@ -5,8 +5,9 @@ mod common;
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use common::{Reply, Server, fleet_report, server};
+use common::{Reply, Server, fleet_report, manual_clock, server, server_with_clock};
 use tickscope_server::auth;
+use tickscope_server::state::Options;
 
 const UUID: &str = "564d9a3b-1234-5678-9abc-def012345678";
 /// The same UUID as VMware shows it to the guest: first three fields byte-swapped.
@@ -338,7 +339,8 @@ async fn a_second_change_is_measured_against_the_first_not_across_it() {
 
 #[tokio::test]
 async fn the_guests_own_idle_time_decides_which_intervals_are_waste() {
-    let s = server().await;
+    let clock = manual_clock();
+    let s = server_with_clock(Options::default(), clock.clone()).await;
     // The guest says it was idle 99.5 % of the time, then that it worked (30 % idle), while the
     // host saw the same 5.3 % of a core: only the idle reading's interval counts as waste, and
     // its tick is still judged on that idle interval.
@@ -358,7 +360,7 @@ async fn the_guests_own_idle_time_decides_which_intervals_are_waste() {
 
     // Readings of one source closer than a second apart are not kept (a guest posting in a loop
     // cannot grow the table), so the next report comes a little later.
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    clock.advance_ms(1100);
     let mut working = idle;
     working["idle_fraction"] = json!(0.3);
     let reply = s

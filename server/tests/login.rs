@@ -7,7 +7,8 @@ use std::process::{Command, Stdio};
 
 use axum::http::{Method, StatusCode};
 
-use common::{PASSWORD, csrf_in, fleet_report, form, server};
+use common::{PASSWORD, csrf_in, fleet_report, form, manual_clock, server, server_with_clock};
+use tickscope_server::state::Options;
 
 #[tokio::test]
 async fn every_page_sends_a_visitor_without_a_session_to_the_login_page() {
@@ -499,7 +500,8 @@ async fn the_overview_links_every_figure_to_the_list_behind_it() {
 
 #[tokio::test]
 async fn repeated_wrong_passwords_hold_a_name_back_known_or_not() {
-    let s = server().await;
+    let clock = manual_clock();
+    let s = server_with_clock(Options::default(), clock.clone()).await;
     s.login("alice", "viewer").await;
     for _ in 0..5 {
         let wrong = s.submit_login("alice", "not the password").await;
@@ -519,7 +521,8 @@ async fn repeated_wrong_passwords_hold_a_name_back_known_or_not() {
         s.submit_login("mallory", "guess").await.status,
         StatusCode::TOO_MANY_REQUESTS
     );
-    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    // The two seconds' wait passes.
+    clock.advance_ms(2100);
     assert_eq!(
         s.submit_login("alice", PASSWORD).await.status,
         StatusCode::SEE_OTHER

@@ -3,6 +3,8 @@
 
 pub mod processes;
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
@@ -11,6 +13,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use tickscope_server::auth;
+use tickscope_server::clock::{ManualClock, SharedClock, SystemClock};
 use tickscope_server::db::Db;
 use tickscope_server::state::{AppState, Options};
 use tickscope_server::{app, clock};
@@ -30,17 +33,31 @@ pub async fn server() -> Server {
 
 /// A server with other options (a fast notification retry, say).
 pub async fn server_with(options: Options) -> Server {
+    server_with_clock(options, Arc::new(SystemClock)).await
+}
+
+/// A clock for [`server_with_clock`] that stands still until the test moves it, starting at the
+/// wall clock's now (what [`report`] dates its reports by).
+pub fn manual_clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(clock::now_ms()))
+}
+
+/// A server that reads the time from `clock`: a test steps a [`ManualClock`] past a wait (a
+/// webhook group's, a login throttle's, a cache's) instead of sleeping through it.
+pub async fn server_with_clock(options: Options, clock: SharedClock) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(&dir.path().join("t.db")).await.unwrap();
     let mut tokens = vec![];
     for role in ["agent", "viewer"] {
         let token = auth::new_token().unwrap();
-        db.insert_token(role, role, &auth::token_hash(&token), None, clock::now_ms())
+        db.insert_token(role, role, &auth::token_hash(&token), None, clock.now_ms())
             .await
             .unwrap();
         tokens.push(token);
     }
-    let state = AppState::new(db.clone(), options).await.unwrap();
+    let state = AppState::with_clock(db.clone(), options, clock)
+        .await
+        .unwrap();
     Server {
         dir,
         db,
@@ -225,7 +242,7 @@ impl Server {
         if self.db.user_by_name(name).await.unwrap().is_none() {
             let hash = auth::hash_password(PASSWORD).unwrap();
             self.db
-                .insert_user(name, role, &hash, clock::now_ms())
+                .insert_user(name, role, &hash, self.state.clock.now_ms())
                 .await
                 .unwrap();
         }
