@@ -12,7 +12,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::processes::{Processes, add_token, agent_binary, free_port, start_server};
+use common::processes::{
+    Processes, add_token, agent_binary, free_port, start_server, wait_for_count,
+};
 use tickscope_server::db::Db;
 
 fn start_agent(url: &str, token: &str, spool: &Path, interval: &str, extra: &[&str]) -> Child {
@@ -93,10 +95,27 @@ fn stored(db: &Path, run_id: &str) -> (Vec<i64>, i64) {
     })
 }
 
-fn kill(mut child: Child) {
-    child.kill().unwrap();
-    child.wait().unwrap();
+/// Reports stored in the database, from every run.
+fn stored_count(db: &Path) -> usize {
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let db = Db::open(db).await.unwrap();
+        let (reports, _) = db.count_reports_and_samples().await.unwrap();
+        db.close().await;
+        reports as usize
+    })
 }
+
+/// Reports the agent has dropped from its spool so far (none before it wrote its state).
+fn spool_dropped(spool: &Path) -> usize {
+    if spool.join("state.json").exists() {
+        spool_state(spool).dropped as usize
+    } else {
+        0
+    }
+}
+
+/// Long enough for a loaded machine; a healthy one takes seconds.
+const PATIENCE: Duration = Duration::from_secs(60);
 
 #[test]
 #[ignore = "runs the real binaries for about 20 s; run by scripts/test.sh"]
@@ -107,16 +126,18 @@ fn reports_made_while_the_server_is_down_arrive_once_each_in_order() {
     let token = add_token(&db, "agent");
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let agent = start_agent(&url, &token, &spool, "0.3", &[]);
-    std::thread::sleep(Duration::from_secs(3));
-    let waited = pending(&spool);
-    assert!(waited >= 3, "reports wait in the spool");
     let mut processes = Processes::default();
+    processes.add(
+        "tickscope-agent",
+        start_agent(&url, &token, &spool, "0.3", &[]),
+    );
+    let waited = wait_for_count("reports waiting in the spool", 3, PATIENCE, || {
+        pending(&spool)
+    });
     processes.add("tickscope-server", start_server_on(&db, port));
     // The agent retries after 0.3 s, doubling up to... it reaches the server within seconds.
-    std::thread::sleep(Duration::from_secs(2));
     drained(&spool);
-    kill(agent);
+    processes.kill("tickscope-agent");
     let state = spool_state(&spool);
     let (seqs, dropped) = stored(&db, &state.run_id);
     assert_eq!(state.dropped, 0);
@@ -138,8 +159,14 @@ fn a_spool_full_during_an_outage_drops_the_oldest_and_says_so() {
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     // Room for about three empty reports.
-    let agent = start_agent(&url, &token, &spool, "0.3", &["--spool-max-kib", "1"]);
-    std::thread::sleep(Duration::from_secs(4));
+    let mut processes = Processes::default();
+    processes.add(
+        "tickscope-agent",
+        start_agent(&url, &token, &spool, "0.3", &["--spool-max-kib", "1"]),
+    );
+    wait_for_count("reports dropped from a 1 KiB spool", 1, PATIENCE, || {
+        spool_dropped(&spool)
+    });
     let bytes: u64 = std::fs::read_dir(spool.join("pending"))
         .unwrap()
         .map(|e| e.unwrap().metadata().unwrap().len())
@@ -153,11 +180,9 @@ fn a_spool_full_during_an_outage_drops_the_oldest_and_says_so() {
         .max()
         .unwrap();
     assert!(bytes <= 1024 + newest, "{bytes} bytes in the spool");
-    let mut processes = Processes::default();
     processes.add("tickscope-server", start_server_on(&db, port));
-    std::thread::sleep(Duration::from_secs(2));
     drained(&spool);
-    kill(agent);
+    processes.kill("tickscope-agent");
     let state = spool_state(&spool);
     let (seqs, dropped_on_server) = stored(&db, &state.run_id);
     assert!(dropped_on_server > 0, "the server was told of the drops");
@@ -179,16 +204,30 @@ fn an_agent_killed_again_and_again_loses_and_repeats_nothing() {
     let token = add_token(&db, "agent");
     let mut processes = Processes::default();
     let url = start_server(&db, &[], &mut processes);
-    // kill -9 at moments that fall anywhere in its cycle: writing, sending, deleting.
+    // kill -9 at moments that fall anywhere in its cycle: writing, sending, deleting. Each run
+    // first gets a report stored, however slowly it starts, so that every run is seen.
     for ms in [700, 950, 1230, 810, 1500, 1040] {
-        let agent = start_agent(&url, &token, &spool, "0.2", &[]);
+        let before = stored_count(&db);
+        processes.add(
+            "tickscope-agent",
+            start_agent(&url, &token, &spool, "0.2", &[]),
+        );
+        wait_for_count(
+            "reports stored (this run's first)",
+            before + 1,
+            PATIENCE,
+            || stored_count(&db),
+        );
         std::thread::sleep(Duration::from_millis(ms));
-        kill(agent);
+        processes.kill("tickscope-agent");
     }
-    let agent = start_agent(&url, &token, &spool, "0.3", &[]);
-    std::thread::sleep(Duration::from_secs(1));
+    processes.add(
+        "tickscope-agent",
+        start_agent(&url, &token, &spool, "0.3", &[]),
+    );
+    wait_for_count("reports stored", 15, PATIENCE, || stored_count(&db));
     drained(&spool);
-    kill(agent);
+    processes.kill("tickscope-agent");
     let state = spool_state(&spool);
     let (seqs, _) = stored(&db, &state.run_id);
     // Stored once each, in order.
@@ -223,7 +262,7 @@ fn a_server_killed_under_load_loses_no_acknowledged_report_and_stores_none_twice
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     // Three agents, each with its own token, host and spool, every 0.2 s: 15 reports a second.
-    let mut agents = Vec::new();
+    let mut processes = Processes::default();
     let mut spools = Vec::new();
     for i in 0..3 {
         let token = add_token(&db, "agent");
@@ -244,25 +283,24 @@ fn a_server_killed_under_load_loses_no_acknowledged_report_and_stores_none_twice
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        agents.push(agent);
+        processes.add(&format!("tickscope-agent {i}"), agent);
         spools.push(spool);
     }
     // kill -9 the server at moments that fall anywhere in an ingest, and start it again.
     for ms in [1300, 870, 1550, 1010] {
-        let server = start_server_on(&db, port);
+        processes.add("tickscope-server", start_server_on(&db, port));
         std::thread::sleep(Duration::from_millis(ms));
-        kill(server);
+        processes.kill("tickscope-server");
         std::thread::sleep(Duration::from_millis(300));
     }
-    let mut processes = Processes::default();
     processes.add("tickscope-server", start_server_on(&db, port));
     // The agents back off up to a few seconds after the outages; let them catch up.
-    std::thread::sleep(Duration::from_secs(3));
+    wait_for_count("reports stored", 60, PATIENCE, || stored_count(&db));
     for spool in &spools {
         drained(spool);
     }
-    for agent in agents {
-        kill(agent);
+    for i in 0..spools.len() {
+        processes.kill(&format!("tickscope-agent {i}"));
     }
     let mut total = 0;
     for spool in &spools {

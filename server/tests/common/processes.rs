@@ -172,3 +172,26 @@ pub fn add_token(db: &Path, role: &str) -> String {
         .unwrap()
         .to_string()
 }
+
+/// Polls `count` until it reaches `at_least`, and returns what it counted then. Fails, saying
+/// what it waited for and how far it got, after `within`: generous, so that a loaded machine
+/// is slower but never wrong, and a test never decides its outcome by sleeping a fixed time.
+pub fn wait_for_count(
+    what: &str,
+    at_least: usize,
+    within: std::time::Duration,
+    mut count: impl FnMut() -> usize,
+) -> usize {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let counted = count();
+        if counted >= at_least {
+            return counted;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited {within:?} for {at_least} {what}; there were {counted}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
