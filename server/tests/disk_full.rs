@@ -13,7 +13,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use common::processes::{Processes, add_token, start_server};
+use common::processes::{Processes, add_token, output_with_stdin, start_server};
 use tickscope_server::db::Db;
 
 const UUID: &str = "5c8f6a0e-3b1d-4e2a-9f47-1d2c3b4a5e6f";
@@ -138,19 +138,14 @@ fn cookies_set(answer: &ureq::http::Response<ureq::Body>) -> Vec<String> {
 /// the session cookie (`name=value`).
 fn log_in(url: &str, db_path: &Path) -> String {
     use std::process::Stdio;
-    let mut add = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
-        .args(["user", "add", "alice", "--role", "admin", "--db"])
-        .arg(db_path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    add.stdin
-        .take()
-        .unwrap()
-        .write_all(b"correct horse battery\n")
-        .unwrap();
-    assert!(add.wait().unwrap().success());
+    let added = output_with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+            .args(["user", "add", "alice", "--role", "admin", "--db"])
+            .arg(db_path)
+            .stdout(Stdio::null()),
+        b"correct horse battery\n",
+    );
+    assert!(added.status.success());
     let browser = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)

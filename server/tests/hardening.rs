@@ -161,7 +161,8 @@ fn tokens_and_cookies_never_reach_the_log_even_at_trace_level() {
         .local_addr()
         .unwrap()
         .port();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+    let mut processes = common::processes::Processes::default();
+    let server = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
         .arg(&db)
         .env("TICKSCOPE_LOG", "trace")
@@ -169,6 +170,7 @@ fn tokens_and_cookies_never_reach_the_log_even_at_trace_level() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
+    processes.add("tickscope-server", server);
     let url = format!("http://127.0.0.1:{port}");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while ureq::get(&format!("{url}/healthz")).call().is_err() {
@@ -192,8 +194,7 @@ fn tokens_and_cookies_never_reach_the_log_even_at_trace_level() {
             .header("Cookie", cookie)
             .call();
     }
-    server.kill().unwrap();
-    server.wait().unwrap();
+    processes.kill("tickscope-server");
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(
         text.contains("/api/v1/guests"),

@@ -2,11 +2,11 @@
 
 mod common;
 
-use std::io::Write;
 use std::process::{Command, Stdio};
 
 use axum::http::{Method, StatusCode};
 
+use common::processes::output_with_stdin;
 use common::{PASSWORD, csrf_in, fleet_report, form, manual_clock, server, server_with_clock};
 use tickscope_server::state::Options;
 
@@ -214,16 +214,14 @@ fn user_add_reads_the_password_from_stdin_and_refuses_a_short_one() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("users.db");
     let add = |name: &str, password: &str| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
-            .args(["user", "add", name, "--role", "admin", "--db"])
-            .arg(&db)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
-        child.wait_with_output().unwrap()
+        output_with_stdin(
+            Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+                .args(["user", "add", name, "--role", "admin", "--db"])
+                .arg(&db)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+            format!("{password}\n").as_bytes(),
+        )
     };
     let out = add("carol", PASSWORD);
     assert!(
@@ -249,18 +247,16 @@ fn user_passwd_list_and_remove_on_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("users.db");
     let run = |args: &[&str], stdin: &str| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
-            .arg("user")
-            .args(args)
-            .arg("--db")
-            .arg(&db)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        writeln!(child.stdin.take().unwrap(), "{stdin}").unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = output_with_stdin(
+            Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+                .arg("user")
+                .args(args)
+                .arg("--db")
+                .arg(&db)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+            format!("{stdin}\n").as_bytes(),
+        );
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         (out.status.success(), text(&out.stdout), text(&out.stderr))
     };

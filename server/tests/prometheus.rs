@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::processes::{Processes, add_token, free_port, repo_root, start_server};
+use common::processes::{
+    Processes, add_token, free_port, output_with_stdin, repo_root, start_server,
+};
 
 /// What Prometheus 2.42 sends by default.
 const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
@@ -78,17 +80,13 @@ fn panel_queries(dashboard: &Value) -> Vec<(String, String)> {
 
 /// `promtool <args>`, with `stdin`: whether it succeeded, and what it said.
 fn promtool(promtool: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String) {
-    let mut child = Command::new(promtool)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-    drop(input);
-    let out = child.wait_with_output().unwrap();
+    let out = output_with_stdin(
+        Command::new(promtool)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        stdin.unwrap_or("").as_bytes(),
+    );
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -195,3 +195,18 @@ pub fn wait_for_count(
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// Runs `command` to its end with `stdin` written to it, and returns what it said (on the
+/// stdout and stderr the caller piped). If the input cannot be written the program is killed
+/// before the test fails, so that it is not left waiting for the rest.
+pub fn output_with_stdin(command: &mut Command, stdin: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = command.stdin(Stdio::piped()).spawn().unwrap();
+    let written = child.stdin.take().unwrap().write_all(stdin);
+    if let Err(e) = written {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("could not write to {command:?}: {e}");
+    }
+    child.wait_with_output().unwrap()
+}
