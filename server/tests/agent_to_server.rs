@@ -6,25 +6,14 @@ mod common;
 
 use std::path::Path;
 
+use common::copy_tree;
+
 use serde_json::Value;
 use tickscope_agent::client::{Client, Sender};
 use tickscope_agent::report::Reporter;
 use tickscope_agent::sampler::Sampler;
 use tickscope_agent::spool::{Bounds, Spool};
 use tickscope_agent::wire::{AgentInfo, HostInfo};
-
-fn copy_tree(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&target).unwrap();
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_reports_reach_the_ranking_and_a_resend_is_stored_once() {

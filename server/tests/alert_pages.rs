@@ -133,16 +133,7 @@ async fn every_alerts_form_needs_this_sessions_csrf_token() {
     let admin = s.login("ada", "admin").await;
     let other = s.login("bob", "admin").await;
     let before = snapshot(&s).await;
-    for (path, fields) in FORMS {
-        for csrf in [None, Some("0000"), Some(other.csrf.as_str())] {
-            let mut fields = fields.to_vec();
-            if let Some(csrf) = csrf {
-                fields.push(("csrf", csrf));
-            }
-            let reply = s.post_form(&admin, path, &fields).await;
-            assert_eq!(reply.status, StatusCode::FORBIDDEN, "{path} with {csrf:?}");
-        }
-    }
+    common::assert_forms_need_this_sessions_csrf(&s, &admin, &other, &FORMS).await;
     assert_eq!(snapshot(&s).await, before);
 }
 

@@ -468,3 +468,37 @@ pub fn loopback_certificate(dir: &std::path::Path) -> LoopbackCertificate {
         ca,
     }
 }
+
+/// Posts each of `forms` (path, fields) as `login` without a CSRF token, with a made-up one and
+/// with `other`'s (another session's): every one must be refused with 403.
+pub async fn assert_forms_need_this_sessions_csrf(
+    s: &Server,
+    login: &Login,
+    other: &Login,
+    forms: &[(&str, &[(&str, &str)])],
+) {
+    for (path, fields) in forms {
+        for csrf in [None, Some("0000"), Some(other.csrf.as_str())] {
+            let mut fields = fields.to_vec();
+            if let Some(csrf) = csrf {
+                fields.push(("csrf", csrf));
+            }
+            let reply = s.post_form(login, path, &fields).await;
+            assert_eq!(reply.status, StatusCode::FORBIDDEN, "{path} with {csrf:?}");
+        }
+    }
+}
+
+/// Copies the directory tree `from` into `to` (a recorded `/proc` into a temporary one).
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
