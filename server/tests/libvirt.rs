@@ -30,10 +30,6 @@ const AGENT_USER: &str = "tickscope-agent-test";
 /// The capabilities the shipped unit gives the agent, in setpriv's spelling.
 const UNIT_CAPS: &str = "-all,+sys_ptrace,+dac_read_search";
 
-/// The tests of this binary take turns: each boots TCG guests, and two at once on a small
-/// machine would slow each other's boots past any sensible timeout.
-static ONE_TEST_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn assets() -> PathBuf {
     let dir = std::env::var_os("TICKSCOPE_LIBVIRT_DIR")
         .map(PathBuf::from)
@@ -500,7 +496,7 @@ fn summary(g: &Value) -> String {
 #[test]
 #[ignore = "boots TCG guests under libvirt (root, libvirtd); run by scripts/test.sh"]
 fn a_libvirt_domain_is_found_and_its_probe_and_guest_agent_facts_arrive_without_tainting_it() {
-    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = common::processes::guest_turn();
     let release = kernel_release();
     let (_initrd_dir, initrd) = initramfs();
     // One domain with both channels, one with qemu-guest-agent's alone: the guest agent is then
@@ -581,7 +577,7 @@ fn a_libvirt_domain_is_found_and_its_probe_and_guest_agent_facts_arrive_without_
 #[test]
 #[ignore = "boots a TCG guest under libvirt twice (root, libvirtd); run by scripts/test.sh"]
 fn after_a_restart_with_another_command_line_the_verdict_follows_the_new_boot() {
-    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = common::processes::guest_turn();
     let (_initrd_dir, initrd) = initramfs();
     let mut domain = Domain::new("reboot", &initrd, true);
     let started = domain.start("nohz=off");
@@ -699,7 +695,7 @@ fn after_a_restart_with_another_command_line_the_verdict_follows_the_new_boot() 
 #[test]
 #[ignore = "starts a TCG guest under libvirt (root, libvirtd); run by scripts/test.sh"]
 fn an_agent_without_the_units_privileges_lists_its_blind_spots() {
-    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = common::processes::guest_turn();
     let (_initrd_dir, initrd) = initramfs();
     // Its QEMU process is all the agent needs to see: the guest need not finish booting.
     let mut domain = Domain::new("blind", &initrd, true);

@@ -35,10 +35,6 @@ fn guest_assets() -> PathBuf {
     dir
 }
 
-/// The guests of one binary take turns: several TCG guests at once on a small machine would
-/// disturb each other's idle figures.
-static ONE_TEST_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 struct Guest {
     name: &'static str,
     vcpus: u32,
@@ -274,7 +270,7 @@ fn find<'a>(ranked: &'a [Value], name: &str) -> (usize, &'a Value) {
 #[test]
 #[ignore = "boots real TCG guests for about a minute; run by scripts/test.sh"]
 fn idle_ticking_guests_rank_above_a_tickless_one() {
-    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = common::processes::guest_turn();
     let guests = [
         Guest {
             name: "tickless-1cpu",
@@ -368,7 +364,7 @@ fn idle_ticking_guests_rank_above_a_tickless_one() {
 #[test]
 #[ignore = "boots real TCG guests with the guest probe inside; run by scripts/test.sh"]
 fn the_guest_probe_reports_kernel_facts_through_a_serial_channel() {
-    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = common::processes::guest_turn();
     let assets = guest_assets();
     let release = std::fs::read_to_string(assets.join("kernel.package"))
         .unwrap()
@@ -441,7 +437,7 @@ fn guest_by_id(url: &str, viewer_token: &str, id: i64) -> Value {
 #[test]
 #[ignore = "boots a real TCG guest twice, with and without nohz=off; run by scripts/test.sh"]
 fn removing_nohz_off_saves_about_what_was_projected() {
-    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = common::processes::guest_turn();
     let (_initrd_dir, initrd) = probe_initramfs();
     let ticking = Guest {
         name: "reboot-me",
@@ -627,7 +623,7 @@ fn periodic_guests() -> [Guest; 2] {
 #[test]
 #[ignore = "boots real TCG guests of a kernel built without NO_HZ, with the probe; run by scripts/test.sh"]
 fn a_kernel_built_without_nohz_is_told_to_move_to_nohz_idle_at_its_own_hz() {
-    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = common::processes::guest_turn();
     let (kernel, release) = periodic_kernel();
     let (_initrd_dir, initrd) = probe_initramfs();
     let guests = periodic_guests();
@@ -694,7 +690,7 @@ fn a_kernel_built_without_nohz_is_told_to_move_to_nohz_idle_at_its_own_hz() {
 #[test]
 #[ignore = "boots real TCG guests of a kernel built without NO_HZ, seen from the host only; run by scripts/test.sh"]
 fn a_kernel_built_without_nohz_seen_only_from_the_host_is_periodic_and_given_no_wrong_hz() {
-    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = common::processes::guest_turn();
     let (kernel, _) = periodic_kernel();
     let guests = periodic_guests();
     // The idle initramfs of guest-assets.sh: no probe, no channel, so no facts.
@@ -740,7 +736,7 @@ fn a_kernel_built_without_nohz_seen_only_from_the_host_is_periodic_and_given_no_
 #[test]
 #[ignore = "boots a real TCG guest of a kernel built without NO_HZ whose config it cannot read; run by scripts/test.sh"]
 fn a_periodic_kernel_whose_config_cannot_be_read_is_judged_built_without_nohz() {
-    let _turn = ONE_TEST_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = common::processes::guest_turn();
     let (kernel, _) = periodic_kernel();
     // No /boot/config-*, and /proc/config.gz covered: the facts say dynticks off on every CPU
     // and no `nohz=off`, but not how the kernel was built.

@@ -210,3 +210,16 @@ pub fn output_with_stdin(command: &mut Command, stdin: &[u8]) -> std::process::O
     }
     child.wait_with_output().unwrap()
 }
+
+/// Tests that boot guests (real_guests, libvirt) take turns across the whole test binary: two
+/// TCG guests at once on a small machine disturb each other's idle figures and slow each
+/// other's boots past any sensible timeout.
+static ONE_GUEST_TEST_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Waits for this test's turn to boot guests; the turn ends when the guard is dropped. A test
+/// that failed during its turn does not stop the next one from taking it.
+pub fn guest_turn() -> std::sync::MutexGuard<'static, ()> {
+    ONE_GUEST_TEST_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
