@@ -2,7 +2,7 @@
 //! attacker sends, the server answers it without a 5xx or a panic, and a refused report changes
 //! nothing in the database.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};

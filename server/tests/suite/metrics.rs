@@ -1,7 +1,7 @@
 //! `/metrics`: every active guest for Prometheus, behind a token, in the format the scraper asks
 //! for.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

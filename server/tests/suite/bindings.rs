@@ -2,7 +2,7 @@
 //! and only an admin hands a host to another token; one host's reports can never make another
 //! host's look like repeats.
 
-mod common;
+use crate::common;
 
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};

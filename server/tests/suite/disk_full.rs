@@ -4,7 +4,7 @@
 //! Ignored by `cargo test`: they mount a small tmpfs, which needs root; `scripts/test.sh` runs
 //! them (as root).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::io::Write;

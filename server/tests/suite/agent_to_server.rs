@@ -2,7 +2,7 @@
 //! port: proves the wire format and the client end to end, without booting guests. The agent
 //! samples the `/proc` tree recorded from a real 2-vCPU `nohz=off` QEMU guest.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! `/alerts` and the alert sections of other pages: forms for admins only, each with CSRF,
 //! and names from VMs escaped.
 
-mod common;
+use crate::common;
 
 use axum::http::StatusCode;
 

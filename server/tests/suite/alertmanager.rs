@@ -6,7 +6,7 @@
 //!
 //! Without the binary the test says so and passes: `cargo test` must work on any machine.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! What an agent cannot see reaches the admin: in `GET /api/v1/hosts`, on the host's page, in the
 //! hosts list and on the overview; and a later report without them clears them.
 
-mod common;
+use crate::common;
 
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@
 //! "after the slow clients' timeouts" (seconds apart): the bounds are the issue's, with room
 //! for a loaded machine.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -2,7 +2,7 @@
 //! two guests look alike) are shown as escapes in pages, CSV exports and `/metrics`, while the API
 //! gives them back as stored.
 
-mod common;
+use crate::common;
 
 use axum::http::{Method, StatusCode};
 use serde_json::json;

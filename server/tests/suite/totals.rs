@@ -2,7 +2,7 @@
 //! guest's CPU time, a restarted VM is a new count and never a negative one, and a resent report
 //! counts once.
 
-mod common;
+use crate::common;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};

@@ -12,7 +12,7 @@
 //! (which `scripts/test.sh` runs) prepares all of it. Ignored by a plain `cargo test`; run with
 //! `cargo test -p tickscope-server --test libvirt -- --ignored`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

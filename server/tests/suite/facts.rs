@@ -1,6 +1,6 @@
 //! Guest facts through the API: forwarded by a host agent, or posted by the probe itself.
 
-mod common;
+use crate::common;
 
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};

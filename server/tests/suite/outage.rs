@@ -6,7 +6,7 @@
 //! Ignored by `cargo test` (they need the agent binary built beside the server's and take about
 //! a minute); `scripts/test.sh` runs them.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

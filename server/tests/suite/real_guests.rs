@@ -7,7 +7,7 @@
 //! it takes about a minute; run it with `cargo test -p tickscope-server --test real_guests --
 //! --ignored`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

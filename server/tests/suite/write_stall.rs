@@ -2,7 +2,7 @@
 //! makes no progress for `--write-timeout`, its connection is closed. (Apart from the other slow
 //! clients' tests: it keeps the server busy for seconds, which their timings need not share.)
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

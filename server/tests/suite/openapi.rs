@@ -1,7 +1,7 @@
 //! `GET /api/v1/openapi.json`: served to anyone, and true to the routes it describes. What the
 //! endpoints answer is checked against it by schemathesis (`scripts/schemathesis.sh`).
 
-mod common;
+use crate::common;
 
 use axum::http::{Method, StatusCode};
 use serde_json::Value;

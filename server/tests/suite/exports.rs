@@ -3,7 +3,7 @@
 //! plan's guests must each appear exactly once, its groups must join the guest exports, and
 //! hostile guest names must come through as data.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::process::Command;

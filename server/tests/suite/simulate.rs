@@ -1,7 +1,7 @@
 //! `tickscope-agent simulate` against the real server binary: a token per host made by
 //! `token add --count`, every simulated host and guest stored, nothing refused.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

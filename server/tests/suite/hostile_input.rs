@@ -2,7 +2,7 @@
 //! refused before any work and without being kept; guesses at the current password are
 //! throttled like logins.
 
-mod common;
+use crate::common;
 
 use axum::http::{Method, StatusCode};
 

@@ -7,7 +7,7 @@
 //! Each test is skipped, saying so, when the binary it needs is not installed
 //! (`apt-get install prometheus`; scripts/test.sh installs it).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

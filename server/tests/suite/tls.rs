@@ -1,7 +1,7 @@
 //! `serve --tls-cert --tls-key`: the server speaks HTTPS itself, sends HSTS and Secure cookies,
 //! and the agent reports to it trusting a private CA. Certificates are made for the test (rcgen).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! Dashboard logins: sessions, CSRF, and what needs a login.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 

@@ -1,6 +1,6 @@
 //! The settings page: tokens, users and the cost model, for admins only, every form with CSRF.
 
-mod common;
+use crate::common;
 
 use axum::http::{Method, StatusCode};
 

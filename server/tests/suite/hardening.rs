@@ -1,7 +1,7 @@
 //! The server's hardening: security headers on every response, a per-token rate limit on
 //! ingest, and a request that takes too long (a client sending its body slowly) answered 408.
 
-mod common;
+use crate::common;
 
 use std::num::NonZeroU32;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Rollups and retention: a guest's history read from rollups is what its raw samples gave, and
 //! retention deletes only what it should.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

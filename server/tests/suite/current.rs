@@ -1,7 +1,7 @@
 //! The fleet's current state, kept up to date host by host as reports and facts arrive, must be
 //! what analysing every guest's window from scratch gives.
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 

@@ -1,6 +1,6 @@
 //! The HTTP API and pages, called in-process through the router against a real SQLite file.
 
-mod common;
+use crate::common;
 
 use axum::http::{Method, StatusCode};
 use serde_json::json;

@@ -6,7 +6,7 @@
 //! `cargo test -p tickscope-server --test browser -- --ignored`. Full-page screenshots of each
 //! page land in `target/browser-screenshots/`.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! receiver on loopback (Alertmanager's payload format, grouped as Alertmanager groups, and the
 //! plain JSON one), retries, what is not retried, and a restart in the middle.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
