@@ -45,6 +45,9 @@ scripts/guest-assets.sh >/dev/null
 scripts/periodic-kernel.sh >/dev/null
 # The real-guest test runs the agent binary, which belongs to another package of the workspace.
 cargo build --workspace --bins
-cargo test --workspace -- --include-ignored
+# The server's integration tests are one binary (server/tests/suite): the tests that boot guests
+# run apart from the rest and one at a time, so that no other test shares the machine with them.
+cargo test --workspace -- --include-ignored --skip real_guests:: --skip libvirt::
+cargo test -p tickscope-server --test suite -- --include-ignored --test-threads=1 real_guests:: libvirt::
 scripts/schemathesis.sh
 scripts/packages.sh

@@ -166,7 +166,7 @@ pub async fn start(state: &AppState) -> AppResult<()> {
     }
     if db.user_by_name(DEMO_USER).await?.is_none() {
         let hash = auth::hash_password(DEMO_PASSWORD)?;
-        db.insert_user(DEMO_USER, UserRole::Admin, &hash, now_ms())
+        db.insert_user(DEMO_USER, UserRole::Admin, &hash, state.clock.now_ms())
             .await?;
     }
     // Reports are stored against a token bound to their host, as an agent's are; these tokens
@@ -181,7 +181,7 @@ pub async fn start(state: &AppState) -> AppResult<()> {
                 crate::domain::TokenRole::Agent,
                 &auth::token_hash(&token),
                 Some(host),
-                now_ms(),
+                state.clock.now_ms(),
             )
             .await?;
         token_ids.push(id);
@@ -198,7 +198,7 @@ pub async fn start(state: &AppState) -> AppResult<()> {
     };
     // A demo database opened again keeps its history and simply goes on reporting.
     if reports_before == 0 {
-        let now = now_ms();
+        let now = state.clock.now_ms();
         for i in (0..BACKFILL_INTERVALS).rev() {
             fleet.report_all(state, now - i * INTERVAL_MS).await?;
         }
@@ -209,7 +209,7 @@ pub async fn start(state: &AppState) -> AppResult<()> {
         ticker.tick().await;
         loop {
             ticker.tick().await;
-            if let Err(e) = fleet.report_all(&state, now_ms()).await {
+            if let Err(e) = fleet.report_all(&state, state.clock.now_ms()).await {
                 tracing::warn!(error = %e, "demo fleet could not report");
             }
         }
@@ -227,7 +227,7 @@ impl Fleet {
     async fn report_all(&mut self, state: &AppState, end_ms: i64) -> AppResult<()> {
         for (host, &token_id) in self.hosts.iter_mut().zip(&self.token_ids) {
             let report = host.report(end_ms, INTERVAL_MS);
-            let valid = ingest::validate(report, now_ms())?;
+            let valid = ingest::validate(report, state.clock.now_ms())?;
             // Received when it ended, on the simulated timeline: the backfill's reports then
             // spread over the window as an agent's would, instead of arriving all at once.
             state.store_report(&valid, token_id, end_ms).await?;

@@ -2,8 +2,6 @@
 //! what the server saw (a pure function of the write probe, the free space and the last
 //! report's fault).
 
-use std::time::Duration as StdDuration;
-
 use serde::Serialize;
 
 use crate::error::{AppError, AppResult};
@@ -55,33 +53,33 @@ pub fn judge(
 /// wait before they send again, and a write probe that works then speaks for itself).
 #[derive(Debug, Default)]
 pub struct StorageStatus {
-    fault: std::sync::Mutex<Option<(std::time::Instant, String)>>,
-    /// `/readyz`'s last answer and when it was found, reused for a moment.
-    pub probe_cache: tokio::sync::Mutex<Option<(std::time::Instant, Readiness)>>,
+    /// The fault, and when it was met (ms, on the state's clock).
+    fault: std::sync::Mutex<Option<(i64, String)>>,
+    /// `/readyz`'s last answer and when it was found (ms, on the state's clock), reused for a
+    /// moment.
+    pub probe_cache: tokio::sync::Mutex<Option<(i64, Readiness)>>,
 }
 
 impl StorageStatus {
     /// The storage fault the last report met, if it met one.
-    pub fn fault(&self) -> Option<String> {
-        const REMEMBERED_FOR: StdDuration = StdDuration::from_secs(60);
+    pub fn fault(&self, now_ms: i64) -> Option<String> {
+        const REMEMBERED_FOR_MS: i64 = 60_000;
         self.fault
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .filter(|(at, _)| at.elapsed() < REMEMBERED_FOR)
+            .filter(|(at_ms, _)| now_ms - at_ms < REMEMBERED_FOR_MS)
             .map(|(_, fault)| fault.clone())
     }
 
-    pub(crate) fn record<T>(&self, result: &AppResult<T>) {
+    pub(crate) fn record<T>(&self, result: &AppResult<T>, now_ms: i64) {
         let fault = match result {
             Ok(_) => None,
             // A full disk may let the write probe through (SQLite reuses its write-ahead log's
             // pages) while reports do not fit: remembered. A database that is read-only or
             // failing fails the probe itself; one busy for a moment is no reason to be pulled
             // from a load balancer.
-            Err(e @ AppError::StorageFull { .. }) => {
-                Some((std::time::Instant::now(), e.to_string()))
-            }
+            Err(e @ AppError::StorageFull { .. }) => Some((now_ms, e.to_string())),
             // Refused for itself (a bad value, a wrong host), or busy: says nothing lasting
             // about the storage.
             Err(_) => return,

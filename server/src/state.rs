@@ -112,7 +112,7 @@ impl AppState {
             })
             .await
             .map_err(AppError::from);
-        self.storage.record(&outcome);
+        self.storage.record(&outcome, self.clock.now_ms());
         let outcome = outcome?;
         if let StoreOutcome::Stored { host_id, .. } = outcome {
             // As of when the report arrived (a backfill's reports arrive on their own timeline).

@@ -191,7 +191,7 @@ pub fn spawn(
 /// One POST of every alert to announce now; a failure is logged and counted, and the next
 /// send (on the cadence) carries the same alerts again.
 async fn send(state: &AlertContext, agent: &ureq::Agent, target: &Target, ends_ahead_ms: i64) {
-    let now_ms = crate::clock::now_ms();
+    let now_ms = state.clock.now_ms();
     let alerts = match state
         .db
         .alerts_to_announce(now_ms - RESOLVED_SENT_FOR_MS)

@@ -25,7 +25,7 @@ pub fn spawn(
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            match evaluate(&evaluating, crate::clock::now_ms()).await {
+            match evaluate(&evaluating, evaluating.clock.now_ms()).await {
                 // Alertmanager hears of a change at once, not at the next resend.
                 Ok(e) if e.transitions > 0 => changed.send_modify(|n| *n += 1),
                 Ok(_) => {}
@@ -41,7 +41,7 @@ pub fn spawn(
             // Sleep until the next group is due (at most a minute), or until an evaluation
             // writes a new notification.
             let wait_ms = match webhook::next_delivery_ms(&state).await {
-                Ok(Some(at)) => (at - crate::clock::now_ms()).clamp(50, 60_000),
+                Ok(Some(at)) => (at - state.clock.now_ms()).clamp(50, 60_000),
                 _ => 60_000,
             };
             let _ = tokio::time::timeout(

@@ -252,7 +252,7 @@ where
 {
     let state = &AlertContext::from_ref(state);
     let mut per_receiver: Vec<(ReceiverId, Vec<PendingGroup>)> = Vec::new();
-    let now_ms = crate::clock::now_ms();
+    let now_ms = state.clock.now_ms();
     // Only groups due now: a receiver with none has nothing to read or post this round.
     for group in state.db.pending_groups().await? {
         if group_due_ms(&group) > now_ms {
@@ -297,7 +297,7 @@ async fn deliver_groups(
     };
     let external_url = state.external_url.clone();
     // Read once for all the groups of this round: what still fires, and what is silenced.
-    let round_ms = crate::clock::now_ms();
+    let round_ms = state.clock.now_ms();
     let firing: Vec<AlertRow> = state
         .db
         .open_alerts()
@@ -307,7 +307,7 @@ async fn deliver_groups(
         .collect();
     let silences = super::rules::silences_in_force(&state.db, round_ms).await?;
     'groups: for group in groups {
-        let now_ms = crate::clock::now_ms();
+        let now_ms = state.clock.now_ms();
         let rows = state
             .db
             .group_notifications(group.receiver_id, &group.group_key, now_ms)
@@ -343,7 +343,7 @@ async fn deliver_groups(
         };
         for (told, body) in bodies {
             let sent = post(&receiver, body).await?;
-            let now_ms = crate::clock::now_ms();
+            let now_ms = state.clock.now_ms();
             let ids: Vec<OutboxId> = told.iter().map(|r| r.id).collect();
             match sent {
                 Ok(()) => {

@@ -8,7 +8,6 @@ use utoipa_axum::routes;
 
 use super::errors::ReadErrors;
 use crate::auth::Viewer;
-use crate::clock::now_ms;
 use crate::db::AlertRow;
 use crate::error::AppResult;
 use crate::state::AppState;
@@ -96,6 +95,6 @@ async fn list(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<
             .into_iter()
             .map(Into::into)
             .collect(),
-        generated_ms: now_ms(),
+        generated_ms: state.clock.now_ms(),
     }))
 }

@@ -16,7 +16,6 @@ use super::errors::ReadErrors;
 use crate::analysis::cost::CostModel;
 use crate::analysis::plan::PlanGroup;
 use crate::auth::Viewer;
-use crate::clock::now_ms;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::export;
 use crate::fleet::{self, AnalysedGuest};
@@ -89,7 +88,7 @@ async fn guests_csv(
     query: Result<Query<GuestsCsvQuery>, QueryRejection>,
 ) -> AppResult<impl IntoResponse> {
     let Query(query) = query.map_err(|e| AppError::BadRequest(e.body_text()))?;
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guests = state.ranked(now).await;
     let so_far = if query.history {
         fleet::waste_so_far_of(&state.db, &guests, now).await?
@@ -116,7 +115,7 @@ struct PlanInputs {
 
 impl PlanInputs {
     async fn now(state: &AppState) -> PlanInputs {
-        let now_ms = now_ms();
+        let now_ms = state.clock.now_ms();
         let guests = state.ranked(now_ms).await;
         PlanInputs {
             now_ms,
@@ -239,7 +238,7 @@ struct PlanJson {
     )
 )]
 async fn plan_json(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<PlanJson>> {
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guests = state.ranked(now).await;
     Ok(Json(PlanJson {
         generated_ms: now,

@@ -10,7 +10,6 @@ use utoipa_axum::routes;
 
 use super::body::json_body;
 use crate::auth::GuestToken;
-use crate::clock::now_ms;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::ingest::facts;
 use crate::state::AppState;
@@ -77,10 +76,10 @@ async fn receive(
         })?;
     state
         .db
-        .record_guest_facts(token_id, &uuid, guest_id, &facts, now_ms())
+        .record_guest_facts(token_id, &uuid, guest_id, &facts, state.clock.now_ms())
         .await?;
     if let Some(host_id) = state.db.guest_host_id(guest_id).await? {
-        state.refresh_host(host_id.0, now_ms());
+        state.refresh_host(host_id.0, state.clock.now_ms());
     }
     Ok(Json(FactsAccepted {
         status: "stored",

@@ -13,7 +13,6 @@ use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::suggest::Suggestion;
 use crate::auth::Viewer;
-use crate::clock::now_ms;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::fleet::{self, AnalysedGuest, Totals, WasteSoFar};
 use crate::state::AppState;
@@ -208,7 +207,7 @@ struct GuestList {
     )
 )]
 async fn list(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<GuestList>> {
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guests = state.ranked(now).await;
     // Only guests still reporting count towards what was realised.
     let mut changes = state.changes(now).await;
@@ -252,7 +251,7 @@ async fn one(
     id: Result<Path<i64>, PathRejection>,
 ) -> AppResult<Json<GuestJson>> {
     let Path(id) = id.map_err(|_| AppError::NotFound("a guest id is a number".into()))?;
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guest = state
         .guest(id, now)
         .await?

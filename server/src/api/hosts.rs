@@ -9,7 +9,6 @@ use utoipa_axum::routes;
 use super::errors::ReadErrors;
 use crate::analysis::cost::CostModel;
 use crate::auth::Viewer;
-use crate::clock::now_ms;
 use crate::error::AppResult;
 use crate::fleet::{self, HostTotals};
 use crate::state::AppState;
@@ -40,7 +39,7 @@ struct HostList {
     )
 )]
 async fn list(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<HostList>> {
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guests = state.ranked(now).await;
     let mut hosts = fleet::host_totals(&guests, &state.cost_model());
     fleet::with_host_rows(&mut hosts, &state.db.hosts().await?, now);

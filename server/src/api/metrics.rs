@@ -9,7 +9,6 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 
 use crate::auth::Viewer;
-use crate::clock::now_ms;
 use crate::error::AppResult;
 use crate::fleet::ACTIVE_WITHIN_MS;
 use crate::metrics::{Scrape, format};
@@ -29,7 +28,7 @@ async fn metrics(
             .get(header::ACCEPT)
             .and_then(|value| value.to_str().ok()),
     );
-    let now_ms = now_ms();
+    let now_ms = state.clock.now_ms();
     let guests = state.ranked(now_ms).await;
     let totals = state.db.process_totals(now_ms - ACTIVE_WITHIN_MS).await?;
     let hosts = state.db.hosts().await?;

@@ -10,7 +10,6 @@ use utoipa_axum::routes;
 
 use super::body::json_body;
 use crate::auth::AgentToken;
-use crate::clock::now_ms;
 use crate::db::StoreOutcome;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::ingest;
@@ -84,7 +83,7 @@ async fn receive(
     let started = std::time::Instant::now();
     let stored = async {
         let report = json_body(body, MAX_REPORT_BYTES)?;
-        let now = now_ms();
+        let now = state.clock.now_ms();
         let report = ingest::validate(report, now)?;
         let outcome = state.store_report(&report, token_id, now).await?;
         Ok::<_, AppError>((report, outcome))

@@ -13,7 +13,6 @@ use super::flash::{self, Back, NoticePage};
 use super::form::{BoundedForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
 use crate::auth::{self, PageUser, User};
-use crate::clock::now_ms;
 use crate::error::AppError;
 use crate::state::AppState;
 
@@ -96,7 +95,7 @@ pub async fn change_password(
             .user_by_id(crate::domain::UserId(user.id))
             .await?
             .ok_or_else(|| AppError::NotFound("there is no such user".into()))?;
-        if let Err(wait_s) = state.login_throttle.check(&row.name, now_ms()) {
+        if let Err(wait_s) = state.login_throttle.check(&row.name, state.clock.now_ms()) {
             tracing::info!(user = ?row.name, wait_s, "password change held back after wrong current passwords");
             return Err(AppError::TooManyRequests {
                 message: format!(
@@ -106,7 +105,7 @@ pub async fn change_password(
             });
         }
         if !auth::check_password(form.current, Some(row.password_hash)).await? {
-            state.login_throttle.failed(&row.name, now_ms());
+            state.login_throttle.failed(&row.name, state.clock.now_ms());
             tracing::info!(user = ?row.name, "password change refused: wrong current password");
             return Err(AppError::invalid("current", "is not your current password"));
         }

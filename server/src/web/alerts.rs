@@ -23,7 +23,6 @@ use crate::alerts::labels;
 use crate::alerts::{RuleKind, Scope, as_silences};
 use crate::analysis::alerting::{self, Silence};
 use crate::auth::User;
-use crate::clock::now_ms;
 use crate::db::{AlertRow, NewReceiver, NewRule, RuleRow};
 use crate::error::{AppError, AppResult};
 use crate::state::AppState;
@@ -190,7 +189,7 @@ async fn render(
     notice: String,
     error: String,
 ) -> Result<Response, PageError> {
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let silence_rows = state.db.silences(now).await?;
     let in_force = as_silences(&silence_rows);
     let open = state.db.open_alerts().await?;
@@ -300,7 +299,7 @@ pub async fn acknowledge(
     let id = id_of(id, "alert")?;
     if !state
         .db
-        .acknowledge_alert(crate::domain::AlertId(id), &user.name, now_ms())
+        .acknowledge_alert(crate::domain::AlertId(id), &user.name, state.clock.now_ms())
         .await?
     {
         return Err(AppError::NotFound("There is no such open alert.".into()).into());
@@ -365,7 +364,7 @@ pub async fn create_silence(
         };
         let hours = number("hours", &form.hours, 0.1, 24.0 * 90.0)?;
         let reason = label("reason", &form.reason, MAX_PATTERN_CHARS)?;
-        let now = now_ms();
+        let now = state.clock.now_ms();
         let ends = now + (hours * 3_600_000.0) as i64;
         state
             .db
@@ -394,7 +393,7 @@ pub async fn expire_silence(
     let id = id_of(id, "silence")?;
     if !state
         .db
-        .expire_silence(crate::domain::SilenceId(id), now_ms())
+        .expire_silence(crate::domain::SilenceId(id), state.clock.now_ms())
         .await?
     {
         return Err(AppError::NotFound("There is no such silence still running.".into()).into());
@@ -497,7 +496,7 @@ pub async fn create_rule(
         let rule = form.rule()?;
         state
             .db
-            .save_alert_rule(None, &rule, &user.name, now_ms())
+            .save_alert_rule(None, &rule, &user.name, state.clock.now_ms())
             .await?;
         tracing::info!(admin = ?user.name, rule = ?rule.name, "alert rule added");
         Ok(format!("Rule {} added.", rule.name))
@@ -555,7 +554,12 @@ pub async fn save_rule(
         Ok(new) => {
             state
                 .db
-                .save_alert_rule(Some(crate::domain::RuleId(id)), &new, &user.name, now_ms())
+                .save_alert_rule(
+                    Some(crate::domain::RuleId(id)),
+                    &new,
+                    &user.name,
+                    state.clock.now_ms(),
+                )
                 .await?;
             tracing::info!(admin = ?user.name, rule = ?new.name, "alert rule changed");
             BACK.done(&session, format!("Rule {} saved.", new.name), "rules")
@@ -725,7 +729,10 @@ pub async fn create_receiver(
         let mut receiver = form.receiver()?;
         receiver.auth_header = receiver.auth_header.filter(|a| !a.is_empty());
         receiver.ca_pem = receiver.ca_pem.filter(|c| !c.is_empty());
-        state.db.insert_receiver(&receiver, now_ms()).await?;
+        state
+            .db
+            .insert_receiver(&receiver, state.clock.now_ms())
+            .await?;
         tracing::info!(admin = ?user.name, receiver = ?receiver.name, "receiver added");
         Ok(format!(
             "Receiver {} added: it gets every alert that fires or resolves from now on.",

@@ -11,7 +11,6 @@ use super::guest_view::{GuestInputs, GuestPage};
 use crate::alerts::silences_in_force;
 use crate::analysis::history::Figures;
 use crate::auth::PageUser;
-use crate::clock::now_ms;
 use crate::db::FactsEventRow;
 use crate::error::AppError;
 use crate::fleet::{self, AnalysedGuest};
@@ -30,7 +29,7 @@ pub async fn guest(
 ) -> Result<GuestPage, PageError> {
     let not_found = || AppError::NotFound("There is no such guest.".into());
     let Path(id) = id.map_err(|_| not_found())?;
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guest = state.guest(id, now).await?.ok_or_else(not_found)?;
     let samples = state
         .db

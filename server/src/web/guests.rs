@@ -11,7 +11,6 @@ use super::frame::Frame;
 use super::guest_list::{self, Column, ListQuery};
 use super::view::GuestRow;
 use crate::auth::PageUser;
-use crate::clock::now_ms;
 use crate::error::AppError;
 use crate::fleet::AnalysedGuest;
 use crate::state::AppState;
@@ -68,7 +67,7 @@ pub async fn guests(
 ) -> Result<GuestsPage, PageError> {
     let Query(query) = query
         .map_err(|e| AppError::BadRequest(format!("this view's address is not valid: {e}")))?;
-    let guests = state.ranked(now_ms()).await;
+    let guests = state.ranked(state.clock.now_ms()).await;
     let filter = |param, label, chosen: &str, field: fn(&AnalysedGuest) -> String| {
         let mut choices = guest_list::choices(&guests, field);
         // A value no active guest has (a silent host's) still shows as the one applied.

@@ -12,7 +12,6 @@ use super::error::PageError;
 use super::frame::Frame;
 use super::view::{self, GuestRow};
 use crate::auth::PageUser;
-use crate::clock::now_ms;
 use crate::db::HostRow;
 use crate::error::{AppError, AppResult};
 use crate::fleet::{self, AnalysedGuest, HostTotals};
@@ -120,7 +119,7 @@ pub async fn list(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
 ) -> Result<HostsPage, PageError> {
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let host_rows = host_lines(&state, &state.ranked(now).await, now).await?;
     Ok(HostsPage {
         frame: Frame::new(&state, &user, &session).await?,
@@ -149,7 +148,7 @@ pub async fn one(
 ) -> Result<HostPage, PageError> {
     let not_found = || AppError::NotFound("There is no such host.".into());
     let Path(id) = id.map_err(|_| not_found())?;
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let host = state
         .db
         .hosts()

@@ -12,7 +12,6 @@ use super::error::PageError;
 use super::form::{BoundedForm, CsrfForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
 use crate::auth::{self, PageUser};
-use crate::clock::now_ms;
 use crate::state::AppState;
 
 #[derive(Template, WebTemplate)]
@@ -92,7 +91,7 @@ pub async fn submit(
 ) -> Result<Response, PageError> {
     auth::check_login_csrf(&headers, form.csrf.as_deref())?;
     let name = form.name.trim().to_string();
-    if let Err(wait_s) = state.login_throttle.check(&name, now_ms()) {
+    if let Err(wait_s) = state.login_throttle.check(&name, state.clock.now_ms()) {
         tracing::info!(name = ?name, wait_s, "login held back after repeated failures");
         let mut page = login_page(
             &state,
@@ -110,7 +109,7 @@ pub async fn submit(
     let phc = user.as_ref().map(|u| u.password_hash.clone());
     let matches = auth::check_password(form.password, phc).await?;
     let Some(user) = user.filter(|_| matches) else {
-        state.login_throttle.failed(&name, now_ms());
+        state.login_throttle.failed(&name, state.clock.now_ms());
         tracing::info!(name = ?name, "login refused");
         return login_page(
             &state,
@@ -122,7 +121,7 @@ pub async fn submit(
     };
     state.login_throttle.succeeded(&name);
     auth::log_in(&session, user.id.0, &user.password_hash).await?;
-    state.db.record_login(user.id, now_ms()).await?;
+    state.db.record_login(user.id, state.clock.now_ms()).await?;
     tracing::info!(user = ?user.name, "logged in");
     Ok(Redirect::to(auth::safe_next(form.next.as_deref())).into_response())
 }

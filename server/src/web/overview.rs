@@ -16,7 +16,6 @@ use super::view::{self, GuestRow};
 use crate::alerts::silences_in_force;
 use crate::analysis::cost;
 use crate::auth::PageUser;
-use crate::clock::now_ms;
 use crate::fleet::{self, AnalysedGuest, Totals};
 use crate::state::AppState;
 
@@ -88,7 +87,7 @@ pub async fn overview(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
 ) -> Result<OverviewPage, PageError> {
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guests = state.ranked(now).await;
     let totals = fleet::totals(&guests, &state.cost_model());
     let host_rows = hosts::host_lines(&state, &guests, now).await?;

@@ -10,7 +10,6 @@ use super::view::{self, Segment};
 use crate::analysis::change_kind::{ChangeKind, Needs};
 use crate::analysis::cost;
 use crate::auth::PageUser;
-use crate::clock::now_ms;
 use crate::fleet;
 use crate::state::AppState;
 
@@ -57,7 +56,7 @@ pub async fn plan(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
 ) -> Result<PlanPage, PageError> {
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let guests = state.ranked(now).await;
     let model = &state.cost_model();
     let money = |pct: f64| {

@@ -25,7 +25,6 @@ use super::frame::Frame;
 use super::view;
 use crate::analysis::cost::CostModel;
 use crate::auth::{self, Role, User, UserRole};
-use crate::clock::now_ms;
 use crate::error::{AppError, AppResult};
 use crate::state::AppState;
 
@@ -93,7 +92,7 @@ async fn render(
     fill: impl FnOnce(&mut SettingsPage),
 ) -> Result<Response, PageError> {
     user.require_admin()?;
-    let now = now_ms();
+    let now = state.clock.now_ms();
     let when = |ms: Option<i64>| ms.map_or("never".to_string(), |ms| view::ago(ms, now));
     let tokens = state
         .db
@@ -225,7 +224,7 @@ pub async fn create_token(
                 role,
                 &auth::token_hash(&token),
                 host.as_deref(),
-                now_ms(),
+                state.clock.now_ms(),
             )
             .await?;
         tracing::info!(admin = ?user.name, token = ?name, role = role.as_str(), "token created");
@@ -253,7 +252,7 @@ pub async fn revoke_token(
     let Path(id) = id.map_err(|_| AppError::NotFound("There is no such token.".into()))?;
     if !state
         .db
-        .revoke_token(crate::domain::TokenId(id), now_ms())
+        .revoke_token(crate::domain::TokenId(id), state.clock.now_ms())
         .await?
     {
         return Err(
@@ -299,7 +298,10 @@ pub async fn create_user(
         let role = UserRole::parse(&form.role)
             .ok_or_else(|| AppError::invalid("role", "must be admin or viewer"))?;
         let hash = auth::hash_password_async(form.password).await?;
-        state.db.insert_user(&name, role, &hash, now_ms()).await?;
+        state
+            .db
+            .insert_user(&name, role, &hash, state.clock.now_ms())
+            .await?;
         tracing::info!(admin = ?user.name, user = ?name, role = role.as_str(), "user created");
         Ok(name)
     }

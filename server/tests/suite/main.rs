@@ -1,0 +1,42 @@
+//! The server's integration tests, in one test binary: each file of this directory is a module,
+//! so the server is linked once for all of them instead of once per file. Run one file's tests
+//! with its module path as the filter: `cargo test -p tickscope-server --test suite login::`.
+//!
+//! Tests marked `#[ignore]` need what `cargo test` alone may not have (the agent binary, root,
+//! QEMU, libvirt, Chromium, Alertmanager, Prometheus); `scripts/test.sh` runs them. The tests
+//! that boot guests (`real_guests`, `libvirt`) take turns through `common::processes::guest_turn`.
+
+mod common;
+
+mod agent_to_server;
+mod alert_pages;
+mod alertmanager;
+mod alerts;
+mod api;
+mod bindings;
+mod blind_spots;
+mod browser;
+mod current;
+mod demo;
+mod disk_full;
+mod exports;
+mod facts;
+mod hardening;
+mod hostile_input;
+mod hostile_reports;
+mod libvirt;
+mod login;
+mod metrics;
+mod migrations;
+mod openapi;
+mod outage;
+mod prometheus;
+mod real_guests;
+mod rollups;
+mod settings;
+mod simulate;
+mod slow_clients;
+mod tls;
+mod totals;
+mod visible_names;
+mod write_stall;

@@ -1,0 +1,95 @@
+//! `tickscope-agent simulate` against the real server binary: a token per host made by
+//! `token add --count`, every simulated host and guest stored, nothing refused.
+
+use crate::common;
+
+use std::process::Command;
+
+use common::processes::{Processes, agent_binary, start_server};
+use tickscope_server::db::{Db, GuestScope};
+
+#[tokio::test]
+#[ignore = "runs the agent binary; run by scripts/test.sh"]
+async fn a_simulated_fleet_reports_every_host_and_guest() {
+    let work = tempfile::tempdir().unwrap();
+    let db_path = work.path().join("sim.db");
+    let tokens = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+        .args([
+            "token", "add", "sim-host", "--role", "agent", "--count", "3", "--db",
+        ])
+        .arg(&db_path)
+        .output()
+        .unwrap();
+    assert!(
+        tokens.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tokens.stderr)
+    );
+    let tokens_file = work.path().join("tokens");
+    std::fs::write(&tokens_file, &tokens.stdout).unwrap();
+    assert_eq!(String::from_utf8_lossy(&tokens.stdout).lines().count(), 3);
+
+    let mut processes = Processes::default();
+    let url = start_server(&db_path, &[], &mut processes);
+    let simulate = Command::new(agent_binary())
+        .args([
+            "simulate",
+            "--server",
+            &url,
+            "--hosts",
+            "3",
+            "--guests-per-host",
+            "5",
+            "--interval",
+            "0.5",
+            "--duration",
+            "3",
+            "--seed",
+            "7",
+            "--tokens-file",
+        ])
+        .arg(&tokens_file)
+        .output()
+        .expect("the agent binary is built (cargo build --workspace)");
+    let stdout = String::from_utf8_lossy(&simulate.stdout);
+    assert!(
+        simulate.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&simulate.stderr)
+    );
+    let taken: u64 = stdout.split_whitespace().next().unwrap().parse().unwrap();
+    // Three hosts, a report every half second for three seconds.
+    assert!((12..=21).contains(&taken), "{stdout}");
+
+    let db = Db::open(&db_path).await.unwrap();
+    let (reports, samples) = db.count_reports_and_samples().await.unwrap();
+    assert_eq!(reports as u64, taken);
+    assert!(samples > 0);
+    let guests = db
+        .guests_in(GuestScope::Active { since_ms: 0 })
+        .await
+        .unwrap();
+    let mut hosts: Vec<&str> = guests.iter().map(|g| g.host_name.as_str()).collect();
+    hosts.sort();
+    hosts.dedup();
+    assert_eq!(hosts, ["sim-host-0001", "sim-host-0002", "sim-host-0003"]);
+    assert_eq!(guests.len(), 15);
+
+    // Fewer tokens than hosts is refused before anything is sent (a token reports for one host).
+    let refused = Command::new(agent_binary())
+        .args([
+            "simulate",
+            "--server",
+            &url,
+            "--hosts",
+            "4",
+            "--duration",
+            "1",
+            "--tokens-file",
+        ])
+        .arg(&tokens_file)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("one per host"));
+}
