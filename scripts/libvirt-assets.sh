@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepares the host for server/tests/libvirt.rs; safe to run again. Needs root.
+# Prepares the host for server/tests/suite/libvirt.rs; safe to run again. Needs root.
 #
 # - Starts what libvirt's system instance needs when nothing started it (no systemd here):
 #   the D-Bus system bus (libvirtd asks polkit over it whether a non-root client may manage

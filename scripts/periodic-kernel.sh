@@ -2,7 +2,7 @@
 # Builds the periodic test guest's kernel: Debian's linux-source-6.1 with `make tinyconfig` plus
 # scripts/periodic-kernel.config (CONFIG_HZ_PERIODIC=y, CONFIG_HZ_1000=y, and only what the test
 # guests need). A kernel built without NO_HZ, which no boot parameter makes tickless, for the
-# real-guest tests (server/tests/real_guests.rs).
+# real-guest tests (server/tests/suite/real_guests.rs).
 # Cached under $TICKSCOPE_PERIODIC_KERNEL_DIR (default ~/.cache/tickscope/periodic-kernel, outside
 # the checkout so that a fresh clone does not build it again)/<hash of the fragment's settings
 # and the source package's version>: built again only when either changes. Prints that

@@ -9,19 +9,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# chromium and chromium-driver: the browser tests (server/tests/browser.rs).
+# chromium and chromium-driver: the browser tests (server/tests/suite/browser.rs).
 # python3-venv and curl: schemathesis against the OpenAPI document (scripts/schemathesis.sh).
 # systemd (systemd-analyze), adduser and strace: the Debian packages' test (scripts/packages.sh).
 # libvirt-daemon-system, libvirt-clients, qemu-guest-agent, dbus and kmod: the libvirt test
-# (server/tests/libvirt.rs, scripts/libvirt-assets.sh); setpriv comes with util-linux.
-# prometheus (Prometheus and promtool 2.42): server/tests/prometheus.rs checks /metrics and
+# (server/tests/suite/libvirt.rs, scripts/libvirt-assets.sh); setpriv comes with util-linux.
+# prometheus (Prometheus and promtool 2.42): server/tests/suite/prometheus.rs checks /metrics and
 # contrib/prometheus/ with promtool and runs a real Prometheus against the demo.
 # linux-source-6.1 and the kernel's build tools: the periodic guest kernel
 # (scripts/periodic-kernel.sh).
 # prometheus-alertmanager: the real Alertmanager tickscope sends alerts to
-# (server/tests/alertmanager.rs).
+# (server/tests/suite/alertmanager.rs).
 # ansible-core, python3-yaml and poppler-utils: the export tests read the plan's inventory with
-# ansible-inventory and PyYAML and the printed demo plan with pdftotext (server/tests/exports.rs).
+# ansible-inventory and PyYAML and the printed demo plan with pdftotext (server/tests/suite/exports.rs).
 packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl
     systemd adduser strace libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod
     linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils
@@ -37,6 +37,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${as_root[@]}" apt-get update -qq
     DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# The code's map holds (docs/architecture.md): no import circle, no child importing its parent,
+# no module importing a higher layer. Layers lowest first, as the map lists them.
+python3 scripts/module-cycles.py server/src --layers "$(cat scripts/server-layers.txt)"
+python3 scripts/module-cycles.py agent/src
 
 scripts/guest-assets.sh >/dev/null
 # Starts libvirtd and what it needs, adds the agent's test user, keeps the virtio modules.

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::db::StoreError;
+use crate::db::error::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {

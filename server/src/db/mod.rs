@@ -11,7 +11,7 @@
 //! database; every function is exercised by the tests against a real SQLite file.
 
 mod alerts;
-mod error;
+pub mod error;
 mod facts;
 mod guests;
 mod history;
