@@ -13,8 +13,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// 32 random bytes from the OS, in hex.
 pub fn random_hex() -> AppResult<String> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| AppError::Internal(format!("no randomness from the OS: {e}")))?;
+    getrandom::fill(&mut bytes).map_err(AppError::NoRandomness)?;
     Ok(hex::encode(bytes))
 }
 

@@ -52,6 +52,21 @@ pub enum AppError {
     Database(StoreError),
     #[error("{0}")]
     Internal(String),
+    /// Writing a value out (JSON, CSV, YAML, the metrics text) failed: the server's problem.
+    #[error("{what}: {source}")]
+    Encode {
+        what: &'static str,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Work the request waited on, off the async threads, stopped before it answered.
+    #[error("{what} stopped: {source}")]
+    Stopped {
+        what: &'static str,
+        source: tokio::task::JoinError,
+    },
+    /// The OS gave no randomness for a token or a session.
+    #[error("no randomness from the OS: {0}")]
+    NoRandomness(getrandom::Error),
     /// The request body is not sent as the media type the endpoint reads (`application/json`).
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -63,6 +78,19 @@ impl AppError {
             field: field.into(),
             reason: reason.into(),
         }
+    }
+
+    /// Writing `what` out failed.
+    pub fn encode(what: &'static str, e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        AppError::Encode {
+            what,
+            source: Box::new(e),
+        }
+    }
+
+    /// The task doing `what` stopped.
+    pub fn stopped(what: &'static str, source: tokio::task::JoinError) -> Self {
+        AppError::Stopped { what, source }
     }
 
     pub fn status(&self) -> StatusCode {
@@ -78,7 +106,11 @@ impl AppError {
             AppError::Unavailable { .. } | AppError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             AppError::TimedOut(_) => StatusCode::REQUEST_TIMEOUT,
             AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            AppError::Database(_) | AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            AppError::Database(_)
+            | AppError::Internal(_)
+            | AppError::Encode { .. }
+            | AppError::Stopped { .. }
+            | AppError::NoRandomness(_) => StatusCode::INTERNAL_SERVER_ERROR,
             AppError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         }
     }
@@ -96,7 +128,11 @@ impl AppError {
             AppError::Unavailable { .. } | AppError::Busy { .. } => "unavailable",
             AppError::TimedOut(_) => "timeout",
             AppError::Invalid { .. } => "invalid",
-            AppError::Database(_) | AppError::Internal(_) => "internal",
+            AppError::Database(_)
+            | AppError::Internal(_)
+            | AppError::Encode { .. }
+            | AppError::Stopped { .. }
+            | AppError::NoRandomness(_) => "internal",
             AppError::UnsupportedMediaType(_) => "unsupported_media_type",
         }
     }
@@ -283,6 +319,30 @@ mod tests {
             assert_eq!(e.code(), code, "{case}");
             assert_eq!(e.to_string(), message, "{case}");
             assert_eq!(e.retry_after_s(), retry_after_s, "{case}");
+        }
+    }
+
+    /// A failure of the server's own (writing JSON out, a task that stopped, no randomness)
+    /// answers 500 `internal` and keeps its details for the log.
+    #[tokio::test]
+    async fn the_servers_own_failures_answer_500_without_their_details() {
+        let json_error = serde_json::from_str::<u8>("x").unwrap_err();
+        let task = tokio::spawn(std::future::pending::<()>());
+        task.abort();
+        let stopped = task.await.unwrap_err();
+        let cases = [
+            AppError::encode("a CSV export", json_error),
+            AppError::stopped("a notification task", stopped),
+            AppError::Internal("the detail".into()),
+        ];
+        for e in cases {
+            assert_eq!(e.status(), StatusCode::INTERNAL_SERVER_ERROR, "{e}");
+            assert_eq!(e.code(), "internal", "{e}");
+            assert_eq!(
+                e.public_message(),
+                "internal error; the server log has the details",
+                "{e}"
+            );
         }
     }
 }

@@ -151,7 +151,7 @@ impl AppState {
     /// Stores a new cost model and puts it in force.
     pub async fn set_cost_model(&self, model: CostModel, by: &str) -> AppResult<()> {
         let json = serde_json::to_string(&model)
-            .map_err(|e| AppError::Internal(format!("cost model to JSON: {e}")))?;
+            .map_err(|e| AppError::encode("the cost model as JSON", e))?;
         self.db
             .save_setting(COST_MODEL_SETTING, &json, by, self.clock.now_ms())
             .await?;

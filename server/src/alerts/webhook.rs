@@ -274,7 +274,7 @@ where
     let mut delivered = 0;
     let mut failed = None;
     while let Some(done) = tasks.join_next().await {
-        match done.map_err(|e| AppError::Internal(format!("notification task: {e}")))? {
+        match done.map_err(|e| AppError::stopped("a notification task", e))? {
             Ok(n) => delivered += n,
             Err(e) => failed = Some(e),
         }
@@ -407,7 +407,7 @@ async fn post(receiver: &ReceiverRow, body: String) -> AppResult<Result<(), Post
         client::post_json(&agent, &url, auth.as_deref(), &body)
     })
     .await
-    .map_err(|e| AppError::Internal(format!("notification task: {e}")))
+    .map_err(|e| AppError::stopped("a notification task", e))
 }
 
 #[cfg(test)]

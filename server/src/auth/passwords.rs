@@ -28,7 +28,7 @@ async fn in_a_slot<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static)
         .map_err(|e| AppError::Internal(format!("hashing slots closed: {e}")))?;
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| AppError::Internal(format!("hashing stopped: {e}")))
+        .map_err(|e| AppError::stopped("password hashing", e))
 }
 
 /// [`hash_password`] off the async threads.

@@ -60,15 +60,15 @@ pub(super) fn write_csv(
     let mut writer = csv::WriterBuilder::new()
         .quote_style(csv::QuoteStyle::Always)
         .from_writer(Vec::new());
-    let failed = |e: csv::Error| AppError::Internal(format!("CSV export: {e}"));
+    let failed = |e: csv::Error| AppError::encode("a CSV export", e);
     writer.write_record(header).map_err(failed)?;
     for row in rows {
         writer.write_record(&row).map_err(failed)?;
     }
     let bytes = writer
         .into_inner()
-        .map_err(|e| AppError::Internal(format!("CSV export: {e}")))?;
-    String::from_utf8(bytes).map_err(|e| AppError::Internal(format!("CSV export: {e}")))
+        .map_err(|e| AppError::encode("a CSV export", e))?;
+    String::from_utf8(bytes).map_err(|e| AppError::encode("a CSV export", e))
 }
 
 #[cfg(test)]

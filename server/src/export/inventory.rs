@@ -213,7 +213,7 @@ pub fn plan_inventory(
     let mut root = Mapping::new();
     entry(&mut root, "all", all);
     let yaml = serde_json::to_string_pretty(&Value::from(root))
-        .map_err(|e| AppError::Internal(format!("inventory export: {e}")))?;
+        .map_err(|e| AppError::encode("the inventory", e))?;
     let yaml = yaml_printable(&yaml);
     let demo = if context.demo {
         "# Demo data: a simulated fleet (tickscope-server serve --demo); no real host reported it.\n"

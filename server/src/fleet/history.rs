@@ -292,7 +292,7 @@ pub async fn waste_so_far_of(
                 .collect::<Vec<_>>()
         })
         .await
-        .map_err(|e| AppError::Internal(format!("judging the guests' history: {e}")))?;
+        .map_err(|e| AppError::stopped("judging the guests' history", e))?;
         so_far.extend(judged);
     }
     Ok(so_far)

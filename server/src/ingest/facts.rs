@@ -37,7 +37,7 @@ pub fn validate(field: &str, source: &'static str, facts: GuestFacts) -> AppResu
         ..GuestFacts::default()
     };
     let json = |f: &GuestFacts| {
-        serde_json::to_string(f).map_err(|e| AppError::Internal(format!("facts to JSON: {e}")))
+        serde_json::to_string(f).map_err(|e| AppError::encode("guest facts as JSON", e))
     };
     Ok(ValidFacts {
         source,

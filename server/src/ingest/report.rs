@@ -316,8 +316,7 @@ fn blind_spots(spots: Vec<BlindSpot>) -> AppResult<String> {
             fix: text(&field("fix"), spot.fix, MAX_BLIND_SPOT_TEXT_CHARS)?,
         });
     }
-    serde_json::to_string(&checked)
-        .map_err(|e| AppError::Internal(format!("blind spots to JSON: {e}")))
+    serde_json::to_string(&checked).map_err(|e| AppError::encode("blind spots as JSON", e))
 }
 
 /// A non-empty string of at most `max_chars` characters without control characters.

@@ -155,8 +155,7 @@ impl Metrics {
         register_fleet(&mut registry, scrape);
         self.register_own(&mut registry, scrape.external_url);
         let mut text = String::new();
-        encode(&mut text, &registry)
-            .map_err(|e| AppError::Internal(format!("encoding the metrics: {e}")))?;
+        encode(&mut text, &registry).map_err(|e| AppError::encode("the metrics", e))?;
         match format {
             Format::OpenMetrics => Ok(text),
             Format::Classic => format::to_classic(&text),
