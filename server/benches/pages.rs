@@ -112,7 +112,7 @@ fn host_info(name: &str) -> HostInfo {
 
 /// One guest on a host of its own, reporting every 5 minutes for `days` up to now (a 1000 Hz
 /// periodic ticker, so its charts have something to draw). Returns its guest id.
-async fn fill_history(state: &AppState, days: i64) -> i64 {
+async fn fill_history(state: &AppState, days: i64) -> tickscope_server::domain::GuestId {
     const EVERY_MS: i64 = 5 * 60 * 1000;
     let token = state
         .db

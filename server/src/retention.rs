@@ -84,12 +84,12 @@ where
     // Every guest's last kernel or command-line change, read once for the run.
     let last_changes = fleet::last_changes(db.fact_changes(None).await?);
     for guest_id in db.guests_with_samples_before(raw_before).await? {
-        let Some(guest) = live.guest_as_is(guest_id.0, now_ms).await? else {
+        let Some(guest) = live.guest_as_is(guest_id, now_ms).await? else {
             continue;
         };
         // The samples around the guest's last kernel or command-line change stay raw: what the
         // change saved is measured from them (`fleet::changes`).
-        let keep = last_changes.get(&guest_id.0).map(|&(at_ms, _)| {
+        let keep = last_changes.get(&guest_id).map(|&(at_ms, _)| {
             let window = |t: i64| t.div_euclid(ANALYSIS_WINDOW_MS) * ANALYSIS_WINDOW_MS;
             (
                 window(at_ms - AROUND_CHANGE_MS),
@@ -102,7 +102,7 @@ where
                     .await?,
             );
         }
-        let history = fleet::History::load_samples(&db, guest_id.0, 0, raw_before).await?;
+        let history = fleet::History::load_samples(&db, guest_id, 0, raw_before).await?;
         let windows: Vec<_> = history
             .raw_summaries(&guest, 0)
             .into_iter()

@@ -15,7 +15,7 @@ use crate::alerts::AlertContext;
 use crate::auth::throttle::LoginThrottle;
 use crate::clock::{SharedClock, SystemClock};
 use crate::db::{Db, StoreOutcome};
-use crate::domain::TokenId;
+use crate::domain::{GuestId, HostId, TokenId};
 use crate::error::{AppError, AppResult};
 use crate::fleet::AnalysedGuest;
 use crate::fleet::current::Current;
@@ -116,14 +116,14 @@ impl AppState {
         let outcome = outcome?;
         if let StoreOutcome::Stored { host_id, .. } = outcome {
             // As of when the report arrived (a backfill's reports arrive on their own timeline).
-            self.refresh_host(host_id.0, received_ms);
+            self.refresh_host(host_id, received_ms);
         }
         Ok(outcome)
     }
 
     /// Asks for a host's guests to be analysed again as of `at_ms`, after something it or
     /// they sent was stored.
-    pub fn refresh_host(&self, host_id: i64, at_ms: i64) {
+    pub fn refresh_host(&self, host_id: HostId, at_ms: i64) {
         self.fleet.refresh_host(host_id, at_ms);
     }
 
@@ -133,13 +133,17 @@ impl AppState {
     }
 
     /// The active guests' last kernel or command-line changes, measured, by guest.
-    pub async fn changes(&self, now_ms: i64) -> HashMap<i64, Change> {
+    pub async fn changes(&self, now_ms: i64) -> HashMap<GuestId, Change> {
         self.fleet.changes(now_ms).await
     }
 
     /// One guest as the ranking has it; a guest that stopped reporting is analysed from its
     /// last window. `None` if there is no such guest.
-    pub async fn guest(&self, guest_id: i64, now_ms: i64) -> AppResult<Option<Arc<AnalysedGuest>>> {
+    pub async fn guest(
+        &self,
+        guest_id: GuestId,
+        now_ms: i64,
+    ) -> AppResult<Option<Arc<AnalysedGuest>>> {
         self.fleet.guest(guest_id, now_ms).await
     }
 

@@ -35,7 +35,7 @@ pub(super) fn guest_measure(g: &AnalysedGuest) -> Measure {
     let mode = g.verdict.classification.mode.as_str();
     Measure {
         subject: "guest",
-        id: g.id,
+        id: g.id.0,
         name: g.name.clone(),
         host: g.host.clone(),
         value: waste,

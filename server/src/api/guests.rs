@@ -13,6 +13,7 @@ use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::suggest::Suggestion;
 use crate::auth::Viewer;
+use crate::domain::GuestId;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::fleet::{self, AnalysedGuest, Totals, WasteSoFar};
 use crate::state::AppState;
@@ -141,7 +142,7 @@ impl GuestJson {
             facts_source: k.as_ref().map(|k| k.source.clone()),
             facts_age_s: k.as_ref().map(|k| k.age_s),
             idle_fraction: k.as_ref().and_then(|k| k.idle_fraction),
-            id: g.id,
+            id: g.id.0,
             name: g.name,
             uuid: g.uuid,
             host: g.host,
@@ -251,6 +252,7 @@ async fn one(
     id: Result<Path<i64>, PathRejection>,
 ) -> AppResult<Json<GuestJson>> {
     let Path(id) = id.map_err(|_| AppError::NotFound("a guest id is a number".into()))?;
+    let id = GuestId(id);
     let now = state.clock.now_ms();
     let guest = state
         .guest(id, now)

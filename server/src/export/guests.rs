@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::cells::{Context, flag, number, rfc3339, text_cell, write_csv};
 use crate::analysis::cost;
 use crate::analysis::history::Accumulated;
+use crate::domain::GuestId;
 use crate::error::AppResult;
 use crate::fleet::{self, AnalysedGuest, WasteSoFar};
 
@@ -66,7 +67,7 @@ fn average_pct(a: &Accumulated) -> Option<f64> {
 /// its history) gets empty cells there and in `history_until`.
 pub fn guests_csv(
     guests: &[Arc<AnalysedGuest>],
-    so_far: &HashMap<i64, WasteSoFar>,
+    so_far: &HashMap<GuestId, WasteSoFar>,
     context: &Context,
 ) -> AppResult<String> {
     let model = context.model;

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use super::cells::{Context, rfc3339};
 use crate::analysis::cost;
 use crate::analysis::plan::PlanGroup;
+use crate::domain::GuestId;
 use crate::error::{AppError, AppResult};
 use crate::fleet::AnalysedGuest;
 
@@ -102,7 +103,8 @@ pub fn plan_inventory(
     guests: &[Arc<AnalysedGuest>],
     context: &Context,
 ) -> AppResult<String> {
-    let guests: HashMap<i64, &AnalysedGuest> = guests.iter().map(|g| (g.id, g.as_ref())).collect();
+    let guests: HashMap<GuestId, &AnalysedGuest> =
+        guests.iter().map(|g| (g.id, g.as_ref())).collect();
     let model = context.model;
     // Groups in the order the plan first needs them.
     let mut children: Vec<(String, Mapping, Mapping)> = Vec::new();
@@ -130,7 +132,7 @@ pub fn plan_inventory(
                 children.push((name, vars, Mapping::new()));
                 children.len() - 1
             });
-            let g = guests.get(&m.id).copied();
+            let g = guests.get(&GuestId(m.id)).copied();
             let kernel = g.and_then(|g| g.kernel.as_ref());
             let mut host = Mapping::new();
             entry(&mut host, "tickscope_guest_id", m.id);

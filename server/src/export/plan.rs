@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::cells::{Context, flag, number, rfc3339, text_cell, write_csv};
 use crate::analysis::cost;
 use crate::analysis::plan::PlanGroup;
+use crate::domain::GuestId;
 use crate::error::AppResult;
 use crate::fleet::AnalysedGuest;
 
@@ -74,7 +75,7 @@ fn span_of<'a>(guests: impl Iterator<Item = &'a AnalysedGuest>) -> Option<(i64, 
     })
 }
 
-fn by_id(guests: &[Arc<AnalysedGuest>]) -> HashMap<i64, &AnalysedGuest> {
+fn by_id(guests: &[Arc<AnalysedGuest>]) -> HashMap<GuestId, &AnalysedGuest> {
     guests.iter().map(|g| (g.id, g.as_ref())).collect()
 }
 
@@ -86,7 +87,11 @@ pub fn plan_csv(
 ) -> AppResult<String> {
     let guests = by_id(guests);
     let rows = plan.iter().map(|p| {
-        let span = span_of(p.members.iter().filter_map(|m| guests.get(&m.id).copied()));
+        let span = span_of(
+            p.members
+                .iter()
+                .filter_map(|m| guests.get(&GuestId(m.id)).copied()),
+        );
         let time =
             |pick: fn((i64, i64, i64)) -> i64| span.map_or(String::new(), |s| rfc3339(pick(s)));
         vec![
@@ -126,7 +131,7 @@ pub fn plan_guests_csv(
     let rows = plan.iter().flat_map(|p| {
         p.members.iter().filter_map(move |m| {
             let change = m.change.as_ref()?;
-            let g = guests.get(&m.id).copied();
+            let g = guests.get(&GuestId(m.id)).copied();
             let saving = change.saving_cpu_pct;
             Some(vec![
                 text_cell(&p.key),

@@ -8,8 +8,9 @@ use tickscope_agent::wire::{FactsSource, GuestFacts};
 
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::{self, Interval, Verdict, Window, idle};
+
 use crate::db::{Db, FactsRow, GuestRow, GuestScope, IdleReading, IntervalRow};
-use crate::domain::GuestId;
+use crate::domain::{GuestId, HostId};
 use crate::error::AppResult;
 
 /// Samples from this far back (before a guest's newest one) are averaged into its figures.
@@ -20,11 +21,11 @@ pub const ACTIVE_WITHIN_MS: i64 = 15 * 60 * 1000;
 /// One guest with what the analysis made of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct AnalysedGuest {
-    pub id: i64,
+    pub id: GuestId,
     pub name: String,
     pub uuid: Option<String>,
     pub host: String,
-    pub host_id: i64,
+    pub host_id: HostId,
     pub hypervisor: String,
     pub management: Option<String>,
     pub vcpus: u32,
@@ -77,8 +78,8 @@ pub(crate) fn source_rank(source: &str) -> u8 {
 /// kernel release, the guest was upgraded since the better source last spoke, and the newer
 /// one wins. Facts received before the guest's current VM process was first reported belong
 /// to an earlier boot and are not used at all.
-fn best_facts(rows: Vec<FactsRow>, now_ms: i64) -> HashMap<i64, KernelFacts> {
-    let mut by_guest: HashMap<i64, Vec<(String, i64, GuestFacts)>> = HashMap::new();
+fn best_facts(rows: Vec<FactsRow>, now_ms: i64) -> HashMap<GuestId, KernelFacts> {
+    let mut by_guest: HashMap<GuestId, Vec<(String, i64, GuestFacts)>> = HashMap::new();
     for row in rows {
         if row
             .process_since_ms
@@ -88,7 +89,7 @@ fn best_facts(rows: Vec<FactsRow>, now_ms: i64) -> HashMap<i64, KernelFacts> {
         }
         if let Ok(facts) = serde_json::from_str::<GuestFacts>(&row.facts_json) {
             by_guest
-                .entry(row.guest_id.0)
+                .entry(row.guest_id)
                 .or_default()
                 .push((row.source, row.received_ms, facts));
         }
@@ -155,27 +156,21 @@ fn windows(
     guests: &[GuestRow],
     samples: Vec<IntervalRow>,
     readings: Vec<IdleReading>,
-    mut facts: HashMap<i64, KernelFacts>,
+    mut facts: HashMap<GuestId, KernelFacts>,
 ) -> Vec<(Window, i64)> {
-    let mut samples_of: HashMap<i64, Vec<IntervalRow>> = HashMap::new();
+    let mut samples_of: HashMap<GuestId, Vec<IntervalRow>> = HashMap::new();
     for sample in samples {
-        samples_of
-            .entry(sample.guest_id.0)
-            .or_default()
-            .push(sample);
+        samples_of.entry(sample.guest_id).or_default().push(sample);
     }
-    let mut readings_of: HashMap<i64, Vec<idle::Reading>> = HashMap::new();
+    let mut readings_of: HashMap<GuestId, Vec<idle::Reading>> = HashMap::new();
     for r in &readings {
-        readings_of
-            .entry(r.guest_id.0)
-            .or_default()
-            .push(reading(r));
+        readings_of.entry(r.guest_id).or_default().push(reading(r));
     }
     guests
         .iter()
         .map(|g| {
-            let samples = samples_of.remove(&g.id.0).unwrap_or_default();
-            let readings = readings_of.remove(&g.id.0).unwrap_or_default();
+            let samples = samples_of.remove(&g.id).unwrap_or_default();
+            let readings = readings_of.remove(&g.id).unwrap_or_default();
             let window = Window {
                 hypervisor: g.hypervisor,
                 vcpus: g.vcpus,
@@ -183,7 +178,7 @@ fn windows(
                 wakeups_from_vcpu_threads: samples.iter().all(|s| s.from_vcpu_threads),
                 boot_args: g.boot_args.clone(),
                 facts: facts
-                    .remove(&g.id.0)
+                    .remove(&g.id)
                     .map(|f| f.with_host_seen_cmdline(g.boot_args.as_deref())),
                 uses_kvm: g.uses_kvm,
                 host_halt_poll_ns: g.host_halt_poll_ns.and_then(|ns| u64::try_from(ns).ok()),
@@ -209,10 +204,10 @@ pub(crate) async fn analyse(
         GuestScope::Active { .. } => None,
     };
     let facts = best_facts(db.latest_facts(host).await?, now_ms);
-    let mut by_host: BTreeMap<i64, Vec<(GuestRow, Window, i64)>> = BTreeMap::new();
+    let mut by_host: BTreeMap<HostId, Vec<(GuestRow, Window, i64)>> = BTreeMap::new();
     for (row, (window, intervals)) in rows.iter().zip(windows(&rows, samples, readings, facts)) {
         by_host
-            .entry(row.host_id.0)
+            .entry(row.host_id)
             .or_default()
             .push((row.clone(), window, intervals));
     }
@@ -225,11 +220,11 @@ pub(crate) async fn analyse(
                 window_s: window.total().length_s,
                 analysed_ms: now_ms,
                 kernel: window.facts,
-                id: row.id.0,
+                id: row.id,
                 name: row.name,
                 uuid: row.uuid,
                 host: row.host_name,
-                host_id: row.host_id.0,
+                host_id: row.host_id,
                 hypervisor: row.hypervisor.as_str().to_string(),
                 management: row.management,
                 vcpus: row.vcpus,
@@ -261,13 +256,13 @@ pub fn rank(guests: &mut [Arc<AnalysedGuest>]) {
 
 /// One guest, active or not, analysed against its host's active peers as in the ranking;
 /// `None` if there is no such guest.
-pub async fn guest(db: &Db, guest_id: i64, now_ms: i64) -> AppResult<Option<AnalysedGuest>> {
-    let Some(host_id) = db.guest_host_id(GuestId(guest_id)).await? else {
+pub async fn guest(db: &Db, guest_id: GuestId, now_ms: i64) -> AppResult<Option<AnalysedGuest>> {
+    let Some(host_id) = db.guest_host_id(guest_id).await? else {
         return Ok(None);
     };
     let scope = GuestScope::Host {
         host_id,
-        guest_id: Some(GuestId(guest_id)),
+        guest_id: Some(guest_id),
         active_since_ms: now_ms - ACTIVE_WITHIN_MS,
     };
     Ok(analyse(db, scope, now_ms)
@@ -352,7 +347,7 @@ mod tests {
         for (rows, expected) in cases {
             let best = best_facts(rows, now);
             let got = best
-                .get(&1)
+                .get(&GuestId(1))
                 .map(|k| (k.source.as_str(), k.kernel_release.as_deref().unwrap()));
             assert_eq!(got, expected);
         }

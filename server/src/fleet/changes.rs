@@ -17,26 +17,26 @@ pub const AROUND_CHANGE_MS: i64 = 60 * 60 * 1000;
 /// `guest_id` limits it to one guest.
 pub async fn changes(
     db: &Db,
-    guest_id: Option<i64>,
+    guest_id: Option<GuestId>,
     now_ms: i64,
-) -> AppResult<HashMap<i64, Change>> {
-    let last = last_changes(db.fact_changes(guest_id.map(GuestId)).await?);
+) -> AppResult<HashMap<GuestId, Change>> {
+    let last = last_changes(db.fact_changes(guest_id).await?);
     let (measured, _) = measure_changes(db, last, now_ms, &SettledChanges::new()).await?;
     Ok(measured)
 }
 
 /// Measurements of changes that lie far enough back that their figures can no longer change, by
 /// (guest, change time): `None` for a change without enough idle time on a side.
-pub type SettledChanges = HashMap<(i64, i64), Option<Change>>;
+pub type SettledChanges = HashMap<(GuestId, i64), Option<Change>>;
 
 /// Measures each guest's last change, given as (at, previous) by guest; a change already in
 /// `settled` is not read again. Returns the measured changes and every settled one among them.
 pub(crate) async fn measure_changes(
     db: &Db,
-    last: HashMap<i64, (i64, Option<i64>)>,
+    last: HashMap<GuestId, (i64, Option<i64>)>,
     now_ms: i64,
     settled: &SettledChanges,
-) -> AppResult<(HashMap<i64, Change>, SettledChanges)> {
+) -> AppResult<(HashMap<GuestId, Change>, SettledChanges)> {
     let mut measured = HashMap::new();
     let mut now_settled = SettledChanges::new();
     for (guest, (at_ms, previous_ms)) in last {
@@ -57,7 +57,7 @@ pub(crate) async fn measure_changes(
 
 async fn measure_change(
     db: &Db,
-    guest: i64,
+    guest: GuestId,
     at_ms: i64,
     previous_ms: Option<i64>,
     now_ms: i64,
@@ -72,23 +72,13 @@ async fn measure_change(
         (p + 1).max(at_ms - AROUND_CHANGE_MS)
     });
     let before = activity(
-        db.samples_between(
-            GuestId(guest),
-            from_ms,
-            at_ms,
-            idle::DEFAULT_READING_SPAN_MS,
-        )
-        .await?,
+        db.samples_between(guest, from_ms, at_ms, idle::DEFAULT_READING_SPAN_MS)
+            .await?,
     );
     let to_ms = (at_ms + 1 + AROUND_CHANGE_MS).min(now_ms + 1);
     let after = activity(
-        db.samples_between(
-            GuestId(guest),
-            at_ms + 1,
-            to_ms,
-            idle::DEFAULT_READING_SPAN_MS,
-        )
-        .await?,
+        db.samples_between(guest, at_ms + 1, to_ms, idle::DEFAULT_READING_SPAN_MS)
+            .await?,
     );
     let idle_share_after = after.idle_share().unwrap_or(0.0);
     Ok(change::measure(
@@ -103,10 +93,10 @@ async fn measure_change(
 /// source saw, oldest first. One reboot is seen by each source that reports that guest (the probe
 /// at once, a guest agent up to its next question), so only the best source that saw changes
 /// counts; the others would make one reboot look like two.
-pub fn last_changes(changes: Vec<(GuestId, String, i64)>) -> HashMap<i64, (i64, Option<i64>)> {
-    let mut by_guest: HashMap<i64, Vec<(String, i64)>> = HashMap::new();
+pub fn last_changes(changes: Vec<(GuestId, String, i64)>) -> HashMap<GuestId, (i64, Option<i64>)> {
+    let mut by_guest: HashMap<GuestId, Vec<(String, i64)>> = HashMap::new();
     for (guest, source, at_ms) in changes {
-        by_guest.entry(guest.0).or_default().push((source, at_ms));
+        by_guest.entry(guest).or_default().push((source, at_ms));
     }
     by_guest
         .into_iter()
@@ -144,7 +134,7 @@ mod tests {
                 .map(|(g, s, at)| (GuestId(g), s, at))
                 .collect(),
         );
-        assert_eq!(last[&1], (5_000, Some(1_000)));
-        assert_eq!(last[&2], (7_000, None));
+        assert_eq!(last[&GuestId(1)], (5_000, Some(1_000)));
+        assert_eq!(last[&GuestId(2)], (7_000, None));
     }
 }

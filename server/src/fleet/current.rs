@@ -13,14 +13,15 @@ use std::sync::{Arc, RwLock};
 use super::analysed::{self, ACTIVE_WITHIN_MS, AnalysedGuest};
 use super::changes::{self, SettledChanges};
 use crate::analysis::change::Change;
+
 use crate::db::{Db, GuestScope};
-use crate::domain::HostId;
+use crate::domain::{GuestId, HostId};
 use crate::error::AppResult;
 
 /// The analysed guests of every host, as of each host's last report.
 #[derive(Default)]
 pub struct Current {
-    hosts: RwLock<HashMap<i64, HostState>>,
+    hosts: RwLock<HashMap<HostId, HostState>>,
     /// Orders the analyses: one that began later read a later database, so an earlier one that
     /// finishes after it must not overwrite it.
     next_ticket: AtomicU64,
@@ -31,7 +32,7 @@ struct HostState {
     ticket: u64,
     guests: Vec<Arc<AnalysedGuest>>,
     /// Its guests' last kernel or command-line changes, measured.
-    changes: HashMap<i64, Change>,
+    changes: HashMap<GuestId, Change>,
     /// Measurements that can no longer change, kept so that they are not read again.
     settled: SettledChanges,
 }
@@ -44,7 +45,7 @@ impl Current {
         let scope = GuestScope::Active {
             since_ms: now_ms - ACTIVE_WITHIN_MS,
         };
-        let mut hosts: HashMap<i64, HostState> = HashMap::new();
+        let mut hosts: HashMap<HostId, HostState> = HashMap::new();
         let mut host_of = HashMap::new();
         for guest in analysed::analyse(db, scope, now_ms).await? {
             host_of.insert(guest.id, guest.host_id);
@@ -77,16 +78,16 @@ impl Current {
 
     /// Analyses one host's active guests again, after it reported or one of its guests
     /// delivered facts.
-    pub async fn refresh_host(&self, db: &Db, host_id: i64, now_ms: i64) -> AppResult<()> {
+    pub async fn refresh_host(&self, db: &Db, host_id: HostId, now_ms: i64) -> AppResult<()> {
         let ticket = self.ticket();
         let scope = GuestScope::Host {
-            host_id: HostId(host_id),
+            host_id,
             guest_id: None,
             active_since_ms: now_ms - ACTIVE_WITHIN_MS,
         };
         let guests = analysed::analyse(db, scope, now_ms).await?;
-        let ids: HashSet<i64> = guests.iter().map(|g| g.id).collect();
-        let last = changes::last_changes(db.fact_changes_of_host(HostId(host_id)).await?)
+        let ids: HashSet<GuestId> = guests.iter().map(|g| g.id).collect();
+        let last = changes::last_changes(db.fact_changes_of_host(host_id).await?)
             .into_iter()
             .filter(|(guest, _)| ids.contains(guest))
             .collect();
@@ -123,7 +124,7 @@ impl Current {
     }
 
     /// One guest as the ranking has it; `None` when it is not active (or unknown).
-    pub fn guest(&self, guest_id: i64, now_ms: i64) -> Option<Arc<AnalysedGuest>> {
+    pub fn guest(&self, guest_id: GuestId, now_ms: i64) -> Option<Arc<AnalysedGuest>> {
         let since_ms = now_ms - ACTIVE_WITHIN_MS;
         self.read()
             .values()
@@ -134,7 +135,7 @@ impl Current {
 
     /// The last kernel or command-line change of each active guest, measured (see
     /// [`changes::changes`]).
-    pub fn changes(&self, now_ms: i64) -> HashMap<i64, Change> {
+    pub fn changes(&self, now_ms: i64) -> HashMap<GuestId, Change> {
         let since_ms = now_ms - ACTIVE_WITHIN_MS;
         let hosts = self.read();
         hosts
@@ -152,7 +153,7 @@ impl Current {
         self.next_ticket.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn put(&self, host_id: i64, state: HostState) {
+    fn put(&self, host_id: HostId, state: HostState) {
         let mut hosts = self.hosts.write().unwrap_or_else(|e| e.into_inner());
         match hosts.get(&host_id) {
             Some(held) if held.ticket > state.ticket => {}
@@ -162,7 +163,7 @@ impl Current {
         }
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<i64, HostState>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<HostId, HostState>> {
         self.hosts.read().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -179,11 +180,11 @@ mod tests {
             .enumerate()
             .map(|(i, name)| {
                 Arc::new(AnalysedGuest {
-                    id: i as i64 + 1,
+                    id: GuestId(i as i64 + 1),
                     name: name.to_string(),
                     uuid: None,
                     host: "hv".into(),
-                    host_id: 1,
+                    host_id: HostId(1),
                     hypervisor: "qemu".into(),
                     management: None,
                     vcpus: 1,
@@ -220,21 +221,25 @@ mod tests {
     #[test]
     fn an_analysis_that_began_earlier_never_replaces_a_later_one() {
         let current = Current::default();
-        current.put(1, host_state(5, &["new-a", "new-b"]));
+        current.put(HostId(1), host_state(5, &["new-a", "new-b"]));
         // Began before the one above, read an older database, finished after it.
-        current.put(1, host_state(3, &["old"]));
+        current.put(HostId(1), host_state(3, &["old"]));
         assert_eq!(names(&current), ["new-a", "new-b"]);
-        current.put(1, host_state(6, &["newest"]));
+        current.put(HostId(1), host_state(6, &["newest"]));
         assert_eq!(names(&current), ["newest"]);
     }
 
     #[test]
     fn guests_silent_longer_than_the_active_limit_are_not_ranked() {
         let current = Current::default();
-        current.put(1, host_state(1, &["a"]));
+        current.put(HostId(1), host_state(1, &["a"]));
         assert_eq!(current.ranked(1_000 + ACTIVE_WITHIN_MS).len(), 1);
         assert!(current.ranked(1_001 + ACTIVE_WITHIN_MS).is_empty());
-        assert!(current.guest(1, 1_001 + ACTIVE_WITHIN_MS).is_none());
-        assert!(current.guest(1, 1_000).is_some());
+        assert!(
+            current
+                .guest(GuestId(1), 1_001 + ACTIVE_WITHIN_MS)
+                .is_none()
+        );
+        assert!(current.guest(GuestId(1), 1_000).is_some());
     }
 }

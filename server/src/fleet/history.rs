@@ -36,18 +36,13 @@ impl History {
     /// The raw samples of [from_ms, to_ms) without the rollups: what the retention rolls up.
     pub async fn load_samples(
         db: &Db,
-        guest_id: i64,
+        guest_id: GuestId,
         from_ms: i64,
         to_ms: i64,
     ) -> AppResult<History> {
         let mut history = History::load(db, guest_id, from_ms, from_ms).await?;
         let (samples, readings) = db
-            .samples_between(
-                GuestId(guest_id),
-                from_ms,
-                to_ms,
-                idle::DEFAULT_READING_SPAN_MS,
-            )
+            .samples_between(guest_id, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
             .await?;
         history.samples = samples;
         history.readings = readings.iter().map(reading).collect();
@@ -55,21 +50,14 @@ impl History {
     }
 
     /// The history of [from_ms, to_ms).
-    pub async fn load(db: &Db, guest_id: i64, from_ms: i64, to_ms: i64) -> AppResult<History> {
+    pub async fn load(db: &Db, guest_id: GuestId, from_ms: i64, to_ms: i64) -> AppResult<History> {
         let (samples, readings) = db
-            .samples_between(
-                GuestId(guest_id),
-                from_ms,
-                to_ms,
-                idle::DEFAULT_READING_SPAN_MS,
-            )
+            .samples_between(guest_id, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
             .await?;
-        let rollups = db
-            .rollups_between(GuestId(guest_id), from_ms, to_ms)
-            .await?;
+        let rollups = db.rollups_between(guest_id, from_ms, to_ms).await?;
 
         let spans = db
-            .facts_spans(GuestId(guest_id))
+            .facts_spans(guest_id)
             .await?
             .into_iter()
             .filter_map(|row: FactsSpanRow| {
@@ -89,19 +77,14 @@ impl History {
     /// per guest; each is what [`History::load`] gives for its guest.
     pub async fn load_many(
         db: &Db,
-        guest_ids: &[i64],
+        guest_ids: &[GuestId],
         from_ms: i64,
         to_ms: i64,
-    ) -> AppResult<HashMap<i64, History>> {
+    ) -> AppResult<HashMap<GuestId, History>> {
         let stored = db
-            .histories_between(
-                &guest_ids.iter().copied().map(GuestId).collect::<Vec<_>>(),
-                from_ms,
-                to_ms,
-                idle::DEFAULT_READING_SPAN_MS,
-            )
+            .histories_between(guest_ids, from_ms, to_ms, idle::DEFAULT_READING_SPAN_MS)
             .await?;
-        let mut histories: HashMap<i64, History> = guest_ids
+        let mut histories: HashMap<GuestId, History> = guest_ids
             .iter()
             .map(|&id| {
                 let empty = History {
@@ -115,17 +98,17 @@ impl History {
             .collect();
         // Rows come ordered by guest, then time, as each guest's own queries order them.
         for sample in stored.samples {
-            if let Some(h) = histories.get_mut(&sample.guest_id.0) {
+            if let Some(h) = histories.get_mut(&sample.guest_id) {
                 h.samples.push(sample);
             }
         }
         for r in &stored.readings {
-            if let Some(h) = histories.get_mut(&r.guest_id.0) {
+            if let Some(h) = histories.get_mut(&r.guest_id) {
                 h.readings.push(reading(r));
             }
         }
         for row in stored.rollups {
-            if let Some(h) = histories.get_mut(&row.guest_id.0) {
+            if let Some(h) = histories.get_mut(&row.guest_id) {
                 h.rollups.push(row.rollup);
             }
         }
@@ -133,7 +116,7 @@ impl History {
             let Ok(facts) = serde_json::from_str(&row.span.facts_json) else {
                 continue;
             };
-            if let Some(h) = histories.get_mut(&row.guest_id.0) {
+            if let Some(h) = histories.get_mut(&row.guest_id) {
                 let s = row.span;
                 h.spans
                     .push((s.source, s.first_received_ms, s.received_ms, facts));
@@ -277,10 +260,10 @@ pub async fn waste_so_far_of(
     db: &Db,
     guests: &[Arc<AnalysedGuest>],
     now_ms: i64,
-) -> AppResult<HashMap<i64, WasteSoFar>> {
+) -> AppResult<HashMap<GuestId, WasteSoFar>> {
     let mut so_far = HashMap::new();
     for batch in guests.chunks(WASTE_SO_FAR_BATCH) {
-        let ids: Vec<i64> = batch.iter().map(|g| g.id).collect();
+        let ids: Vec<GuestId> = batch.iter().map(|g| g.id).collect();
         let histories = History::load_many(db, &ids, now_ms - WASTE_SO_FAR_MS, now_ms + 1).await?;
         // Judging a batch's samples is tens of milliseconds of CPU: off the async threads, so
         // that other requests are not held up behind an export.

@@ -9,6 +9,7 @@ use super::current::Current;
 use super::refresher::Refresher;
 use crate::analysis::change::Change;
 use crate::db::Db;
+use crate::domain::{GuestId, HostId};
 use crate::error::AppResult;
 
 /// A cheap handle (three `Arc`s) on the analysed fleet and what keeps it current.
@@ -32,7 +33,7 @@ impl LiveFleet {
 
     /// Asks for a host's guests to be analysed again as of `at_ms`, after something it or
     /// they sent was stored.
-    pub fn refresh_host(&self, host_id: i64, at_ms: i64) {
+    pub fn refresh_host(&self, host_id: HostId, at_ms: i64) {
         self.refresher.ask(host_id, at_ms);
     }
 
@@ -53,14 +54,18 @@ impl LiveFleet {
     }
 
     /// The active guests' last kernel or command-line changes, measured, by guest.
-    pub async fn changes(&self, now_ms: i64) -> HashMap<i64, Change> {
+    pub async fn changes(&self, now_ms: i64) -> HashMap<GuestId, Change> {
         self.settled().await;
         self.current.changes(now_ms)
     }
 
     /// One guest as the ranking has it; a guest that stopped reporting is analysed from its
     /// last window. `None` if there is no such guest.
-    pub async fn guest(&self, guest_id: i64, now_ms: i64) -> AppResult<Option<Arc<AnalysedGuest>>> {
+    pub async fn guest(
+        &self,
+        guest_id: GuestId,
+        now_ms: i64,
+    ) -> AppResult<Option<Arc<AnalysedGuest>>> {
         self.settled().await;
         self.guest_as_is(guest_id, now_ms).await
     }
@@ -69,7 +74,7 @@ impl LiveFleet {
     /// whole batch of guests).
     pub async fn guest_as_is(
         &self,
-        guest_id: i64,
+        guest_id: GuestId,
         now_ms: i64,
     ) -> AppResult<Option<Arc<AnalysedGuest>>> {
         if let Some(guest) = self.current.guest(guest_id, now_ms) {

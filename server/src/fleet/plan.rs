@@ -15,7 +15,7 @@ pub fn plan(guests: &[Arc<AnalysedGuest>]) -> Vec<PlanGroup> {
 /// What the plan needs of one guest.
 pub fn plan_guest(g: &AnalysedGuest) -> PlanGuest {
     PlanGuest {
-        id: g.id,
+        id: g.id.0,
         name: g.name.clone(),
         host: g.host.clone(),
         distro: g.kernel.as_ref().and_then(|k| k.distro.clone()),

@@ -15,6 +15,7 @@ use tokio::sync::{Notify, watch};
 
 use super::current::Current;
 use crate::db::Db;
+use crate::domain::HostId;
 
 /// Longest a reader waits for the analyses before it: past this, it reads the state as it is
 /// (a server too busy to keep up should still answer).
@@ -30,7 +31,7 @@ pub struct Refresher {
 #[derive(Default)]
 struct Queue {
     /// Hosts to analyse again, each as of the latest time it was asked for.
-    hosts: HashMap<i64, i64>,
+    hosts: HashMap<HostId, i64>,
     /// Requests so far.
     asked: u64,
 }
@@ -67,10 +68,10 @@ impl Refresher {
                         match analysed {
                             Ok(Ok(())) => {}
                             Ok(Err(e)) => {
-                                tracing::warn!(host_id, error = %e, "the host's guests could not be analysed again")
+                                tracing::warn!(host_id = host_id.0, error = %e, "the host's guests could not be analysed again")
                             }
                             Err(e) => {
-                                tracing::error!(host_id, error = %e, "the host's analysis panicked")
+                                tracing::error!(host_id = host_id.0, error = %e, "the host's analysis panicked")
                             }
                         }
                     }
@@ -82,7 +83,7 @@ impl Refresher {
     }
 
     /// Asks for `host_id` to be analysed again as of `at_ms`.
-    pub fn ask(&self, host_id: i64, at_ms: i64) {
+    pub fn ask(&self, host_id: HostId, at_ms: i64) {
         {
             let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
             let at = queue.hosts.entry(host_id).or_insert(at_ms);

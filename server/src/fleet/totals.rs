@@ -9,6 +9,7 @@ use tickscope_agent::wire::BlindSpot;
 use super::analysed::{ACTIVE_WITHIN_MS, AnalysedGuest};
 use crate::analysis::cost::{self, CostModel};
 use crate::db::HostRow;
+use crate::domain::HostId;
 
 /// Fleet totals for the overview.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -26,7 +27,7 @@ pub struct Totals {
 }
 
 pub fn totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Totals {
-    let hosts: std::collections::BTreeSet<i64> = guests.iter().map(|g| g.host_id).collect();
+    let hosts: std::collections::BTreeSet<HostId> = guests.iter().map(|g| g.host_id).collect();
     let wasted_pct: f64 = guests.iter().map(|g| g.wasted_cpu_pct()).sum();
     let yearly = cost::of_waste(wasted_pct, model);
     Totals {
@@ -57,7 +58,8 @@ pub struct HostBaseline {
 /// One host's share of the fleet's waste.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct HostTotals {
-    pub host_id: i64,
+    #[schema(value_type = i64)]
+    pub host_id: HostId,
     pub host: String,
     pub guests: usize,
     pub ticking: usize,
@@ -75,10 +77,10 @@ pub struct HostTotals {
 /// reported lately without any guest (an agent that sees no VM at all may be the blindest).
 pub fn with_host_rows(hosts: &mut Vec<HostTotals>, rows: &[HostRow], now_ms: i64) {
     for row in rows {
-        match hosts.iter_mut().find(|h| h.host_id == row.id.0) {
+        match hosts.iter_mut().find(|h| h.host_id == row.id) {
             Some(totals) => totals.blind_spots = row.blind_spots(),
             None if now_ms - row.last_report_ms <= ACTIVE_WITHIN_MS => hosts.push(HostTotals {
-                host_id: row.id.0,
+                host_id: row.id,
                 host: row.name.clone(),
                 guests: 0,
                 ticking: 0,
@@ -96,7 +98,7 @@ pub fn with_host_rows(hosts: &mut Vec<HostTotals>, rows: &[HostRow], now_ms: i64
 
 /// Totals per host of the active guests, most wasteful host first.
 pub fn host_totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Vec<HostTotals> {
-    let mut by_host: BTreeMap<i64, Vec<&AnalysedGuest>> = BTreeMap::new();
+    let mut by_host: BTreeMap<HostId, Vec<&AnalysedGuest>> = BTreeMap::new();
     for g in guests {
         by_host.entry(g.host_id).or_default().push(g);
     }

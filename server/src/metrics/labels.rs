@@ -74,11 +74,11 @@ mod tests {
         let window = test_window(1, 5.3, 650.0, None);
         let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
         Arc::new(AnalysedGuest {
-            id: 7,
+            id: crate::domain::GuestId(7),
             name: "web \"01\"\\\u{202e}x".into(),
             uuid: uuid.map(Into::into),
             host: "hv-1".into(),
-            host_id: 1,
+            host_id: crate::domain::HostId(1),
             hypervisor: "qemu".into(),
             management: Some("libvirt".into()),
             vcpus: 1,

@@ -22,6 +22,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::db::{AlertRow, HostRow, ProcessTotalsRow};
+use crate::domain::GuestId;
 use crate::error::{AppError, AppResult};
 use crate::fleet::{self, AnalysedGuest};
 use crate::visible::show_invisible;
@@ -204,8 +205,8 @@ fn register_guests(registry: &mut Registry, scrape: &Scrape) {
     let (cpu, waste, wakeups, vcpus, info) = (family(), family(), family(), family(), family());
     let cpu_seconds = Family::<Labels, Counter<f64, AtomicU64>>::default();
     let vcpu_wakeups = Family::<Labels, Counter>::default();
-    let totals: HashMap<i64, &ProcessTotalsRow> =
-        scrape.totals.iter().map(|t| (t.guest_id.0, t)).collect();
+    let totals: HashMap<GuestId, &ProcessTotalsRow> =
+        scrape.totals.iter().map(|t| (t.guest_id, t)).collect();
     for g in scrape.guests {
         let identity = labels::identity(g);
         if let Some(rates) = g.verdict.rates {

@@ -12,6 +12,7 @@ use crate::alerts::silences_in_force;
 use crate::analysis::history::Figures;
 use crate::auth::PageUser;
 use crate::db::FactsEventRow;
+use crate::domain::GuestId;
 use crate::error::AppError;
 use crate::fleet::{self, AnalysedGuest};
 use crate::state::AppState;
@@ -29,12 +30,10 @@ pub async fn guest(
 ) -> Result<GuestPage, PageError> {
     let not_found = || AppError::NotFound("There is no such guest.".into());
     let Path(id) = id.map_err(|_| not_found())?;
+    let id = GuestId(id);
     let now = state.clock.now_ms();
     let guest = state.guest(id, now).await?.ok_or_else(not_found)?;
-    let samples = state
-        .db
-        .recent_samples(crate::domain::GuestId(id), 30)
-        .await?;
+    let samples = state.db.recent_samples(id, 30).await?;
     let range = match query.ok().and_then(|Query(q)| q.range) {
         None => Range::Hour,
         Some(key) => Range::parse(&key).ok_or_else(|| {
@@ -49,14 +48,14 @@ pub async fn guest(
         now + 1,
     )
     .await?;
-    let events = state.db.facts_history(crate::domain::GuestId(id)).await?;
+    let events = state.db.facts_history(id).await?;
     let charts = charts(&guest, &history, &events, range, now);
     let so_far = history.waste_so_far(&guest, now);
     let change = fleet::changes(&state.db, Some(id), now).await?.remove(&id);
     let silences = silences_in_force(&state.db, now).await?;
     let alerts = state
         .db
-        .alerts_of("guest", id)
+        .alerts_of("guest", id.0)
         .await?
         .iter()
         .map(|a| AlertLine::new(a, &silences, now))

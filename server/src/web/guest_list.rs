@@ -300,11 +300,11 @@ mod tests {
         window.uses_kvm = Some(false);
         let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
         Arc::new(AnalysedGuest {
-            id,
+            id: crate::domain::GuestId(id),
             name: name.into(),
             uuid: Some(format!("00000000-0000-4000-8000-{id:012}")),
             host: host.into(),
-            host_id: 1,
+            host_id: crate::domain::HostId(1),
             hypervisor: "qemu".into(),
             management: None,
             vcpus: 1,

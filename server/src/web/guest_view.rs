@@ -321,11 +321,11 @@ mod tests {
         let window = test_window(2, 4.0, 1000.0, None);
         let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
         Arc::new(AnalysedGuest {
-            id: 7,
+            id: crate::domain::GuestId(7),
             name: "web-01".into(),
             uuid: None,
             host: "hv-a".into(),
-            host_id: 1,
+            host_id: crate::domain::HostId(1),
             hypervisor: "qemu".into(),
             management: None,
             vcpus: 2,

@@ -13,6 +13,7 @@ use super::frame::Frame;
 use super::view::{self, GuestRow};
 use crate::auth::PageUser;
 use crate::db::HostRow;
+use crate::domain::HostId;
 use crate::error::{AppError, AppResult};
 use crate::fleet::{self, AnalysedGuest, HostTotals};
 use crate::state::AppState;
@@ -95,7 +96,7 @@ pub(super) async fn host_lines(
     now: i64,
 ) -> AppResult<Vec<HostLine>> {
     let model = state.cost_model();
-    let totals: HashMap<i64, HostTotals> = fleet::host_totals(guests, &model)
+    let totals: HashMap<HostId, HostTotals> = fleet::host_totals(guests, &model)
         .into_iter()
         .map(|t| (t.host_id, t))
         .collect();
@@ -104,7 +105,7 @@ pub(super) async fn host_lines(
         .hosts()
         .await?
         .iter()
-        .map(|h| HostLine::new(h, totals.get(&h.id.0), &model.currency, now))
+        .map(|h| HostLine::new(h, totals.get(&h.id), &model.currency, now))
         .collect();
     rows.sort_by(|a, b| {
         b.silent
@@ -160,7 +161,7 @@ pub async fn one(
         .ranked(now)
         .await
         .into_iter()
-        .filter(|g| g.host_id == id)
+        .filter(|g| g.host_id.0 == id)
         .collect();
     let totals = fleet::host_totals(&guests, &state.cost_model());
     Ok(HostPage {

@@ -111,7 +111,7 @@ impl GuestRow {
     pub fn new(g: &AnalysedGuest) -> Self {
         let v = &g.verdict;
         GuestRow {
-            id: g.id,
+            id: g.id.0,
             name: g.name.clone(),
             host: g.host.clone(),
             hypervisor: g.hypervisor.clone(),

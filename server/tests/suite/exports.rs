@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use common::{Server, fleet_report, guest, server, server_with};
 use tickscope_server::db::HOUR_MS;
+use tickscope_server::domain::GuestId;
 use tickscope_server::export::{self, GUEST_COLUMNS, PLAN_COLUMNS, PLAN_GUEST_COLUMNS};
 use tickscope_server::fleet::History;
 use tickscope_server::ingest;
@@ -780,7 +781,7 @@ fn close(what: &str, a: f64, b: f64, tolerance: f64) {
 /// Each guest's waste over the last 24 h and 7 d up to `now_ms` as its own page reads it (one
 /// guest's history at a time), and as the export reads it (all guests at once): (24 h wasted
 /// core-hours, measured hours, 7 d wasted core-hours, measured hours), by guest.
-async fn waste_both_ways(s: &Server, now_ms: i64) -> [BTreeMap<i64, [f64; 4]>; 2] {
+async fn waste_both_ways(s: &Server, now_ms: i64) -> [BTreeMap<GuestId, [f64; 4]>; 2] {
     let guests = s.state.ranked(now_ms).await;
     let figures = |w: &tickscope_server::fleet::WasteSoFar| {
         [
@@ -806,7 +807,11 @@ async fn waste_both_ways(s: &Server, now_ms: i64) -> [BTreeMap<i64, [f64; 4]>; 2
     [one_by_one, at_once]
 }
 
-fn assert_same_waste(a: &BTreeMap<i64, [f64; 4]>, b: &BTreeMap<i64, [f64; 4]>, tolerance: f64) {
+fn assert_same_waste(
+    a: &BTreeMap<GuestId, [f64; 4]>,
+    b: &BTreeMap<GuestId, [f64; 4]>,
+    tolerance: f64,
+) {
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     for (id, x) in a {
         for (i, (x, y)) in x.iter().zip(&b[id]).enumerate() {

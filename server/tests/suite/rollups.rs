@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use common::server;
 use tickscope_server::analysis::history::Summary;
 use tickscope_server::db::{FIVE_MINUTES_MS, HOUR_MS};
+use tickscope_server::domain::GuestId;
 use tickscope_server::fleet::History;
 use tickscope_server::ingest;
 use tickscope_server::retention::{self, Retention};
@@ -65,8 +66,13 @@ fn sample(name: &str, vcpus: u32, cpu_pct: f64, wakeups: f64, args: Option<&str>
 async fn hourly(s: &common::Server, now_ms: i64, from_ms: i64) -> BTreeMap<(i64, i64), Summary> {
     let mut out = BTreeMap::new();
     for guest_id in [1, 2] {
-        let guest = s.state.guest(guest_id, now_ms).await.unwrap().unwrap();
-        let history = History::load(&s.db, guest_id, from_ms, now_ms + 1)
+        let guest = s
+            .state
+            .guest(GuestId(guest_id), now_ms)
+            .await
+            .unwrap()
+            .unwrap();
+        let history = History::load(&s.db, GuestId(guest_id), from_ms, now_ms + 1)
             .await
             .unwrap();
         for (start_ms, summary) in history.summaries(&guest, from_ms) {
@@ -128,8 +134,8 @@ async fn history_from_rollups_is_what_the_raw_samples_gave_and_retention_deletes
     s.state.fleet.caught_up().await;
     let from = now - 4 * DAY_MS;
     let before = hourly(&s, now, from).await;
-    let ticker = s.state.guest(1, now).await.unwrap().unwrap();
-    let history = History::load(&s.db, 1, now - 30 * DAY_MS, now + 1)
+    let ticker = s.state.guest(GuestId(1), now).await.unwrap().unwrap();
+    let history = History::load(&s.db, GuestId(1), now - 30 * DAY_MS, now + 1)
         .await
         .unwrap();
     let so_far_before = history.waste_so_far(&ticker, now);
@@ -167,7 +173,7 @@ async fn history_from_rollups_is_what_the_raw_samples_gave_and_retention_deletes
 
     // Per hour: the same sums, minima, maxima and waste as before.
     assert_same(&before, &hourly(&s, now, from).await);
-    let history = History::load(&s.db, 1, now - 30 * DAY_MS, now + 1)
+    let history = History::load(&s.db, GuestId(1), now - 30 * DAY_MS, now + 1)
         .await
         .unwrap();
     let so_far = history.waste_so_far(&ticker, now);
@@ -273,10 +279,10 @@ async fn the_samples_around_a_kernel_change_stay_to_measure_it() {
         s.state.store_report(&valid, token, end_ms).await.unwrap();
     }
     s.state.fleet.caught_up().await;
-    let before = tickscope_server::fleet::changes(&s.db, Some(1), now)
+    let before = tickscope_server::fleet::changes(&s.db, Some(GuestId(1)), now)
         .await
         .unwrap();
-    let change = before.get(&1).expect("the upgrade is measured");
+    let change = before.get(&GuestId(1)).expect("the upgrade is measured");
     assert!(
         change.cpu_before_pct > 4.0 && change.cpu_after_pct < 1.0,
         "{change:?}"
@@ -288,7 +294,7 @@ async fn the_samples_around_a_kernel_change_stay_to_measure_it() {
         hourly_ms: 400 * DAY_MS,
     };
     retention::run(&s.state, keep, now).await.unwrap();
-    let after = tickscope_server::fleet::changes(&s.db, Some(1), now)
+    let after = tickscope_server::fleet::changes(&s.db, Some(GuestId(1)), now)
         .await
         .unwrap();
     assert_eq!(after, before, "measured the same from the samples kept raw");
@@ -298,9 +304,9 @@ async fn the_samples_around_a_kernel_change_stay_to_measure_it() {
     // A second run keeps them, and deletes no report they refer to.
     retention::run(&s.state, keep, now).await.unwrap();
     assert_eq!(s.db.stored_counts().await.unwrap().samples, samples);
-    let history = History::load(&s.db, 1, now - 7 * DAY_MS, now + 1)
+    let history = History::load(&s.db, GuestId(1), now - 7 * DAY_MS, now + 1)
         .await
         .unwrap();
-    let guest = s.state.guest(1, now).await.unwrap().unwrap();
+    let guest = s.state.guest(GuestId(1), now).await.unwrap().unwrap();
     assert!(history.waste_so_far(&guest, now).last_7d.measured_hours > 71.0);
 }
