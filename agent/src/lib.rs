@@ -14,6 +14,8 @@ pub mod channel;
 #[cfg(feature = "cli")]
 pub mod client;
 #[cfg(feature = "cli")]
+pub mod clock;
+#[cfg(feature = "cli")]
 pub mod cpu;
 #[cfg(feature = "cli")]
 pub mod discover;

@@ -9,10 +9,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::blind_spots::{self, Seen};
 use crate::channel::Channel;
+use crate::clock::SampleClock;
 use crate::cpu::{CgroupCpu, CgroupMounts};
 use crate::discover::{self, Family, ProcessView, VmIdentity};
 use crate::guest_agent::schedule::{GuestAgent, Via};
@@ -59,6 +60,8 @@ pub struct Sampler {
     processes: HashMap<u32, Tracked>,
     cycles: u64,
     last: Option<(Instant, i64)>,
+    /// Where "now" comes from: the wall clock, or a test's clock.
+    clock: SampleClock,
     /// Whether `/proc` hides other users' processes, and why libvirt could not be reached:
     /// looked at on the first cycle and on every full rescan.
     proc_hidden: bool,
@@ -161,6 +164,7 @@ impl Sampler {
             processes: HashMap::new(),
             cycles: 0,
             last: None,
+            clock: SampleClock::system(),
             proc_hidden: false,
             libvirt_error: None,
         }
@@ -170,6 +174,12 @@ impl Sampler {
     /// `<dir>/<name>.sock` (VirtualBox and VMware serial ports set to a host pipe, say).
     pub fn with_channel_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.channel_dir = Some(dir.into());
+        self
+    }
+
+    /// Reads the time from `clock` (a test's manual clock) instead of the wall clock.
+    pub fn with_clock(mut self, clock: SampleClock) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -194,8 +204,7 @@ impl Sampler {
     /// Reads every VM's counters now. Returns `None` on the first call, which only sets the
     /// starting point.
     pub fn cycle(&mut self) -> std::io::Result<Option<Measured>> {
-        let now = Instant::now();
-        let now_ms = unix_ms(SystemTime::now());
+        let (now, now_ms) = self.clock.now();
         self.cycles += 1;
         let pids = self.proc.pids()?;
         let present: HashSet<u32> = pids.iter().copied().collect();
@@ -319,7 +328,7 @@ impl Sampler {
             {
                 vm.unreported_facts = Some(DeliveredFacts {
                     source,
-                    received_ms: unix_ms(SystemTime::now()),
+                    received_ms: self.clock.now().1,
                     facts,
                 });
             }
@@ -636,10 +645,4 @@ fn wakeups_between(previous: &Counters, now: &Counters) -> u64 {
         .iter()
         .filter_map(|(tid, &count)| Some(count.saturating_sub(*previous.switches.get(tid)?)))
         .sum()
-}
-
-pub fn unix_ms(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

@@ -14,7 +14,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::sampler::unix_ms;
+use crate::clock::unix_ms;
 use crate::wire::{Dynticks, GuestFacts, KernelConfig};
 
 /// Reads a guest's facts from a root directory (`/` in a real guest, a fixture in tests).

@@ -10,6 +10,7 @@ use common::copy_tree;
 
 use serde_json::Value;
 use tickscope_agent::client::{Client, Sender};
+use tickscope_agent::clock::SampleClock;
 use tickscope_agent::report::Reporter;
 use tickscope_agent::sampler::Sampler;
 use tickscope_agent::spool::{Bounds, Spool};
@@ -37,10 +38,11 @@ async fn agent_reports_reach_the_ranking_and_a_resend_is_stored_once() {
     let viewer_for_agent = viewer_token.clone();
     let deliveries = tokio::task::spawn_blocking(move || {
         copy_tree(&fixture.join("t0"), &proc_dir);
-        let mut sampler = Sampler::new(&proc_dir, 100);
+        let clock = SampleClock::manual();
+        let mut sampler = Sampler::new(&proc_dir, 100).with_clock(clock.clone());
         assert!(sampler.cycle().unwrap().is_none());
-        // Let some real time pass so the interval is long enough to judge.
-        std::thread::sleep(std::time::Duration::from_millis(2100));
+        // Move the sampler's clock on so the interval is long enough to judge.
+        clock.advance(std::time::Duration::from_millis(2100));
         copy_tree(&fixture.join("t1"), &proc_dir);
         let measured = sampler.cycle().unwrap().unwrap();
         let mut reporter = Reporter::new(AgentInfo {
