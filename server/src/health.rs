@@ -68,7 +68,10 @@ impl StorageStatus {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .filter(|(at_ms, _)| now_ms - at_ms < REMEMBERED_FOR_MS)
+            // A clock stepped back (NTP, a restored snapshot) forgets it rather than holding
+            // it until the clock catches up: a server pulled from its load balancer by a stale
+            // fault would never store the report that clears it.
+            .filter(|(at_ms, _)| (0..REMEMBERED_FOR_MS).contains(&(now_ms - at_ms)))
             .map(|(_, fault)| fault.clone())
     }
 
@@ -91,6 +94,34 @@ impl StorageStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_disk_is_remembered_for_a_minute_of_the_clock_and_never_past_a_step_back() {
+        let full = || -> AppResult<()> {
+            Err(AppError::StorageFull {
+                message: "disk full".into(),
+                retry_after_s: 30,
+            })
+        };
+        let status = StorageStatus::default();
+        status.record(&full(), 10_000);
+        for (now_ms, remembered) in [
+            (10_000, true),
+            (69_999, true),
+            (70_000, false),
+            // The clock stepped back: forgotten, not held until it catches up.
+            (9_999, false),
+            (-1_000_000, false),
+        ] {
+            assert_eq!(status.fault(now_ms).is_some(), remembered, "at {now_ms}");
+        }
+        // A report stored clears it; a refusal for itself leaves it as it was.
+        status.record(&full(), 20_000);
+        status.record(&Err::<(), _>(AppError::BadRequest("no".into())), 20_001);
+        assert!(status.fault(20_002).is_some());
+        status.record(&Ok(()), 20_003);
+        assert!(status.fault(20_004).is_none());
+    }
 
     /// The probe, free bytes, the last report's fault, and a part of the reason (none: ready).
     type Case = (

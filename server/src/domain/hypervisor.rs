@@ -1,6 +1,7 @@
-//! A guest's hypervisor family as storage keeps it (the TEXT of `Hypervisor::as_str`), read
-//! back with an error for a name no family has, rather than taken for `Other`: a name that is
-//! not one of ours in the database is a bug or a corruption, and says so.
+//! A guest's hypervisor family as storage keeps it (the TEXT of `Hypervisor::as_str`). A name no
+//! family has (a database a newer server wrote, then downgraded; a corruption) is read as
+//! `Other` and said in the log, once: one odd row must not stop the server from starting or its
+//! pages from answering, and it must not pass unnoticed either.
 //!
 //! `Hypervisor` is the agent crate's type, so it cannot be an `sqlx::Type` here (the orphan
 //! rule); rows read it as a [`HypervisorName`], which checks the name as it decodes.
@@ -31,9 +32,7 @@ pub fn parse_hypervisor(name: &str) -> Result<Hypervisor, UnknownName> {
         .ok_or_else(|| UnknownName(name.to_string()))
 }
 
-/// A hypervisor family as read from storage: its TEXT, checked while it is decoded, so that an
-/// unknown name fails the row with the name in the error (sqlx's `try_from` conversion would
-/// lose the message).
+/// A hypervisor family as read from storage: its TEXT, checked while it is decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HypervisorName(pub Hypervisor);
 
@@ -56,7 +55,16 @@ where
 {
     fn decode(value: DB::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
         let name = <&'r str as sqlx::Decode<'r, DB>>::decode(value)?;
-        Ok(HypervisorName(parse_hypervisor(name)?))
+        Ok(HypervisorName(parse_hypervisor(name).unwrap_or_else(|unknown| {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                tracing::warn!(
+                    name = %crate::visible::show_invisible(&unknown.0),
+                    "a stored guest has a hypervisor name this server does not know; it is shown as other"
+                );
+            });
+            Hypervisor::Other
+        })))
     }
 }
 

@@ -167,7 +167,6 @@ mod tests {
     use tickscope_agent::wire::Hypervisor;
 
     use super::*;
-    use crate::db::StoreError;
 
     /// A database with one host and one guest whose stored hypervisor is `name`.
     async fn db_with_guest_of(dir: &tempfile::TempDir, name: &str) -> Db {
@@ -191,27 +190,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_stored_hypervisor_reads_back_as_its_family_and_an_unknown_name_is_an_error() {
+    async fn a_stored_hypervisor_reads_back_as_its_family_and_an_unknown_name_as_other() {
         let everyone = GuestScope::Active { since_ms: 0 };
-        for (stored, expected) in [
-            ("qemu", Some(Hypervisor::Qemu)),
-            ("cloud_hypervisor", Some(Hypervisor::CloudHypervisor)),
-            ("other", Some(Hypervisor::Other)),
-            ("xen", None),
+        for (stored, family) in [
+            ("qemu", Hypervisor::Qemu),
+            ("cloud_hypervisor", Hypervisor::CloudHypervisor),
+            ("other", Hypervisor::Other),
+            // A newer server's family after a downgrade: the row still reads (the log says it).
+            ("xen", Hypervisor::Other),
         ] {
             let dir = tempfile::tempdir().unwrap();
             let db = db_with_guest_of(&dir, stored).await;
-            match (db.guests_in(everyone).await, expected) {
-                (Ok(rows), Some(family)) => {
-                    assert_eq!(rows.len(), 1, "{stored}");
-                    assert_eq!(rows[0].hypervisor, family, "{stored}");
-                    assert_eq!(rows[0].id, GuestId(7));
-                }
-                (Err(StoreError::Backend(e)), None) => {
-                    assert!(e.to_string().contains("\"xen\""), "{stored}: {e}");
-                }
-                (got, expected) => panic!("{stored}: {got:?}, expected {expected:?}"),
-            }
+            let rows = db.guests_in(everyone).await.unwrap();
+            assert_eq!(rows.len(), 1, "{stored}");
+            assert_eq!(rows[0].hypervisor, family, "{stored}");
+            assert_eq!(rows[0].id, GuestId(7));
             db.close().await;
         }
     }
