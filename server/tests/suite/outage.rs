@@ -204,6 +204,16 @@ fn an_agent_killed_again_and_again_loses_and_repeats_nothing() {
     let token = add_token(&db, "agent");
     let mut processes = Processes::default();
     let url = start_server(&db, &[], &mut processes);
+    // kill -9 while it starts: before its spool exists, and in its first cycle, before anything
+    // it wrote was acknowledged. What it may have stored counts like any other run's.
+    for ms in [40, 250] {
+        processes.add(
+            "tickscope-agent",
+            start_agent(&url, &token, &spool, "0.2", &[]),
+        );
+        std::thread::sleep(Duration::from_millis(ms));
+        processes.kill("tickscope-agent");
+    }
     // kill -9 at moments that fall anywhere in its cycle: writing, sending, deleting. Each run
     // first gets a report stored, however slowly it starts, so that every run is seen.
     for ms in [700, 950, 1230, 810, 1500, 1040] {
@@ -254,8 +264,10 @@ fn an_agent_killed_again_and_again_loses_and_repeats_nothing() {
         let expected: Vec<i64> = (block * 100..block * 100 + run.len() as i64).collect();
         assert_eq!(run, &expected, "a report lost inside a run: {seqs:?}");
     }
-    assert_eq!(runs.len(), 7, "one block per run: {seqs:?}");
-    eprintln!("{} reports over 7 runs: {seqs:?}", seqs.len());
+    // One block per run that stored anything: the seven waited for, and at most one each for
+    // the two killed as they started.
+    assert!((7..=9).contains(&runs.len()), "one block per run: {seqs:?}");
+    eprintln!("{} reports over {} runs: {seqs:?}", seqs.len(), runs.len());
 }
 
 #[test]
