@@ -40,6 +40,7 @@ fi
 
 # The code's map holds (docs/architecture.md): no import circle, no child importing its parent,
 # no module importing a higher layer. Layers lowest first, as the map lists them.
+python3 scripts/module-cycles.py --self-test
 python3 scripts/module-cycles.py server/src --layers "$(cat scripts/server-layers.txt)"
 python3 scripts/module-cycles.py agent/src
 
@@ -51,8 +52,12 @@ scripts/periodic-kernel.sh >/dev/null
 # The real-guest test runs the agent binary, which belongs to another package of the workspace.
 cargo build --workspace --bins
 # The server's integration tests are one binary (server/tests/suite): the tests that boot guests
-# run apart from the rest and one at a time, so that no other test shares the machine with them.
-cargo test --workspace -- --include-ignored --skip real_guests:: --skip libvirt::
+# (its modules real_guests and libvirt) run apart from the rest and one at a time, so that no
+# other test shares the machine with them. The skip applies to that binary only.
+cargo test --workspace --exclude tickscope-server -- --include-ignored
+cargo test -p tickscope-server --lib --bins -- --include-ignored
+cargo test -p tickscope-server --doc
+cargo test -p tickscope-server --test suite -- --include-ignored --skip real_guests:: --skip libvirt::
 cargo test -p tickscope-server --test suite -- --include-ignored --test-threads=1 real_guests:: libvirt::
 scripts/schemathesis.sh
 scripts/packages.sh

@@ -122,7 +122,7 @@ mod tests {
     /// prometheus-alertmanager 0.25.0-1+b4): started on 127.0.0.1:19093 with a route to a
     /// receiver without configs, each label set POSTed as `[{"labels": {...}}]` to
     /// /api/v2/alerts, and the `fingerprint` of each alert read back from GET /api/v2/alerts.
-    /// tests/alertmanager.rs also compares them with a running Alertmanager's.
+    /// server/tests/suite/alertmanager.rs also compares them with a running Alertmanager's.
     #[test]
     fn fingerprints_are_alertmanagers() {
         let cases = [

@@ -3,7 +3,7 @@
 //!
 //! Needs `chromium` and `chromium-driver` (the test command `scripts/test.sh` installs both).
 //! Ignored by a plain `cargo test`; run it with
-//! `cargo test -p tickscope-server --test browser -- --ignored`. Full-page screenshots of each
+//! `cargo test -p tickscope-server --test suite -- --ignored browser::`. Full-page screenshots of each
 //! page land in `target/browser-screenshots/`.
 
 use crate::common;

@@ -10,7 +10,7 @@
 //!
 //! Needs root, libvirtd and its helpers running, and the assets: `scripts/libvirt-assets.sh`
 //! (which `scripts/test.sh` runs) prepares all of it. Ignored by a plain `cargo test`; run with
-//! `cargo test -p tickscope-server --test libvirt -- --ignored`.
+//! `cargo test -p tickscope-server --test suite -- --ignored libvirt::`.
 
 use crate::common;
 

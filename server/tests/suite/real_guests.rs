@@ -4,8 +4,8 @@
 //! Needs qemu-system-x86, a kernel plus initramfs from `scripts/guest-assets.sh`, and for the
 //! periodic-kernel tests the kernel of `scripts/periodic-kernel.sh` (the test command
 //! `scripts/test.sh` installs and prepares all of them). Ignored by a plain `cargo test` because
-//! it takes about a minute; run it with `cargo test -p tickscope-server --test real_guests --
-//! --ignored`.
+//! it takes about a minute; run it with `cargo test -p tickscope-server --test suite --
+//! --ignored real_guests::`.
 
 use crate::common;
 
