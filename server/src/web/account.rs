@@ -41,25 +41,14 @@ impl NoticePage for AccountPage {
         notice: String,
         error: String,
     ) -> Result<Response, PageError> {
-        render(state, user, session, status, notice, error).await
+        let page = AccountPage {
+            frame: Frame::new(state, user, session).await?,
+            min_chars: auth::MIN_PASSWORD_CHARS,
+            notice,
+            error,
+        };
+        Ok((status, page).into_response())
     }
-}
-
-async fn render(
-    state: &AppState,
-    user: &User,
-    session: &Session,
-    status: StatusCode,
-    notice: String,
-    error: String,
-) -> Result<Response, PageError> {
-    let page = AccountPage {
-        frame: Frame::new(state, user, session).await?,
-        min_chars: auth::MIN_PASSWORD_CHARS,
-        notice,
-        error,
-    };
-    Ok((status, page).into_response())
 }
 
 #[derive(Deserialize)]
@@ -127,7 +116,7 @@ pub async fn change_password(
         }
         Err(e @ AppError::Invalid { .. }) => {
             let status = e.status();
-            render(
+            <AccountPage as NoticePage>::render(
                 &state,
                 &user,
                 &session,
@@ -141,7 +130,7 @@ pub async fn change_password(
             message,
             retry_after_s,
         }) => {
-            let mut page = render(
+            let mut page = <AccountPage as NoticePage>::render(
                 &state,
                 &user,
                 &session,

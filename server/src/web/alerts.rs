@@ -177,95 +177,84 @@ impl NoticePage for AlertsPage {
         notice: String,
         error: String,
     ) -> Result<Response, PageError> {
-        render(state, user, session, status, notice, error).await
-    }
-}
-
-async fn render(
-    state: &AppState,
-    user: &User,
-    session: &Session,
-    status: StatusCode,
-    notice: String,
-    error: String,
-) -> Result<Response, PageError> {
-    let now = state.clock.now_ms();
-    let silence_rows = state.db.silences(now).await?;
-    let in_force = as_silences(&silence_rows);
-    let open = state.db.open_alerts().await?;
-    let line = |a: &AlertRow| AlertLine::new(a, &in_force, now);
-    let rules = state.db.alert_rules().await?;
-    let rule_name = |id: Option<i64>| {
-        id.map_or("any rule".to_string(), |id| {
-            rules
+        let now = state.clock.now_ms();
+        let silence_rows = state.db.silences(now).await?;
+        let in_force = as_silences(&silence_rows);
+        let open = state.db.open_alerts().await?;
+        let line = |a: &AlertRow| AlertLine::new(a, &in_force, now);
+        let rules = state.db.alert_rules().await?;
+        let rule_name = |id: Option<i64>| {
+            id.map_or("any rule".to_string(), |id| {
+                rules
+                    .iter()
+                    .find(|r| r.id.0 == id)
+                    .map_or(format!("rule {id}"), |r| r.name.clone())
+            })
+        };
+        let counts = state.db.outbox_counts().await?;
+        let page = AlertsPage {
+            frame: Frame::new(state, user, session).await?,
+            notice,
+            error,
+            firing: open
                 .iter()
-                .find(|r| r.id.0 == id)
-                .map_or(format!("rule {id}"), |r| r.name.clone())
-        })
-    };
-    let counts = state.db.outbox_counts().await?;
-    let page = AlertsPage {
-        frame: Frame::new(state, user, session).await?,
-        notice,
-        error,
-        firing: open
-            .iter()
-            .filter(|a| a.state == "firing")
-            .map(line)
-            .collect(),
-        pending: open
-            .iter()
-            .filter(|a| a.state == "pending")
-            .map(line)
-            .collect(),
-        history: state
-            .db
-            .resolved_alerts(50)
-            .await?
-            .iter()
-            .map(line)
-            .collect(),
-        rule_choices: rules.iter().map(|r| (r.id.0, r.name.clone())).collect(),
-        silences: silence_rows
-            .into_iter()
-            .map(|s| SilenceLine {
-                id: s.id.0,
-                rule: rule_name(s.rule_id.map(|r| r.0)),
-                pattern: if s.pattern.is_empty() {
-                    "any guest or host".into()
-                } else {
-                    s.pattern
-                },
-                from: view::time(s.starts_ms),
-                until: view::time(s.ends_ms),
-                reason: s.reason,
-                by: s.created_by,
-            })
-            .collect(),
-        rules: rules.iter().map(RuleLine::new).collect(),
-        receivers: state
-            .db
-            .receivers()
-            .await?
-            .into_iter()
-            .map(|r| ReceiverLine {
-                id: r.id.0,
-                name: r.name,
-                url: r.url,
-                format: r.format,
-                group_by: labels::parse_group_by(&r.group_by).join(", "),
-                group_wait_s: r.group_wait_s,
-                group_interval_s: r.group_interval_s,
-                auth_set: r.auth_header.is_some(),
-                ca_set: r.ca_pem.is_some(),
-            })
-            .collect(),
-        waiting: counts.waiting,
-        delivered: counts.delivered,
-        failed: counts.failed,
-        generated: view::time(now),
-    };
-    Ok((status, page).into_response())
+                .filter(|a| a.state == "firing")
+                .map(line)
+                .collect(),
+            pending: open
+                .iter()
+                .filter(|a| a.state == "pending")
+                .map(line)
+                .collect(),
+            history: state
+                .db
+                .resolved_alerts(50)
+                .await?
+                .iter()
+                .map(line)
+                .collect(),
+            rule_choices: rules.iter().map(|r| (r.id.0, r.name.clone())).collect(),
+            silences: silence_rows
+                .into_iter()
+                .map(|s| SilenceLine {
+                    id: s.id.0,
+                    rule: rule_name(s.rule_id.map(|r| r.0)),
+                    pattern: if s.pattern.is_empty() {
+                        "any guest or host".into()
+                    } else {
+                        s.pattern
+                    },
+                    from: view::time(s.starts_ms),
+                    until: view::time(s.ends_ms),
+                    reason: s.reason,
+                    by: s.created_by,
+                })
+                .collect(),
+            rules: rules.iter().map(RuleLine::new).collect(),
+            receivers: state
+                .db
+                .receivers()
+                .await?
+                .into_iter()
+                .map(|r| ReceiverLine {
+                    id: r.id.0,
+                    name: r.name,
+                    url: r.url,
+                    format: r.format,
+                    group_by: labels::parse_group_by(&r.group_by).join(", "),
+                    group_wait_s: r.group_wait_s,
+                    group_interval_s: r.group_interval_s,
+                    auth_set: r.auth_header.is_some(),
+                    ca_set: r.ca_pem.is_some(),
+                })
+                .collect(),
+            waiting: counts.waiting,
+            delivered: counts.delivered,
+            failed: counts.failed,
+            generated: view::time(now),
+        };
+        Ok((status, page).into_response())
+    }
 }
 
 /// A form that did its work, or the page again with why it was refused.
@@ -280,7 +269,15 @@ async fn finish(
         Ok(notice) => BACK.done(session, notice, anchor).await,
         Err(e @ (AppError::Invalid { .. } | AppError::Conflict(_))) => {
             let status = e.status();
-            render(state, user, session, status, String::new(), e.to_string()).await
+            <AlertsPage as NoticePage>::render(
+                state,
+                user,
+                session,
+                status,
+                String::new(),
+                e.to_string(),
+            )
+            .await
         }
         Err(e) => Err(e.into()),
     }
