@@ -6,10 +6,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::fleet::{HostSpec, SimulatedHost};
 use crate::client::Client;
+use crate::clock::unix_ms;
 
 /// What the senders did so far.
 #[derive(Default)]
@@ -88,7 +89,7 @@ fn send_group(
             if until.is_some_and(|until| Instant::now() >= until) {
                 return;
             }
-            let report = host.report(unix_ms(), interval_ms);
+            let report = host.report(unix_ms(SystemTime::now()), interval_ms);
             let json = serde_json::to_vec(&report).expect("a report serialises");
             let started = Instant::now();
             match client.post_report(json) {
@@ -106,11 +107,4 @@ fn send_group(
         }
         next += interval;
     }
-}
-
-fn unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
