@@ -148,7 +148,7 @@ async fn fill_history(state: &AppState, days: i64) -> tickscope_server::domain::
         };
         store(state, token, report, end_ms).await;
     }
-    let guests = state.ranked(tickscope_server::clock::now_ms()).await;
+    let guests = state.fleet.ranked(tickscope_server::clock::now_ms()).await;
     guests
         .iter()
         .find(|g| g.name == "history-guest")

@@ -1,23 +1,20 @@
 //! The server's shared state: the database, the analysed fleet and the services the handlers
 //! and the background jobs share. The router that serves it is assembled in `app`.
 
-use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::{Arc, RwLock};
 use std::time::Duration as StdDuration;
 
 use axum::extract::FromRef;
 
-use crate::analysis::change::Change;
 use crate::analysis::cost::CostModel;
 
 use crate::alerts::AlertContext;
 use crate::auth::throttle::LoginThrottle;
 use crate::clock::{SharedClock, SystemClock};
 use crate::db::{Db, StoreOutcome};
-use crate::domain::{GuestId, HostId, TokenId};
+use crate::domain::TokenId;
 use crate::error::{AppError, AppResult};
-use crate::fleet::AnalysedGuest;
 use crate::fleet::current::Current;
 use crate::fleet::live::LiveFleet;
 use crate::health::StorageStatus;
@@ -32,7 +29,7 @@ pub struct AppState {
     /// The cost model in force: `options.cost` until an admin saves one on the settings page.
     cost: Arc<RwLock<CostModel>>,
     /// Every active guest, analysed and kept current off the request path: what the pages and
-    /// the API rank. [`AppState::ranked`] and the like wait for the analyses of what was stored.
+    /// the API rank. [`LiveFleet::ranked`] and the like wait for the analyses of what was stored.
     pub fleet: LiveFleet,
     /// The server's own counters, for `/metrics`.
     pub metrics: Arc<Metrics>,
@@ -116,35 +113,9 @@ impl AppState {
         let outcome = outcome?;
         if let StoreOutcome::Stored { host_id, .. } = outcome {
             // As of when the report arrived (a backfill's reports arrive on their own timeline).
-            self.refresh_host(host_id, received_ms);
+            self.fleet.refresh_host(host_id, received_ms);
         }
         Ok(outcome)
-    }
-
-    /// Asks for a host's guests to be analysed again as of `at_ms`, after something it or
-    /// they sent was stored.
-    pub fn refresh_host(&self, host_id: HostId, at_ms: i64) {
-        self.fleet.refresh_host(host_id, at_ms);
-    }
-
-    /// The active guests, most wasteful first, with everything stored so far analysed.
-    pub async fn ranked(&self, now_ms: i64) -> Vec<Arc<AnalysedGuest>> {
-        self.fleet.ranked(now_ms).await
-    }
-
-    /// The active guests' last kernel or command-line changes, measured, by guest.
-    pub async fn changes(&self, now_ms: i64) -> HashMap<GuestId, Change> {
-        self.fleet.changes(now_ms).await
-    }
-
-    /// One guest as the ranking has it; a guest that stopped reporting is analysed from its
-    /// last window. `None` if there is no such guest.
-    pub async fn guest(
-        &self,
-        guest_id: GuestId,
-        now_ms: i64,
-    ) -> AppResult<Option<Arc<AnalysedGuest>>> {
-        self.fleet.guest(guest_id, now_ms).await
     }
 
     /// The cost model in force.

@@ -89,7 +89,7 @@ async fn guests_csv(
 ) -> AppResult<impl IntoResponse> {
     let Query(query) = query.map_err(|e| AppError::BadRequest(e.body_text()))?;
     let now = state.clock.now_ms();
-    let guests = state.ranked(now).await;
+    let guests = state.fleet.ranked(now).await;
     let so_far = if query.history {
         fleet::waste_so_far_of(&state.db, &guests, now).await?
     } else {
@@ -116,7 +116,7 @@ struct PlanInputs {
 impl PlanInputs {
     async fn now(state: &AppState) -> PlanInputs {
         let now_ms = state.clock.now_ms();
-        let guests = state.ranked(now_ms).await;
+        let guests = state.fleet.ranked(now_ms).await;
         PlanInputs {
             now_ms,
             plan: fleet::plan(&guests),
@@ -239,7 +239,7 @@ struct PlanJson {
 )]
 async fn plan_json(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<PlanJson>> {
     let now = state.clock.now_ms();
-    let guests = state.ranked(now).await;
+    let guests = state.fleet.ranked(now).await;
     Ok(Json(PlanJson {
         generated_ms: now,
         demo: state.options.demo,

@@ -79,7 +79,7 @@ async fn receive(
         .record_guest_facts(token_id, &uuid, guest_id, &facts, state.clock.now_ms())
         .await?;
     if let Some(host_id) = state.db.guest_host_id(guest_id).await? {
-        state.refresh_host(host_id, state.clock.now_ms());
+        state.fleet.refresh_host(host_id, state.clock.now_ms());
     }
     Ok(Json(FactsAccepted {
         status: "stored",

@@ -209,9 +209,9 @@ struct GuestList {
 )]
 async fn list(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<GuestList>> {
     let now = state.clock.now_ms();
-    let guests = state.ranked(now).await;
+    let guests = state.fleet.ranked(now).await;
     // Only guests still reporting count towards what was realised.
-    let mut changes = state.changes(now).await;
+    let mut changes = state.fleet.changes(now).await;
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
     let realised = Realised {
         guests: changes.len(),
@@ -255,6 +255,7 @@ async fn one(
     let id = GuestId(id);
     let now = state.clock.now_ms();
     let guest = state
+        .fleet
         .guest(id, now)
         .await?
         .ok_or_else(|| AppError::NotFound(format!("no guest {id}")))?;

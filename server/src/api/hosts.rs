@@ -40,7 +40,7 @@ struct HostList {
 )]
 async fn list(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<HostList>> {
     let now = state.clock.now_ms();
-    let guests = state.ranked(now).await;
+    let guests = state.fleet.ranked(now).await;
     let mut hosts = fleet::host_totals(&guests, &state.cost_model());
     fleet::with_host_rows(&mut hosts, &state.db.hosts().await?, now);
     Ok(Json(HostList {

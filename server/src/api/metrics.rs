@@ -29,7 +29,7 @@ async fn metrics(
             .and_then(|value| value.to_str().ok()),
     );
     let now_ms = state.clock.now_ms();
-    let guests = state.ranked(now_ms).await;
+    let guests = state.fleet.ranked(now_ms).await;
     let totals = state.db.process_totals(now_ms - ACTIVE_WITHIN_MS).await?;
     let hosts = state.db.hosts().await?;
     let alerts = state.db.open_alerts().await?;

@@ -32,7 +32,7 @@ pub async fn guest(
     let Path(id) = id.map_err(|_| not_found())?;
     let id = GuestId(id);
     let now = state.clock.now_ms();
-    let guest = state.guest(id, now).await?.ok_or_else(not_found)?;
+    let guest = state.fleet.guest(id, now).await?.ok_or_else(not_found)?;
     let samples = state.db.recent_samples(id, 30).await?;
     let range = match query.ok().and_then(|Query(q)| q.range) {
         None => Range::Hour,

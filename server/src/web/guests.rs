@@ -67,7 +67,7 @@ pub async fn guests(
 ) -> Result<GuestsPage, PageError> {
     let Query(query) = query
         .map_err(|e| AppError::BadRequest(format!("this view's address is not valid: {e}")))?;
-    let guests = state.ranked(state.clock.now_ms()).await;
+    let guests = state.fleet.ranked(state.clock.now_ms()).await;
     let filter = |param, label, chosen: &str, field: fn(&AnalysedGuest) -> String| {
         let mut choices = guest_list::choices(&guests, field);
         // A value no active guest has (a silent host's) still shows as the one applied.

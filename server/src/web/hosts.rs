@@ -121,7 +121,7 @@ pub async fn list(
     PageUser(user, session): PageUser,
 ) -> Result<HostsPage, PageError> {
     let now = state.clock.now_ms();
-    let host_rows = host_lines(&state, &state.ranked(now).await, now).await?;
+    let host_rows = host_lines(&state, &state.fleet.ranked(now).await, now).await?;
     Ok(HostsPage {
         frame: Frame::new(&state, &user, &session).await?,
         silent: host_rows.iter().filter(|r| r.silent).count(),
@@ -158,6 +158,7 @@ pub async fn one(
         .find(|h| h.id.0 == id)
         .ok_or_else(not_found)?;
     let guests: Vec<_> = state
+        .fleet
         .ranked(now)
         .await
         .into_iter()

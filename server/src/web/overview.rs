@@ -88,11 +88,11 @@ pub async fn overview(
     PageUser(user, session): PageUser,
 ) -> Result<OverviewPage, PageError> {
     let now = state.clock.now_ms();
-    let guests = state.ranked(now).await;
+    let guests = state.fleet.ranked(now).await;
     let totals = fleet::totals(&guests, &state.cost_model());
     let host_rows = hosts::host_lines(&state, &guests, now).await?;
     // Only guests still reporting count towards what was realised.
-    let changes = state.changes(now).await;
+    let changes = state.fleet.changes(now).await;
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
     let realised = if changes.is_empty() {
         String::new()

@@ -57,7 +57,7 @@ pub async fn plan(
     PageUser(user, session): PageUser,
 ) -> Result<PlanPage, PageError> {
     let now = state.clock.now_ms();
-    let guests = state.ranked(now).await;
+    let guests = state.fleet.ranked(now).await;
     let model = &state.cost_model();
     let money = |pct: f64| {
         format!(

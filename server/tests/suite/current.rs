@@ -84,7 +84,7 @@ async fn the_state_kept_up_to_date_is_the_state_analysed_from_scratch() {
     assert_eq!(names.len(), 5, "{names:?}");
     assert!(names.contains(&"elsewhere") && names.contains(&"leaving"));
     assert_eq!(
-        s.state.changes(now).await.len(),
+        s.state.fleet.changes(now).await.len(),
         Current::load(&s.db, now).await.unwrap().changes(now).len()
     );
 }

@@ -12,7 +12,7 @@ async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
     let db = Db::open(&dir.path().join("demo.db")).await.unwrap();
     let state = AppState::new(db, Options::default()).await.unwrap();
     demo::start(&state).await.unwrap();
-    let guests = state.ranked(now_ms()).await;
+    let guests = state.fleet.ranked(now_ms()).await;
     assert_eq!(guests.len(), 12);
     let modes: Vec<TickMode> = guests
         .iter()

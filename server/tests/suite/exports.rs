@@ -782,7 +782,7 @@ fn close(what: &str, a: f64, b: f64, tolerance: f64) {
 /// guest's history at a time), and as the export reads it (all guests at once): (24 h wasted
 /// core-hours, measured hours, 7 d wasted core-hours, measured hours), by guest.
 async fn waste_both_ways(s: &Server, now_ms: i64) -> [BTreeMap<GuestId, [f64; 4]>; 2] {
-    let guests = s.state.ranked(now_ms).await;
+    let guests = s.state.fleet.ranked(now_ms).await;
     let figures = |w: &tickscope_server::fleet::WasteSoFar| {
         [
             w.last_24h.wasted_core_hours,

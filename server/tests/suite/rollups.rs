@@ -68,6 +68,7 @@ async fn hourly(s: &common::Server, now_ms: i64, from_ms: i64) -> BTreeMap<(i64,
     for guest_id in [1, 2] {
         let guest = s
             .state
+            .fleet
             .guest(GuestId(guest_id), now_ms)
             .await
             .unwrap()
@@ -134,7 +135,7 @@ async fn history_from_rollups_is_what_the_raw_samples_gave_and_retention_deletes
     s.state.fleet.caught_up().await;
     let from = now - 4 * DAY_MS;
     let before = hourly(&s, now, from).await;
-    let ticker = s.state.guest(GuestId(1), now).await.unwrap().unwrap();
+    let ticker = s.state.fleet.guest(GuestId(1), now).await.unwrap().unwrap();
     let history = History::load(&s.db, GuestId(1), now - 30 * DAY_MS, now + 1)
         .await
         .unwrap();
@@ -307,6 +308,6 @@ async fn the_samples_around_a_kernel_change_stay_to_measure_it() {
     let history = History::load(&s.db, GuestId(1), now - 7 * DAY_MS, now + 1)
         .await
         .unwrap();
-    let guest = s.state.guest(GuestId(1), now).await.unwrap().unwrap();
+    let guest = s.state.fleet.guest(GuestId(1), now).await.unwrap().unwrap();
     assert!(history.waste_so_far(&guest, now).last_7d.measured_hours > 71.0);
 }
