@@ -16,6 +16,7 @@ pub mod fleet;
 pub mod health;
 pub mod http;
 pub mod ingest;
+pub mod intake;
 pub mod logging;
 pub mod metrics;
 pub mod retention;

@@ -78,13 +78,12 @@ where
     // Whole analysis windows only, so that no window is cut in two.
     let raw_before =
         (now_ms - retention.raw_ms).div_euclid(ANALYSIS_WINDOW_MS) * ANALYSIS_WINDOW_MS;
-    // Once for the run, not per guest: under steady ingest each wait lasts a refresher pass.
-    live.settled().await;
+    live.forget_silent(now_ms);
     let mut keep_reports = Vec::new();
     // Every guest's last kernel or command-line change, read once for the run.
     let last_changes = fleet::last_changes(db.fact_changes(None).await?);
     for guest_id in db.guests_with_samples_before(raw_before).await? {
-        let Some(guest) = live.guest_as_is(guest_id, now_ms).await? else {
+        let Some(guest) = live.guest(guest_id, now_ms).await? else {
             continue;
         };
         // The samples around the guest's last kernel or command-line change stay raw: what the

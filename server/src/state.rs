@@ -20,6 +20,7 @@ use crate::fleet::live::LiveFleet;
 use crate::health::StorageStatus;
 use crate::http::admission::{Admission, AdmissionLimits, RequestTimeout};
 use crate::ingest::ValidReport;
+use crate::intake::Intake;
 use crate::metrics::Metrics;
 
 #[derive(Clone)]
@@ -28,9 +29,11 @@ pub struct AppState {
     pub options: Arc<Options>,
     /// The cost model in force: `options.cost` until an admin saves one on the settings page.
     cost: Arc<RwLock<CostModel>>,
-    /// Every active guest, analysed and kept current off the request path: what the pages and
-    /// the API rank. [`LiveFleet::ranked`] and the like wait for the analyses of what was stored.
+    /// Every active guest, analysed and kept current as reports are stored: what the pages and
+    /// the API rank. Readers never wait for it.
     pub fleet: LiveFleet,
+    /// The one writer of reports and guests' facts (group commit; see [`Intake`]).
+    pub intake: Intake,
     /// The server's own counters, for `/metrics`.
     pub metrics: Arc<Metrics>,
     /// Wakes the notification sender when an evaluation wrote something to the outbox.
@@ -76,8 +79,10 @@ impl AppState {
             took_ms = started.elapsed().as_millis() as u64,
             "analysed the active guests"
         );
+        let fleet = LiveFleet::start(db.clone(), current);
         Ok(AppState {
-            fleet: LiveFleet::start(db.clone(), current),
+            intake: Intake::start(db.clone(), fleet.clone()),
+            fleet,
             db,
             metrics: Arc::new(Metrics::default()),
             notifier: Arc::new(tokio::sync::Notify::new()),
@@ -94,8 +99,8 @@ impl AppState {
         })
     }
 
-    /// Stores a report, then asks for its host to be analysed again. The report is stored
-    /// once this returns; the analysis follows (see [`LiveFleet`]).
+    /// Stores a report (with the reports that arrive with it, in one transaction), and brings
+    /// the live fleet up to date with it before it returns.
     pub async fn store_report(
         &self,
         report: &ValidReport,
@@ -103,18 +108,11 @@ impl AppState {
         received_ms: i64,
     ) -> AppResult<StoreOutcome> {
         let outcome = self
-            .db
-            .store_report(report, token_id, received_ms, |previous| {
-                crate::ingest::samples::sample_spans(report, previous)
-            })
-            .await
-            .map_err(AppError::from);
+            .intake
+            .store_report(Arc::new(report.clone()), token_id, received_ms)
+            .await;
         self.storage.record(&outcome, self.clock.now_ms());
         let outcome = outcome?;
-        if let StoreOutcome::Stored { host_id, .. } = outcome {
-            // As of when the report arrived (a backfill's reports arrive on their own timeline).
-            self.fleet.refresh_host(host_id, received_ms);
-        }
         Ok(outcome)
     }
 

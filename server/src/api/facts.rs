@@ -75,12 +75,9 @@ async fn receive(
             ))
         })?;
     state
-        .db
-        .record_guest_facts(token_id, &uuid, guest_id, &facts, state.clock.now_ms())
+        .intake
+        .store_guest_facts(token_id, uuid, guest_id, facts, state.clock.now_ms())
         .await?;
-    if let Some(host_id) = state.db.guest_host_id(guest_id).await? {
-        state.fleet.refresh_host(host_id, state.clock.now_ms());
-    }
     Ok(Json(FactsAccepted {
         status: "stored",
         guest_id: guest_id.0,

@@ -34,3 +34,54 @@ pub enum StoreError {
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
+
+impl StoreError {
+    /// The same failure again, for each caller one failed operation answers (a batch of
+    /// reports): sqlx's errors cannot be cloned, so the copy keeps the kind and the message.
+    pub fn again(&self) -> StoreError {
+        let copy = |e: &sqlx::Error| sqlx::Error::Protocol(e.to_string());
+        match self {
+            StoreError::NotFound(m) => StoreError::NotFound(m.clone()),
+            StoreError::Conflict(m) => StoreError::Conflict(m.clone()),
+            StoreError::Refused(m) => StoreError::Refused(m.clone()),
+            StoreError::Full(e) => StoreError::Full(copy(e)),
+            StoreError::Unavailable(e) => StoreError::Unavailable(copy(e)),
+            StoreError::Backend(e) => StoreError::Backend(copy(e)),
+            StoreError::Migrate(e) => StoreError::Corrupt(e.to_string()),
+            StoreError::Corrupt(m) => StoreError::Corrupt(m.clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_told_again_keeps_its_kind_and_message() {
+        let io = || sqlx::Error::Io(std::io::Error::other("disk I/O error"));
+        let cases = [
+            StoreError::NotFound("no such rule".into()),
+            StoreError::Conflict("taken".into()),
+            StoreError::Refused("other host".into()),
+            StoreError::Full(io()),
+            StoreError::Unavailable(io()),
+            StoreError::Backend(io()),
+            StoreError::Corrupt("bad row".into()),
+        ];
+        for e in cases {
+            let again = e.again();
+            assert_eq!(
+                std::mem::discriminant(&e),
+                std::mem::discriminant(&again),
+                "{e:?}"
+            );
+            assert!(
+                again
+                    .to_string()
+                    .contains(&e.to_string().replace("database error: ", "")),
+                "{e} / {again}"
+            );
+        }
+    }
+}

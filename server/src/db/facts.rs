@@ -2,6 +2,7 @@
 
 use sqlx::FromRow;
 
+use super::guests::IdleReading;
 use crate::domain::GuestId;
 
 /// The newest facts of one guest from one source.
@@ -14,6 +15,20 @@ pub struct FactsRow {
     /// When the guest's current VM process was first reported (server clock), if known: facts
     /// received before then are from an earlier boot.
     pub process_since_ms: Option<i64>,
+}
+
+/// Facts as one delivery stored them: now the guest's newest from their source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredFacts {
+    pub source: String,
+    pub received_ms: i64,
+    pub facts_json: String,
+    /// The idle reading kept from them (none when the guest sent none, or sent one too soon
+    /// after the last).
+    pub reading: Option<IdleReading>,
+    /// Whether they differ from the source's previous facts of this guest: a kernel or
+    /// command-line change, to be measured.
+    pub changed: bool,
 }
 
 /// One distinct set of facts of one guest and source, with the time it covers.

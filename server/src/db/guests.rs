@@ -5,7 +5,7 @@ use tickscope_agent::wire::Hypervisor;
 use crate::domain::{GuestId, HostId, HypervisorName};
 
 /// A guest as the analysis needs it, with its host's KVM setting.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, PartialEq, FromRow)]
 pub struct GuestRow {
     pub id: GuestId,
     pub host_id: HostId,
@@ -24,10 +24,13 @@ pub struct GuestRow {
     /// Where its CPU time was last read (`wire::CpuSource` names).
     pub cpu_source: Option<String>,
     pub last_seen_ms: i64,
+    /// When its current VM process was first reported (server clock), if known: facts
+    /// received before then are from an earlier boot.
+    pub process_since_ms: Option<i64>,
 }
 
 /// One sample of the analysis window.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, PartialEq, FromRow)]
 pub struct IntervalRow {
     pub guest_id: GuestId,
     pub received_ms: i64,
@@ -39,9 +42,11 @@ pub struct IntervalRow {
 }
 
 /// A guest's own idle fraction, as one facts delivery reported it.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, PartialEq, FromRow)]
 pub struct IdleReading {
     pub guest_id: GuestId,
+    /// The facts source that delivered it (readings of one instant are ordered by it).
+    pub source: String,
     /// Server clock.
     pub received_ms: i64,
     /// How much guest time the reading measured, when the guest said.

@@ -28,13 +28,13 @@ pub use alerts::{
     ReceiverRow, RuleRow, SilenceRow,
 };
 pub use error::{StoreError, StoreResult};
-pub use facts::{FactsEventRow, FactsRow, FactsSpanRow, IDLE_READINGS_KEPT_MS};
+pub use facts::{FactsEventRow, FactsRow, FactsSpanRow, IDLE_READINGS_KEPT_MS, StoredFacts};
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use history::{GuestFactsSpanRow, GuestRollupRow, StoredHistories};
 pub use hosts::HostRow;
 #[cfg(feature = "test-support")]
 pub use reports::RawSample;
-pub use reports::StoreOutcome;
+pub use reports::{ReportToStore, StoreOutcome, StoredGuest};
 pub use rollups::{FIVE_MINUTES_MS, HOUR_MS, RollupRow, StoredCounts};
 pub use sqlite::{Db, MIGRATOR};
 pub use tokens::{LOOKUP_PREFIX_CHARS, TokenListRow, TokenRow};

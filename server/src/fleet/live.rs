@@ -1,14 +1,20 @@
-//! The live fleet: the analysed guests kept current by the refresher, as the pages, the API, the
-//! alert evaluation and the retention read them.
+//! The live fleet: the analysed guests, kept current as reports and facts are stored, as the
+//! pages, the API, the alert evaluation and the retention read them.
+//!
+//! Readers never wait: what they read is the state after every report acknowledged so far
+//! (the one writer applies each stored report before answering its agent, see
+//! `crate::intake`). Kernel-change measurements follow in the background; a reader that must
+//! see those for what it just stored (a test) asks with [`LiveFleet::caught_up`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::analysed::{self, AnalysedGuest};
-use super::current::Current;
+use super::analysed::AnalysedGuest;
+use super::current::{Applied, Current};
+use super::inputs;
 use super::refresher::Refresher;
 use crate::analysis::change::Change;
-use crate::db::Db;
+use crate::db::{Db, StoredFacts, StoredGuest};
 use crate::domain::{GuestId, HostId};
 use crate::error::AppResult;
 
@@ -21,7 +27,7 @@ pub struct LiveFleet {
 }
 
 impl LiveFleet {
-    /// Starts the refresher that keeps `current` in step with what is stored in `db`.
+    /// Starts the refresher that measures changes into `current`.
     pub fn start(db: Db, current: Current) -> LiveFleet {
         let current = Arc::new(current);
         LiveFleet {
@@ -31,31 +37,76 @@ impl LiveFleet {
         }
     }
 
-    /// Asks for a host's guests to be analysed again as of `at_ms`, after something it or
-    /// they sent was stored.
-    pub fn refresh_host(&self, host_id: HostId, at_ms: i64) {
-        self.refresher.ask(host_id, at_ms);
+    /// Brings the fleet up to date with what one report stored for `host_id`, as of when the
+    /// report arrived (a backfill's reports arrive on their own timeline). Only the one writer
+    /// calls this, in the order the reports were committed.
+    pub async fn apply_report(
+        &self,
+        host_id: HostId,
+        stored: &[StoredGuest],
+        received_ms: i64,
+    ) -> AppResult<()> {
+        match self.current.apply(host_id, stored, received_ms) {
+            Applied::NeedsReload => {
+                self.current
+                    .reload_host(&self.db, host_id, received_ms)
+                    .await?;
+                self.refresher.ask(host_id, received_ms);
+            }
+            Applied::Analysed { changed: true } => self.refresher.ask(host_id, received_ms),
+            Applied::Analysed { changed: false } => {
+                if self.current.has_unsettled_changes(host_id) {
+                    self.refresher
+                        .ask_at_most_every_minute(host_id, received_ms);
+                }
+            }
+        }
+        Ok(())
     }
 
-    /// Waits until every analysis asked for so far is done.
-    pub async fn settled(&self) {
-        self.refresher.settled().await;
+    /// The same for facts a guest posted itself.
+    pub async fn apply_facts(
+        &self,
+        host_id: HostId,
+        guest_id: GuestId,
+        facts: &StoredFacts,
+        received_ms: i64,
+    ) -> AppResult<()> {
+        if !self
+            .current
+            .apply_facts(host_id, guest_id, facts, received_ms)
+        {
+            self.current
+                .reload_host(&self.db, host_id, received_ms)
+                .await?;
+        }
+        if facts.changed {
+            self.refresher.ask(host_id, received_ms);
+        }
+        Ok(())
     }
 
-    /// Waits until the refresher has nothing left to do (tests and benchmarks).
+    /// Forgets the hosts silent past the active limit (the retention calls this).
+    pub fn forget_silent(&self, now_ms: i64) -> usize {
+        let forgotten = self.current.forget_silent(now_ms);
+        self.refresher
+            .forget(|host_id| self.current.holds_host(host_id));
+        forgotten
+    }
+
+    /// Waits until every change measurement asked for so far has run (tests and benchmarks:
+    /// what reports stored is applied before they are acknowledged).
     pub async fn caught_up(&self) {
         self.refresher.caught_up().await;
     }
 
-    /// The active guests, most wasteful first, with everything stored so far analysed.
+    /// The active guests, most wasteful first, as of every report acknowledged so far.
     pub async fn ranked(&self, now_ms: i64) -> Vec<Arc<AnalysedGuest>> {
-        self.settled().await;
         self.current.ranked(now_ms)
     }
 
     /// The active guests' last kernel or command-line changes, measured, by guest.
     pub async fn changes(&self, now_ms: i64) -> HashMap<GuestId, Change> {
-        self.settled().await;
         self.current.changes(now_ms)
     }
 
@@ -66,26 +117,15 @@ impl LiveFleet {
         guest_id: GuestId,
         now_ms: i64,
     ) -> AppResult<Option<Arc<AnalysedGuest>>> {
-        self.settled().await;
-        self.guest_as_is(guest_id, now_ms).await
-    }
-
-    /// The same without waiting for the analyses asked before (a caller that waited once for a
-    /// whole batch of guests).
-    pub async fn guest_as_is(
-        &self,
-        guest_id: GuestId,
-        now_ms: i64,
-    ) -> AppResult<Option<Arc<AnalysedGuest>>> {
         if let Some(guest) = self.current.guest(guest_id, now_ms) {
             return Ok(Some(guest));
         }
-        Ok(analysed::guest(&self.db, guest_id, now_ms)
+        Ok(inputs::guest(&self.db, guest_id, now_ms)
             .await?
             .map(Arc::new))
     }
 
-    /// The analysed state itself, as of the last analysis (no waiting).
+    /// The analysed state itself.
     pub fn current(&self) -> &Current {
         &self.current
     }

@@ -4,16 +4,16 @@ pub mod analysed;
 pub mod changes;
 pub mod current;
 pub mod history;
+pub mod inputs;
 pub mod live;
 pub mod plan;
 pub mod refresher;
 pub mod totals;
 
-pub use analysed::{
-    ACTIVE_WITHIN_MS, ANALYSIS_WINDOW_MS, AnalysedGuest, FACTS_MAX_AGE_MS, guest, rank,
-};
+pub use analysed::{ACTIVE_WITHIN_MS, ANALYSIS_WINDOW_MS, AnalysedGuest, FACTS_MAX_AGE_MS, rank};
 pub use changes::{AROUND_CHANGE_MS, SettledChanges, changes, last_changes};
 pub use history::{History, WASTE_SO_FAR_BATCH, WASTE_SO_FAR_MS, WasteSoFar, waste_so_far_of};
+pub use inputs::{analyse_stored, guest};
 pub use live::LiveFleet;
 pub use plan::{group_key_of, plan, plan_guest};
 pub use totals::{HostBaseline, HostTotals, Totals, host_totals, totals, with_host_rows};

@@ -1,15 +1,14 @@
-//! Bringing the fleet's current state up to date after ingest, off the request path.
+//! Measuring kernel and command-line changes off the report's path.
 //!
-//! A stored report asks for its host to be analysed again and is answered at once; one worker
-//! analyses the hosts that asked, each once however many reports it sent meanwhile. An agent
-//! replaying the spool it kept through an outage, or a thousand hosts reporting together, then
-//! cost one analysis per host per pass instead of one per report, and ingest is never held up
-//! by analysis. A reader that must see what was stored before it (a page, the API, an alert
-//! evaluation) waits for the analyses asked for so far: [`Refresher::settled`].
+//! A change is measured over the hour around it, from the database: too much to read on every
+//! report. A report that stored a change asks for its host's changes to be measured; a host whose
+//! last change has not settled yet (its "after" side still grows) is measured again at most once
+//! a minute. One worker measures the hosts asked for, each once however often it was asked
+//! meanwhile. Nobody waits for it: pages show the last measurement. A reader that must see a
+//! measurement of what it just stored (a test) waits with [`Refresher::caught_up`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 
@@ -17,27 +16,30 @@ use super::current::Current;
 use crate::db::Db;
 use crate::domain::HostId;
 
-/// Longest a reader waits for the analyses before it: past this, it reads the state as it is
-/// (a server too busy to keep up should still answer).
-const SETTLE_AT_MOST: Duration = Duration::from_secs(2);
+/// How often a host's unsettled change is measured again while it reports.
+pub const REMEASURE_EVERY_MS: i64 = 60_000;
 
 pub struct Refresher {
     queue: Mutex<Queue>,
     wake: Notify,
-    /// How many requests the finished analyses answered, counted like `Queue::asked`.
+    /// How many requests the finished measurements answered, counted like `Queue::asked`.
     done: watch::Sender<u64>,
 }
 
 #[derive(Default)]
 struct Queue {
-    /// Hosts to analyse again, each as of the latest time it was asked for.
+    /// Hosts to measure, each as of the latest time it was asked for.
     hosts: HashMap<HostId, i64>,
+    /// When each host was last measured (server clock), for the once-a-minute limit.
+    measured_ms: HashMap<HostId, i64>,
+    /// Hosts the limit held back, each as of the latest time it was asked for.
+    held_back: HashMap<HostId, i64>,
     /// Requests so far.
     asked: u64,
 }
 
 impl Refresher {
-    /// Starts the worker that analyses the hosts asked for into `current`.
+    /// Starts the worker that measures the hosts asked for into `current`.
     pub fn start(db: Db, current: Arc<Current>) -> Arc<Refresher> {
         let refresher = Arc::new(Refresher {
             queue: Mutex::new(Queue::default()),
@@ -50,28 +52,27 @@ impl Refresher {
                 worker.wake.notified().await;
                 loop {
                     let (hosts, asked) = {
-                        let mut queue = worker.queue.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut queue = worker.lock();
                         (std::mem::take(&mut queue.hosts), queue.asked)
                     };
                     if hosts.is_empty() {
                         break;
                     }
                     for (host_id, at_ms) in hosts {
-                        // In a task of its own, so that a panic in one host's analysis is that
-                        // host's failure, not the end of every analysis.
+                        // In a task of its own, so that a panic in one host's measurement is
+                        // that host's failure, not the end of every measurement.
                         let (db, current) = (db.clone(), current.clone());
-                        let analysed =
-                            tokio::spawn(
-                                async move { current.refresh_host(&db, host_id, at_ms).await },
-                            )
-                            .await;
-                        match analysed {
+                        let measured = tokio::spawn(async move {
+                            current.measure_changes(&db, host_id, at_ms).await
+                        })
+                        .await;
+                        match measured {
                             Ok(Ok(())) => {}
                             Ok(Err(e)) => {
-                                tracing::warn!(host_id = host_id.0, error = %e, "the host's guests could not be analysed again")
+                                tracing::warn!(host_id = host_id.0, error = %e, "the host's kernel changes could not be measured")
                             }
                             Err(e) => {
-                                tracing::error!(host_id = host_id.0, error = %e, "the host's analysis panicked")
+                                tracing::error!(host_id = host_id.0, error = %e, "measuring the host's kernel changes panicked")
                             }
                         }
                     }
@@ -82,26 +83,57 @@ impl Refresher {
         refresher
     }
 
-    /// Asks for `host_id` to be analysed again as of `at_ms`.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks for `host_id`'s changes to be measured as of `at_ms`.
     pub fn ask(&self, host_id: HostId, at_ms: i64) {
         {
-            let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let mut queue = self.lock();
             let at = queue.hosts.entry(host_id).or_insert(at_ms);
             *at = (*at).max(at_ms);
+            queue.measured_ms.insert(host_id, at_ms);
+            queue.held_back.remove(&host_id);
             queue.asked += 1;
         }
         self.wake.notify_one();
     }
 
-    /// Waits until every analysis asked for before this call has run (at most a couple of
-    /// seconds).
-    pub async fn settled(&self) {
-        let _ = tokio::time::timeout(SETTLE_AT_MOST, self.caught_up()).await;
+    /// Asks for `host_id`'s changes to be measured again unless they were within
+    /// [`REMEASURE_EVERY_MS`] before `at_ms`.
+    pub fn ask_at_most_every_minute(&self, host_id: HostId, at_ms: i64) {
+        {
+            let mut queue = self.lock();
+            let recent = queue
+                .measured_ms
+                .get(&host_id)
+                .is_some_and(|&last_ms| (last_ms..last_ms + REMEASURE_EVERY_MS).contains(&at_ms));
+            if recent {
+                let at = queue.held_back.entry(host_id).or_insert(at_ms);
+                *at = (*at).max(at_ms);
+                return;
+            }
+        }
+        self.ask(host_id, at_ms);
     }
 
-    /// Waits, however long it takes, until every analysis asked for before this call has run.
+    /// Forgets when silent hosts were last measured.
+    pub fn forget(&self, keep: impl Fn(HostId) -> bool) {
+        let mut queue = self.lock();
+        queue.measured_ms.retain(|host_id, _| keep(*host_id));
+        queue.held_back.retain(|host_id, _| keep(*host_id));
+    }
+
+    /// Measures every host asked for so far, the ones the once-a-minute limit held back too,
+    /// and waits, however long it takes, until that has run: what a reader that must see the
+    /// measurements of everything stored so far (a test) calls.
     pub async fn caught_up(&self) {
-        let asked = self.queue.lock().unwrap_or_else(|e| e.into_inner()).asked;
+        let held_back: Vec<(HostId, i64)> = self.lock().held_back.drain().collect();
+        for (host_id, at_ms) in held_back {
+            self.ask(host_id, at_ms);
+        }
+        let asked = self.lock().asked;
         let mut done = self.done.subscribe();
         let _ = done.wait_for(|&d| d >= asked).await;
     }

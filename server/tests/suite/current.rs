@@ -70,7 +70,7 @@ async fn the_state_kept_up_to_date_is_the_state_analysed_from_scratch() {
         assert_eq!(reply.status, 200, "{}", reply.body);
     }
     let now = tickscope_server::clock::now_ms();
-    // The analyses the reports asked for run after the answers: wait for them.
+    // The change measurements the reports asked for run after the answers: wait for them.
     s.state.fleet.caught_up().await;
     let kept = ranking(s.state.fleet.current(), now);
     let from_scratch = ranking(&Current::load(&s.db, now).await.unwrap(), now);

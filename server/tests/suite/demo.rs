@@ -60,9 +60,12 @@ async fn demo_refuses_a_database_real_agents_report_to() {
     }))
     .unwrap();
     let valid = tickscope_server::ingest::validate(report, now_ms()).unwrap();
-    db.store_report(&valid, token_id, now_ms(), |previous| {
-        tickscope_server::ingest::samples::sample_spans(&valid, previous)
-    })
+    db.store_report(
+        &valid,
+        token_id,
+        now_ms(),
+        tickscope_server::ingest::samples::sample_spans,
+    )
     .await
     .unwrap();
     let state = AppState::new(db.clone(), Options::default()).await.unwrap();

@@ -254,6 +254,8 @@ async fn the_host_cpu_before_and_after_a_kernel_change_is_measured() {
         // Received times order the samples around the change: keep them apart.
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
+    // Changes are measured after the reports are answered: wait for that.
+    s.state.fleet.caught_up().await;
     let body = s
         .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
         .await
@@ -319,6 +321,8 @@ async fn a_second_change_is_measured_against_the_first_not_across_it() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
+    // Changes are measured after the reports are answered: wait for that.
+    s.state.fleet.caught_up().await;
     let body = s
         .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
         .await

@@ -356,7 +356,7 @@ async fn hosts_show_their_agents_and_a_silent_one_stands_out() {
         &valid,
         token,
         tickscope_server::clock::now_ms() - 10 * 60 * 1000,
-        |previous| ingest::samples::sample_spans(&valid, previous),
+        ingest::samples::sample_spans,
     )
     .await
     .unwrap();

@@ -4,8 +4,9 @@ use sqlx::SqliteConnection;
 
 use super::store::Db;
 use crate::db::error::{StoreError, StoreResult};
-use crate::db::facts::{FactsEventRow, FactsRow, FactsSpanRow};
+use crate::db::facts::{FactsEventRow, FactsRow, FactsSpanRow, StoredFacts};
 use crate::db::facts::{IDLE_READING_MIN_GAP_MS, IDLE_READINGS_KEPT_MS, MAX_EVENTS_PER_SOURCE};
+use crate::db::guests::IdleReading;
 use crate::domain::{GuestId, HostId, TokenId};
 use crate::ingest::facts::ValidFacts;
 
@@ -15,7 +16,7 @@ async fn record_idle_reading(
     facts: &ValidFacts,
     idle_fraction: f64,
     now_ms: i64,
-) -> StoreResult<()> {
+) -> StoreResult<Option<IdleReading>> {
     let recent: Option<i64> = sqlx::query_scalar(
         "SELECT 1 FROM guest_idle_readings
          WHERE guest_id = ? AND received_ms > ? AND source = ? LIMIT 1",
@@ -26,8 +27,12 @@ async fn record_idle_reading(
     .fetch_optional(&mut *conn)
     .await?;
     if recent.is_some() {
-        return Ok(());
+        return Ok(None);
     }
+    let measured_ms = facts
+        .facts
+        .idle_measured_s
+        .map(|s| (s * 1000.0).round() as i64);
     sqlx::query(
         "INSERT INTO guest_idle_readings (guest_id, source, received_ms, measured_ms, idle_fraction)
          VALUES (?, ?, ?, ?, ?)",
@@ -35,7 +40,7 @@ async fn record_idle_reading(
     .bind(guest_id)
     .bind(facts.source)
     .bind(now_ms)
-    .bind(facts.facts.idle_measured_s.map(|s| (s * 1000.0).round() as i64))
+    .bind(measured_ms)
     .bind(idle_fraction)
     .execute(&mut *conn)
     .await?;
@@ -44,7 +49,13 @@ async fn record_idle_reading(
         .bind(now_ms - IDLE_READINGS_KEPT_MS)
         .execute(&mut *conn)
         .await?;
-    Ok(())
+    Ok(Some(IdleReading {
+        guest_id,
+        source: facts.source.to_string(),
+        received_ms: now_ms,
+        measured_ms,
+        idle_fraction,
+    }))
 }
 
 /// Refreshes the guest's newest row from this source when its facts did not change, or adds a
@@ -54,14 +65,15 @@ pub(super) async fn record_facts(
     guest_id: GuestId,
     facts: &ValidFacts,
     now_ms: i64,
-) -> StoreResult<()> {
-    if let Some(idle) = facts
+) -> StoreResult<StoredFacts> {
+    let reading = match facts
         .facts
         .idle_fraction
         .filter(|f| (0.0..=1.0).contains(f))
     {
-        record_idle_reading(conn, guest_id, facts, idle, now_ms).await?;
-    }
+        Some(idle) => record_idle_reading(conn, guest_id, facts, idle, now_ms).await?,
+        None => None,
+    };
     let latest: Option<(i64, String)> = sqlx::query_as(
         "SELECT id, stable_json FROM guest_facts WHERE guest_id = ? AND source = ?
          ORDER BY id DESC LIMIT 1",
@@ -70,7 +82,7 @@ pub(super) async fn record_facts(
     .bind(facts.source)
     .fetch_optional(&mut *conn)
     .await?;
-    match latest {
+    let changed = match latest {
         Some((id, stable)) if stable == facts.stable_json => {
             sqlx::query("UPDATE guest_facts SET received_ms = ?, facts_json = ? WHERE id = ?")
                 .bind(now_ms)
@@ -78,6 +90,7 @@ pub(super) async fn record_facts(
                 .bind(id)
                 .execute(&mut *conn)
                 .await?;
+            false
         }
         _ => {
             sqlx::query(
@@ -105,9 +118,17 @@ pub(super) async fn record_facts(
             .bind(MAX_EVENTS_PER_SOURCE)
             .execute(&mut *conn)
             .await?;
+            // The first facts of a source are not a change; later distinct ones are.
+            latest.is_some()
         }
-    }
-    Ok(())
+    };
+    Ok(StoredFacts {
+        source: facts.source.to_string(),
+        received_ms: now_ms,
+        facts_json: facts.facts_json.clone(),
+        reading,
+        changed,
+    })
 }
 
 impl Db {
@@ -122,7 +143,7 @@ impl Db {
         guest_id: GuestId,
         facts: &ValidFacts,
         now_ms: i64,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<StoredFacts> {
         let mut tx = self.begin_write().await?;
         let bound: Option<String> =
             sqlx::query_scalar("SELECT guest_uuid FROM tokens WHERE id = ?")
@@ -166,9 +187,9 @@ impl Db {
             .bind(token_id)
             .execute(&mut *tx)
             .await?;
-        record_facts(&mut tx, guest_id, facts, now_ms).await?;
+        let stored = record_facts(&mut tx, guest_id, facts, now_ms).await?;
         tx.commit().await?;
-        Ok(())
+        Ok(stored)
     }
 
     /// The most recently seen guest with one of these UUIDs.

@@ -41,7 +41,7 @@ pub(super) fn window_sql(condition: &str) -> String {
          FROM guests g
          CROSS JOIN samples s ON s.guest_id = g.id AND s.received_ms > g.last_seen_ms - ?
          WHERE {condition}
-         ORDER BY g.id, s.received_ms"
+         ORDER BY g.id, s.received_ms, s.id"
     )
 }
 
@@ -52,7 +52,8 @@ impl Db {
         let sql = format!(
             "SELECT g.id, g.host_id, h.name AS host_name, h.kvm_halt_poll_ns AS host_halt_poll_ns,
                     g.hypervisor, g.name, g.uuid, g.management, g.vcpus, g.pid, g.boot_args,
-                    g.uses_kvm, g.cpu_source, g.last_seen_ms
+                    g.uses_kvm, g.cpu_source, g.last_seen_ms,
+                    g.vm_process_since_ms AS process_since_ms
              FROM guests g JOIN hosts h ON h.id = g.host_id
              WHERE {condition}"
         );
@@ -90,12 +91,12 @@ impl Db {
     ) -> StoreResult<Vec<IdleReading>> {
         let (condition, binds) = scope.condition();
         let sql = format!(
-            "SELECT r.guest_id, r.received_ms, r.measured_ms, r.idle_fraction
+            "SELECT r.guest_id, r.source, r.received_ms, r.measured_ms, r.idle_fraction
              FROM guests g
              CROSS JOIN guest_idle_readings r ON r.guest_id = g.id
                   AND r.received_ms > g.last_seen_ms - ?
              WHERE {condition}
-             ORDER BY g.id, r.received_ms"
+             ORDER BY g.id, r.received_ms, r.source"
         );
         let mut query = sqlx::query_as(&sql).bind(window_ms + reach_ms);
         for bind in binds {
@@ -142,7 +143,7 @@ impl Db {
             "SELECT guest_id, received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups,
                     wakeups_source = 'vcpu_threads' AS from_vcpu_threads
              FROM samples WHERE guest_id = ? AND received_ms >= ? AND received_ms < ?
-             ORDER BY received_ms",
+             ORDER BY received_ms, id",
         )
         .bind(guest_id)
         .bind(from_ms)
@@ -150,9 +151,9 @@ impl Db {
         .fetch_all(&self.pool)
         .await?;
         let readings = sqlx::query_as(
-            "SELECT guest_id, received_ms, measured_ms, idle_fraction
+            "SELECT guest_id, source, received_ms, measured_ms, idle_fraction
              FROM guest_idle_readings WHERE guest_id = ? AND received_ms >= ?
-             ORDER BY received_ms",
+             ORDER BY received_ms, source",
         )
         .bind(guest_id)
         .bind(from_ms - reach_ms)
