@@ -24,6 +24,7 @@ mod facts;
 mod hardening;
 mod hostile_input;
 mod hostile_reports;
+mod incremental;
 mod libvirt;
 mod login;
 mod metrics;
