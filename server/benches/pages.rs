@@ -212,7 +212,10 @@ async fn fill(
     let mut rows = Vec::new();
     for host in 0..hosts {
         for i in 0..count(host) {
-            let guest_id = ids[&(format!("bench-hv-{host:05}"), format!("guest-{host:03}-{i:03}"))];
+            let guest_id = ids[&(
+                format!("bench-hv-{host:05}"),
+                format!("guest-{host:03}-{i:03}"),
+            )];
             for n in 0..intervals - 1 {
                 let (cpu_pct, wakeups, _, jitter) = figures(i, n as u64);
                 let end_ms = now - (intervals - 1 - n) * INTERVAL_MS;
