@@ -287,7 +287,7 @@ impl Collector for GuestSeries {
         for (name, help, unit, kind, read) in &GUEST_FAMILIES {
             // As `Registry::register` writes a help text.
             let help = format!("{help}.");
-            let mut family = encoder.encode_descriptor(name, &help, unit.as_ref(), kind.clone())?;
+            let mut family = encoder.encode_descriptor(name, &help, unit.as_ref(), *kind)?;
             for g in &self.guests {
                 let Some(sample) = read(g, self.totals.get(&g.id)) else {
                     continue;
