@@ -51,14 +51,15 @@ impl From<&Suggestion> for PlannedChange {
     }
 }
 
-/// What the plan needs to know of one guest.
+/// What the plan needs to know of one guest; its text borrowed from the analysed guest, since a
+/// plan of 100,000 guests would otherwise copy every name twice.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlanGuest {
+pub struct PlanGuest<'a> {
     pub id: i64,
-    pub name: String,
-    pub host: String,
-    pub distro: Option<String>,
-    pub kernel_release: Option<String>,
+    pub name: &'a str,
+    pub host: &'a str,
+    pub distro: Option<&'a str>,
+    pub kernel_release: Option<&'a str>,
     pub tick_mode: &'static str,
     /// How sure the tick mode is.
     pub tick_mode_confidence: Confidence,
@@ -162,16 +163,28 @@ pub fn group_key(distro: Option<&str>, kernel_release: Option<&str>, tick_mode: 
 }
 
 /// Groups guests by distribution, kernel release and tick mode; orders groups by projected
-/// saving, then waste, then size.
+/// saving, then waste, then size. Each group lists its members.
 pub fn plan(guests: &[PlanGuest]) -> Vec<PlanGroup> {
+    plan_of(guests, Members::Listed)
+}
+
+/// The same groups without their members (`members` empty), for a page that shows the groups
+/// only: listing them copies and sorts every guest.
+pub fn groups(guests: &[PlanGuest]) -> Vec<PlanGroup> {
+    plan_of(guests, Members::Left)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Members {
+    Listed,
+    Left,
+}
+
+fn plan_of(guests: &[PlanGuest], members_are: Members) -> Vec<PlanGroup> {
     type Key<'a> = (Option<&'a str>, Option<&'a str>, &'static str);
     let mut groups: BTreeMap<Key, Vec<&PlanGuest>> = BTreeMap::new();
     for g in guests {
-        let key = (
-            g.distro.as_deref(),
-            g.kernel_release.as_deref(),
-            g.tick_mode,
-        );
+        let key = (g.distro, g.kernel_release, g.tick_mode);
         groups.entry(key).or_default().push(g);
     }
     let mut plan: Vec<PlanGroup> = groups
@@ -189,6 +202,11 @@ pub fn plan(guests: &[PlanGuest]) -> Vec<PlanGroup> {
                 .map_or(("", (0, 0.0, None)), |(title, (n, saving, kind))| {
                     (title, (n, saving, Some(kind)))
                 });
+            let guests = members.len();
+            let wasted_cpu_pct = members.iter().map(|g| g.wasted_cpu_pct).sum();
+            if members_are == Members::Left {
+                members.clear();
+            }
             members.sort_by(|a, b| {
                 b.wasted_cpu_pct
                     .total_cmp(&a.wasted_cpu_pct)
@@ -199,8 +217,8 @@ pub fn plan(guests: &[PlanGuest]) -> Vec<PlanGroup> {
                 distro: distro.unwrap_or(UNKNOWN).to_string(),
                 kernel_release: kernel_release.unwrap_or(UNKNOWN).to_string(),
                 tick_mode,
-                guests: members.len(),
-                wasted_cpu_pct: members.iter().map(|g| g.wasted_cpu_pct).sum(),
+                guests,
+                wasted_cpu_pct,
                 change: change.to_string(),
                 change_kind: kind,
                 change_guests,
@@ -209,8 +227,8 @@ pub fn plan(guests: &[PlanGuest]) -> Vec<PlanGroup> {
                     .into_iter()
                     .map(|g| PlanMember {
                         id: g.id,
-                        name: g.name.clone(),
-                        host: g.host.clone(),
+                        name: g.name.to_string(),
+                        host: g.host.to_string(),
                         tick_mode_confidence: g.tick_mode_confidence,
                         wasted_cpu_pct: g.wasted_cpu_pct,
                         change: g.change.clone(),
@@ -245,20 +263,24 @@ mod tests {
         }
     }
 
-    fn g(
+    const NAMES: [&str; 6] = [
+        "guest-0", "guest-1", "guest-2", "guest-3", "guest-4", "guest-5",
+    ];
+
+    fn g<'a>(
         id: i64,
-        distro: &str,
-        release: &str,
+        distro: &'a str,
+        release: &'a str,
         mode: &'static str,
         waste: f64,
         change: Option<PlannedChange>,
-    ) -> PlanGuest {
+    ) -> PlanGuest<'a> {
         PlanGuest {
             id,
-            name: format!("guest-{id}"),
-            host: "hv1".into(),
-            distro: (!distro.is_empty()).then(|| distro.to_string()),
-            kernel_release: (!release.is_empty()).then(|| release.to_string()),
+            name: NAMES[id as usize],
+            host: "hv1",
+            distro: (!distro.is_empty()).then_some(distro),
+            kernel_release: (!release.is_empty()).then_some(release),
             tick_mode: mode,
             tick_mode_confidence: Confidence::High,
             wasted_cpu_pct: waste,
@@ -335,6 +357,18 @@ mod tests {
             group_key(Some("Debian 12"), Some("6.1.0-57"), "periodic")
         );
         assert_eq!(p[2].key, group_key(None, None, "periodic"));
+        assert_eq!(p[0].members[0].name, "guest-4");
+        // The groups alone are the same groups, without their members.
+        let alone = groups(&guests);
+        assert!(alone.iter().all(|g| g.members.is_empty()));
+        let emptied: Vec<PlanGroup> = p
+            .into_iter()
+            .map(|g| PlanGroup {
+                members: Vec::new(),
+                ..g
+            })
+            .collect();
+        assert_eq!(alone, emptied);
     }
 
     #[test]

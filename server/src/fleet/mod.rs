@@ -15,5 +15,5 @@ pub use changes::{AROUND_CHANGE_MS, SettledChanges, changes, last_changes};
 pub use history::{History, WASTE_SO_FAR_BATCH, WASTE_SO_FAR_MS, WasteSoFar, waste_so_far_of};
 pub use inputs::{analyse_stored, guest};
 pub use live::LiveFleet;
-pub use plan::{group_key_of, plan, plan_guest};
+pub use plan::{group_key_of, plan, plan_groups, plan_guest};
 pub use totals::{HostBaseline, HostTotals, Totals, host_totals, totals, with_host_rows};

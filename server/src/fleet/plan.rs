@@ -6,20 +6,26 @@ use super::analysed::AnalysedGuest;
 use crate::analysis::plan::{PlanGroup, PlanGuest, PlannedChange};
 use crate::analysis::{self};
 
-/// The upgrade plan of the active guests.
+/// The upgrade plan of the active guests, each group with its members.
 pub fn plan(guests: &[Arc<AnalysedGuest>]) -> Vec<PlanGroup> {
     let rows: Vec<PlanGuest> = guests.iter().map(|g| plan_guest(g)).collect();
     analysis::plan::plan(&rows)
 }
 
+/// The plan's groups without their members (the plan page).
+pub fn plan_groups(guests: &[Arc<AnalysedGuest>]) -> Vec<PlanGroup> {
+    let rows: Vec<PlanGuest> = guests.iter().map(|g| plan_guest(g)).collect();
+    analysis::plan::groups(&rows)
+}
+
 /// What the plan needs of one guest.
-pub fn plan_guest(g: &AnalysedGuest) -> PlanGuest {
+pub fn plan_guest(g: &AnalysedGuest) -> PlanGuest<'_> {
     PlanGuest {
         id: g.id.0,
-        name: g.name.clone(),
-        host: g.host.clone(),
-        distro: g.kernel.as_ref().and_then(|k| k.distro.clone()),
-        kernel_release: g.kernel.as_ref().and_then(|k| k.kernel_release.clone()),
+        name: &g.name,
+        host: &g.host,
+        distro: g.kernel.as_ref().and_then(|k| k.distro.as_deref()),
+        kernel_release: g.kernel.as_ref().and_then(|k| k.kernel_release.as_deref()),
         tick_mode: g.verdict.classification.mode.as_str(),
         tick_mode_confidence: g.verdict.classification.confidence,
         wasted_cpu_pct: g.wasted_cpu_pct(),

@@ -1,6 +1,6 @@
 //! Fleet and host totals of the analysed guests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -26,17 +26,20 @@ pub struct Totals {
     pub cost_model: CostModel,
 }
 
+/// The fleet's totals, in one pass over the guests.
 pub fn totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Totals {
-    let hosts: std::collections::BTreeSet<HostId> = guests.iter().map(|g| g.host_id).collect();
-    let wasted_pct: f64 = guests.iter().map(|g| g.wasted_cpu_pct()).sum();
+    let mut hosts: HashSet<HostId> = HashSet::new();
+    let (mut wasted_pct, mut ticking) = (0.0, 0);
+    for g in guests {
+        hosts.insert(g.host_id);
+        wasted_pct += g.wasted_cpu_pct();
+        ticking += usize::from(g.verdict.classification.mode.is_wasteful());
+    }
     let yearly = cost::of_waste(wasted_pct, model);
     Totals {
         guests: guests.len(),
         hosts: hosts.len(),
-        ticking: guests
-            .iter()
-            .filter(|g| g.verdict.classification.mode.is_wasteful())
-            .count(),
+        ticking,
         wasted_cores: yearly.cores,
         wasted_core_hours_per_day: yearly.core_hours_per_day,
         wasted_kwh_per_year: yearly.kwh_per_year,
@@ -96,39 +99,55 @@ pub fn with_host_rows(hosts: &mut Vec<HostTotals>, rows: &[HostRow], now_ms: i64
     }
 }
 
-/// Totals per host of the active guests, most wasteful host first.
+/// Totals per host of the active guests, most wasteful host first: one pass over the guests,
+/// adding each to its host's sums.
 pub fn host_totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Vec<HostTotals> {
-    let mut by_host: BTreeMap<HostId, Vec<&AnalysedGuest>> = BTreeMap::new();
-    for g in guests {
-        by_host.entry(g.host_id).or_default().push(g);
+    struct Sums<'a> {
+        host: &'a str,
+        guests: usize,
+        ticking: usize,
+        wasted_cpu_pct: f64,
+        /// The first guest's baseline per hypervisor, by name.
+        baselines: BTreeMap<&'a str, HostBaseline>,
     }
-    let mut hosts: Vec<HostTotals> = by_host
-        .into_iter()
-        .map(|(host_id, guests)| {
-            let wasted_cpu_pct: f64 = guests.iter().map(|g| g.wasted_cpu_pct()).sum();
-            let yearly = cost::of_waste(wasted_cpu_pct, model);
-            let mut baselines: BTreeMap<&str, HostBaseline> = BTreeMap::new();
-            for g in &guests {
-                let b = g.verdict.waste.baseline;
-                baselines.entry(&g.hypervisor).or_insert(HostBaseline {
+    let mut by_host: HashMap<HostId, Sums> = HashMap::new();
+    for g in guests {
+        let sums = by_host.entry(g.host_id).or_insert_with(|| Sums {
+            host: &g.host,
+            guests: 0,
+            ticking: 0,
+            wasted_cpu_pct: 0.0,
+            baselines: BTreeMap::new(),
+        });
+        sums.guests += 1;
+        sums.ticking += usize::from(g.verdict.classification.mode.is_wasteful());
+        sums.wasted_cpu_pct += g.wasted_cpu_pct();
+        if !sums.baselines.contains_key(g.hypervisor.as_str()) {
+            let b = g.verdict.waste.baseline;
+            sums.baselines.insert(
+                &g.hypervisor,
+                HostBaseline {
                     hypervisor: g.hypervisor.clone(),
                     cpu_pct_per_vcpu: b.cpu_pct_per_vcpu,
                     learned_from_guests: b.learned_from_guests,
-                });
-            }
+                },
+            );
+        }
+    }
+    let mut hosts: Vec<HostTotals> = by_host
+        .into_iter()
+        .map(|(host_id, sums)| {
+            let yearly = cost::of_waste(sums.wasted_cpu_pct, model);
             HostTotals {
                 host_id,
-                host: guests[0].host.clone(),
-                guests: guests.len(),
-                ticking: guests
-                    .iter()
-                    .filter(|g| g.verdict.classification.mode.is_wasteful())
-                    .count(),
-                wasted_cpu_pct,
+                host: sums.host.to_string(),
+                guests: sums.guests,
+                ticking: sums.ticking,
+                wasted_cpu_pct: sums.wasted_cpu_pct,
                 wasted_core_hours_per_day: yearly.core_hours_per_day,
                 wasted_kwh_per_year: yearly.kwh_per_year,
                 wasted_cost_per_year: yearly.money_per_year,
-                baselines: baselines.into_values().collect(),
+                baselines: sums.baselines.into_values().collect(),
                 blind_spots: Vec::new(),
             }
         })
@@ -137,6 +156,7 @@ pub fn host_totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Vec<Host
         b.wasted_cpu_pct
             .total_cmp(&a.wasted_cpu_pct)
             .then_with(|| a.host.cmp(&b.host))
+            .then_with(|| a.host_id.cmp(&b.host_id))
     });
     hosts
 }

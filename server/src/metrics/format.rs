@@ -108,9 +108,10 @@ fn labels_end(line: &str) -> usize {
     line.len()
 }
 
-/// One OpenMetrics sample line in the classic format: the same name, labels and value, the
-/// timestamp in milliseconds instead of seconds, no exemplar.
-fn classic_sample(line: &str) -> AppResult<String> {
+/// One OpenMetrics sample line in the classic format, added to `out` with its newline: the same
+/// name, labels and value, the timestamp in milliseconds instead of seconds, no exemplar.
+/// Written in place: a scrape of 100,000 guests has some 700,000 lines.
+fn push_classic_sample(out: &mut String, line: &str) -> AppResult<()> {
     let end = labels_end(line);
     let (series, rest) = line.split_at(end);
     let rest = rest.split(" # ").next().unwrap_or("");
@@ -118,15 +119,18 @@ fn classic_sample(line: &str) -> AppResult<String> {
     let value = fields
         .next()
         .ok_or_else(|| AppError::Internal(format!("a metric sample without a value: {line}")))?;
-    Ok(match fields.next() {
-        None => format!("{series} {value}"),
-        Some(seconds) => {
-            let seconds: f64 = seconds.parse().map_err(|_| {
-                AppError::Internal(format!("a metric sample with a bad timestamp: {line}"))
-            })?;
-            format!("{series} {value} {}", (seconds * 1000.0).round() as i64)
-        }
-    })
+    out.push_str(series);
+    out.push(' ');
+    out.push_str(value);
+    if let Some(seconds) = fields.next() {
+        let seconds: f64 = seconds.parse().map_err(|_| {
+            AppError::Internal(format!("a metric sample with a bad timestamp: {line}"))
+        })?;
+        out.push(' ');
+        out.push_str(&((seconds * 1000.0).round() as i64).to_string());
+    }
+    out.push('\n');
+    Ok(())
 }
 
 /// The OpenMetrics exposition `text` (as `prometheus-client` writes it: `# HELP`, then
@@ -169,8 +173,7 @@ pub fn to_classic(text: &str) -> AppResult<String> {
         {
             continue;
         }
-        out.push_str(&classic_sample(line)?);
-        out.push('\n');
+        push_classic_sample(&mut out, line)?;
     }
     Ok(out)
 }

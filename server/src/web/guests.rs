@@ -68,8 +68,7 @@ pub async fn guests(
     let Query(query) = query
         .map_err(|e| AppError::BadRequest(format!("this view's address is not valid: {e}")))?;
     let guests = state.fleet.ranked(state.clock.now_ms()).await;
-    let filter = |param, label, chosen: &str, field: fn(&AnalysedGuest) -> String| {
-        let mut choices = guest_list::choices(&guests, field);
+    let filter = |param, label, chosen: &str, mut choices: Vec<String>| {
         // A value no active guest has (a silent host's) still shows as the one applied.
         if !chosen.is_empty() && !choices.iter().any(|c| c == chosen) {
             choices.insert(0, chosen.to_string());
@@ -81,21 +80,38 @@ pub async fn guests(
             chosen: chosen.to_string(),
         }
     };
+    let choices = |field: fn(&AnalysedGuest) -> &str| guest_list::choices(&guests, field);
     let filters = vec![
-        filter("host", "Host", &query.host, |g| g.host.clone()),
-        filter("hypervisor", "Hypervisor", &query.hypervisor, |g| {
-            g.hypervisor.clone()
-        }),
+        filter("host", "Host", &query.host, choices(|g| &g.host)),
+        filter(
+            "hypervisor",
+            "Hypervisor",
+            &query.hypervisor,
+            choices(|g| &g.hypervisor),
+        ),
         {
-            let mut modes = filter("mode", "Tick mode", &query.mode, |g| {
-                guest_list::mode(g).to_string()
-            });
+            let mut modes = filter("mode", "Tick mode", &query.mode, choices(guest_list::mode));
             modes.choices.insert(0, guest_list::WASTEFUL.to_string());
             modes
         },
-        filter("hz", "Kernel HZ", &query.hz, guest_list::hz),
-        filter("distro", "Distribution", &query.distro, guest_list::distro),
-        filter("kernel", "Kernel", &query.kernel, guest_list::kernel),
+        filter(
+            "hz",
+            "Kernel HZ",
+            &query.hz,
+            guest_list::hz_choices(&guests),
+        ),
+        filter(
+            "distro",
+            "Distribution",
+            &query.distro,
+            choices(guest_list::distro_of),
+        ),
+        filter(
+            "kernel",
+            "Kernel",
+            &query.kernel,
+            choices(guest_list::kernel_of),
+        ),
     ];
     let labels = [
         (Column::Name, "Guest"),

@@ -37,7 +37,6 @@ pub struct HostLine {
     pub(super) dropped_reports: i64,
     pub(super) guests: usize,
     pub(super) ticking: usize,
-    pub(super) wasted_cpu_pct: f64,
     pub(super) waste: String,
     pub(super) money: String,
     pub(super) baselines: String,
@@ -66,7 +65,6 @@ impl HostLine {
             dropped_reports: host.agent_dropped_reports,
             guests: totals.map_or(0, |t| t.guests),
             ticking: totals.map_or(0, |t| t.ticking),
-            wasted_cpu_pct: totals.map_or(0.0, |t| t.wasted_cpu_pct),
             waste: view::pct(totals.map_or(0.0, |t| t.wasted_cpu_pct)),
             money: format!(
                 "{:.0} {currency}",
@@ -88,32 +86,48 @@ pub struct HostsPage {
     generated: String,
 }
 
+/// The host lines a page shows, and counts over every host.
+pub(super) struct HostLines {
+    pub(super) lines: Vec<HostLine>,
+    pub(super) all: usize,
+    pub(super) silent: usize,
+    pub(super) blind: usize,
+}
+
 /// Every host that ever reported with its active guests' totals: silent hosts first (they need
-/// someone), then by waste as the ranking does.
+/// someone), then by waste as the ranking does; only the first `limit` are formatted (the
+/// overview shows ten of thousands).
 pub(super) async fn host_lines(
     state: &AppState,
     guests: &[Arc<AnalysedGuest>],
     now: i64,
-) -> AppResult<Vec<HostLine>> {
+    limit: usize,
+) -> AppResult<HostLines> {
     let model = state.cost_model();
     let totals: HashMap<HostId, HostTotals> = fleet::host_totals(guests, &model)
         .into_iter()
         .map(|t| (t.host_id, t))
         .collect();
-    let mut rows: Vec<HostLine> = state
-        .db
-        .hosts()
-        .await?
-        .iter()
-        .map(|h| HostLine::new(h, totals.get(&h.id), &model.currency, now))
-        .collect();
-    rows.sort_by(|a, b| {
-        b.silent
-            .cmp(&a.silent)
-            .then_with(|| b.wasted_cpu_pct.total_cmp(&a.wasted_cpu_pct))
+    let hosts = state.db.hosts().await?;
+    let silent = |h: &HostRow| now - h.last_report_ms > SILENT_AFTER_MS;
+    let wasted = |h: &HostRow| totals.get(&h.id).map_or(0.0, |t| t.wasted_cpu_pct);
+    let mut order: Vec<&HostRow> = hosts.iter().collect();
+    order.sort_by(|a, b| {
+        silent(b)
+            .cmp(&silent(a))
+            .then_with(|| wasted(b).total_cmp(&wasted(a)))
             .then_with(|| a.name.cmp(&b.name))
     });
-    Ok(rows)
+    Ok(HostLines {
+        all: hosts.len(),
+        silent: hosts.iter().filter(|h| silent(h)).count(),
+        blind: hosts.iter().filter(|h| !h.blind_spots().is_empty()).count(),
+        lines: order
+            .into_iter()
+            .take(limit)
+            .map(|h| HostLine::new(h, totals.get(&h.id), &model.currency, now))
+            .collect(),
+    })
 }
 
 pub async fn list(
@@ -121,15 +135,12 @@ pub async fn list(
     PageUser(user, session): PageUser,
 ) -> Result<HostsPage, PageError> {
     let now = state.clock.now_ms();
-    let host_rows = host_lines(&state, &state.fleet.ranked(now).await, now).await?;
+    let hosts = host_lines(&state, &state.fleet.ranked(now).await, now, usize::MAX).await?;
     Ok(HostsPage {
         frame: Frame::new(&state, &user, &session).await?,
-        silent: host_rows.iter().filter(|r| r.silent).count(),
-        blind: host_rows
-            .iter()
-            .filter(|r| !r.blind_spots.is_empty())
-            .count(),
-        host_rows,
+        silent: hosts.silent,
+        blind: hosts.blind,
+        host_rows: hosts.lines,
         generated: view::time(now),
     })
 }

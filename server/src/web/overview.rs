@@ -59,27 +59,38 @@ struct Share {
 }
 
 /// How many guests have each value of `key`, largest group first, each with its list's link.
-fn distribution(
+/// The key is counted as it is (a `&str`, a number) and written only once per group.
+fn distribution<K: std::hash::Hash + Eq>(
     guests: &[Arc<AnalysedGuest>],
-    key: impl Fn(&AnalysedGuest) -> String,
+    key: impl Fn(&AnalysedGuest) -> K,
+    value: impl Fn(&K) -> String,
     label: impl Fn(&str) -> String,
     link: impl Fn(&str) -> String,
 ) -> Vec<Share> {
-    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut counts: std::collections::HashMap<K, usize> = Default::default();
     for g in guests {
         *counts.entry(key(g)).or_default() += 1;
     }
     let mut rows: Vec<Share> = counts
         .into_iter()
-        .map(|(value, count)| Share {
-            label: label(&value),
-            link: link(&value),
-            bar_pct: 100.0 * count as f64 / guests.len().max(1) as f64,
-            value,
-            count,
+        .map(|(key, count)| {
+            let value = value(&key);
+            Share {
+                label: label(&value),
+                link: link(&value),
+                bar_pct: 100.0 * count as f64 / guests.len().max(1) as f64,
+                value,
+                count,
+            }
         })
         .collect();
-    rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.label.cmp(&b.label)));
+    // By value last: groups of one size and label (none today) stay in a fixed order.
+    rows.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| a.label.cmp(&b.label))
+            .then_with(|| a.value.cmp(&b.value))
+    });
     rows
 }
 
@@ -90,7 +101,7 @@ pub async fn overview(
     let now = state.clock.now_ms();
     let guests = state.fleet.ranked(now).await;
     let totals = fleet::totals(&guests, &state.cost_model());
-    let host_rows = hosts::host_lines(&state, &guests, now).await?;
+    let hosts = hosts::host_lines(&state, &guests, now, OVERVIEW_TOP).await?;
     // Only guests still reporting count towards what was realised.
     let changes = state.fleet.changes(now).await;
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
@@ -133,13 +144,15 @@ pub async fn overview(
             .collect(),
         modes: distribution(
             &guests,
-            |g| guest_list::mode(g).to_string(),
+            guest_list::mode,
+            |m| m.to_string(),
             str::to_string,
             |m| ListQuery::default().with(|q| q.mode = m.into()),
         ),
         hz: distribution(
             &guests,
-            guest_list::hz,
+            guest_list::hz_of,
+            |hz| guest_list::hz_text(*hz),
             |hz| {
                 if hz == "unknown" {
                     hz.to_string()
@@ -149,12 +162,9 @@ pub async fn overview(
             },
             |hz| ListQuery::default().with(|q| q.hz = hz.into()),
         ),
-        all_hosts: host_rows.len(),
-        blind_hosts: host_rows
-            .iter()
-            .filter(|h| !h.blind_spots.is_empty())
-            .count(),
-        host_rows: host_rows.into_iter().take(OVERVIEW_TOP).collect(),
+        all_hosts: hosts.all,
+        blind_hosts: hosts.blind,
+        host_rows: hosts.lines,
         generated: view::time(now),
     })
 }

@@ -66,7 +66,7 @@ pub async fn plan(
             model.currency
         )
     };
-    let groups = fleet::plan(&guests);
+    let groups = fleet::plan_groups(&guests);
     let total: f64 = groups.iter().map(|g| g.projected_saving_cpu_pct).sum();
     Ok(PlanPage {
         frame: Frame::new(&state, &user, &session).await?,

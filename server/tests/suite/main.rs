@@ -21,6 +21,7 @@ mod demo;
 mod disk_full;
 mod exports;
 mod facts;
+mod guest_list_pages;
 mod hardening;
 mod hostile_input;
 mod hostile_reports;
