@@ -5,7 +5,7 @@
 # 10,000 guests, the database's size over 30 simulated days before and after the
 # retention, and the release server's steady-state capacity with 10,000, 30,000 and 100,000
 # simulated guests reporting (scripts/capacity.sh; its fleet sizes from CAPACITY_FLEETS). About
-# 40 minutes on 2 cores. Figures of past runs: docs/performance.md.
+# 35 minutes on 2 cores. Figures of past runs: docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
