@@ -2,8 +2,10 @@
 # Runs every benchmark and prints its figures with the ratio against its baseline from the same
 # run: the agent's sampling cost beside Prometheus's node exporter (installed here from Debian,
 # as root or with sudo), ingest against bare inserts, page and export latency at 1,000 and
-# 10,000 guests, and the database's size over 30 simulated days before and after the
-# retention. About 25 minutes on 2 cores. Figures of past runs: docs/performance.md.
+# 10,000 guests, the database's size over 30 simulated days before and after the
+# retention, and the release server's steady-state capacity with 10,000, 30,000 and 100,000
+# simulated guests reporting (scripts/capacity.sh; its fleet sizes from CAPACITY_FLEETS). About
+# 35 minutes on 2 cores. Figures of past runs: docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,3 +22,6 @@ done
 cargo bench -p tickscope-server --bench ingest
 cargo bench -p tickscope-server --bench storage
 cargo bench -p tickscope-server --bench pages
+# Word splitting is wanted: CAPACITY_FLEETS is a list of sizes.
+# shellcheck disable=SC2086
+scripts/capacity.sh ${CAPACITY_FLEETS:-10000 30000 100000}

@@ -82,6 +82,10 @@ struct SimulateArgs {
     /// Threads sending reports.
     #[arg(long, default_value_t = 4)]
     threads: usize,
+    /// Leave the reports sent in the first this many seconds out of the latency percentiles
+    /// (the `latency_ms` line): connections being opened, a server warming up.
+    #[arg(long, default_value_t = 0.0)]
+    warm_up: f64,
 }
 
 #[derive(clap::Args)]
@@ -274,6 +278,7 @@ fn simulate(args: &SimulateArgs) -> Result<()> {
     let until = args
         .duration
         .map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
+    let latency_from = Instant::now() + seconds("warm-up", args.warm_up, 0.0, 86_400.0)?;
     let counts = Arc::new(send::Counts::default());
     eprintln!(
         "simulating {} hosts x {} guests, a report per host every {:.1} s, to {}",
@@ -292,12 +297,15 @@ fn simulate(args: &SimulateArgs) -> Result<()> {
                 "{:.0} s: {sent} reports taken, {failed} failed, {latency_ms:.1} ms each on average",
                 started.elapsed().as_secs_f64()
             );
+            // Since the warm-up, for a long run watched as it goes.
+            eprintln!("{}", progress.latencies.summary());
         }
     });
     let schedule = send::Schedule {
         interval,
         threads,
         until,
+        latency_from,
     };
     send::run(
         send::agents(&args.server, fleet, tokens, args.seed),
@@ -309,6 +317,8 @@ fn simulate(args: &SimulateArgs) -> Result<()> {
         "{} reports taken, {failed} failed",
         counts.sent.load(Ordering::Relaxed)
     );
+    // The reports taken after the warm-up, in one line for scripts (scripts/capacity.sh).
+    println!("{}", counts.latencies.summary());
     if failed > 0 {
         bail!("{failed} report(s) were not taken");
     }

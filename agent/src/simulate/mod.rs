@@ -18,6 +18,8 @@
 
 pub mod fleet;
 #[cfg(feature = "cli")]
+pub mod latency;
+#[cfg(feature = "cli")]
 pub mod send;
 
 pub use fleet::{GuestSpec, HostSpec, Kernel, SimulatedHost, Tick, random_fleet};

@@ -9,6 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::fleet::{HostSpec, SimulatedHost};
+use super::latency::Latencies;
 use crate::client::Client;
 use crate::clock::unix_ms;
 
@@ -19,6 +20,8 @@ pub struct Counts {
     pub failed: AtomicU64,
     /// Summed time of the successful posts, in microseconds.
     pub latency_us: AtomicU64,
+    /// Each successful post's time, from [`Schedule::latency_from`] on.
+    pub latencies: Latencies,
 }
 
 /// When and how hard to send.
@@ -29,6 +32,9 @@ pub struct Schedule {
     pub threads: usize,
     /// When to stop; never if `None`.
     pub until: Option<Instant>,
+    /// Posts started before this are left out of [`Counts::latencies`]: the first ones open
+    /// connections, and a load test measures the server once it is warm.
+    pub latency_from: Instant,
 }
 
 /// The simulated hosts of `hosts`, each with the client that posts with its own token.
@@ -53,7 +59,8 @@ pub fn agents(
 /// Reports every host's interval, each host's sends at its own offset within the interval.
 pub fn run(agents: Vec<(SimulatedHost, Client)>, schedule: &Schedule, counts: Arc<Counts>) {
     let threads = schedule.threads.max(1);
-    let (interval, until) = (schedule.interval, schedule.until);
+    let (interval, until, latency_from) =
+        (schedule.interval, schedule.until, schedule.latency_from);
     let mut groups: Vec<Vec<(SimulatedHost, Client)>> = (0..threads).map(|_| Vec::new()).collect();
     for (i, agent) in agents.into_iter().enumerate() {
         groups[i % threads].push(agent);
@@ -62,7 +69,7 @@ pub fn run(agents: Vec<(SimulatedHost, Client)>, schedule: &Schedule, counts: Ar
         .into_iter()
         .map(|group| {
             let counts = counts.clone();
-            thread::spawn(move || send_group(group, interval, until, &counts))
+            thread::spawn(move || send_group(group, interval, until, latency_from, &counts))
         })
         .collect();
     for handle in handles {
@@ -74,6 +81,7 @@ fn send_group(
     mut group: Vec<(SimulatedHost, Client)>,
     interval: Duration,
     until: Option<Instant>,
+    latency_from: Instant,
     counts: &Counts,
 ) {
     let interval_ms = interval.as_millis() as i64;
@@ -94,10 +102,14 @@ fn send_group(
             let started = Instant::now();
             match client.post_report(json) {
                 Ok(()) => {
+                    let latency = started.elapsed();
                     counts.sent.fetch_add(1, Ordering::Relaxed);
                     counts
                         .latency_us
-                        .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                        .fetch_add(latency.as_micros() as u64, Ordering::Relaxed);
+                    if started >= latency_from {
+                        counts.latencies.record(latency);
+                    }
                 }
                 Err(e) => {
                     counts.failed.fetch_add(1, Ordering::Relaxed);

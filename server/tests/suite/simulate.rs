@@ -46,6 +46,8 @@ async fn a_simulated_fleet_reports_every_host_and_guest() {
             "3",
             "--seed",
             "7",
+            "--warm-up",
+            "1",
             "--tokens-file",
         ])
         .arg(&tokens_file)
@@ -60,6 +62,26 @@ async fn a_simulated_fleet_reports_every_host_and_guest() {
     let taken: u64 = stdout.split_whitespace().next().unwrap().parse().unwrap();
     // Three hosts, a report every half second for three seconds.
     assert!((12..=21).contains(&taken), "{stdout}");
+    // The latency line counts the reports taken after the first second's (the warm-up).
+    let latency = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("latency_ms "))
+        .unwrap_or_else(|| panic!("no latency_ms line in {stdout}"));
+    let field = |key: &str| -> f64 {
+        latency
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+            .unwrap_or_else(|| panic!("no {key} in {latency}"))
+            .parse()
+            .unwrap()
+    };
+    let measured = field("count") as u64;
+    assert!(0 < measured && measured < taken, "{stdout}");
+    assert!(
+        0.0 < field("p50") && field("p50") <= field("p99"),
+        "{stdout}"
+    );
+    assert!(field("p99") <= field("max"), "{stdout}");
 
     let db = Db::open(&db_path).await.unwrap();
     let (reports, samples) = db.count_reports_and_samples().await.unwrap();

@@ -1,0 +1,719 @@
+#!/usr/bin/env python3
+"""The server's steady-state capacity: a simulated fleet reports to the real release server
+while a prober reads its pages; then the same pages on the same database with nothing reporting.
+
+Run through scripts/capacity.sh, which builds the release binaries first. Per fleet size (in
+guests, hosts of CAPACITY_GUESTS_PER_HOST): a fresh database in a temporary directory, one agent
+token per host, a viewer user (pages) and a viewer token (API); `tickscope-server serve` on a
+loopback port the kernel picks; `tickscope-agent simulate` at the agents' default interval; after
+the warm-up, over the measured time, the server's and the simulator's CPU (utime + stime from
+/proc/<pid>/stat) and the server's memory (VmRSS, VmHWM), the reports' latency (the simulator's
+`latency_ms` line) and each page's latency (the prober below, every page once per round,
+one after another); then the simulator stops, the server is restarted on the same database and
+the same pages are read idle. Prints a table per fleet and whether the targets were met.
+
+Standard library only. `--self-test` checks the parsing and the percentiles.
+"""
+
+import gzip
+import http.client
+import json
+import math
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+# The pages a user reads while the fleet reports, by the name shown in the table; `{id}` is the
+# guest found on the guest list at the start.
+PAGES = [
+    ("/", "/"),
+    ("/guests?mode=periodic&sort=waste", "/guests?mode=periodic&sort=waste"),
+    ("/guests/{id}", "/guests/{id}"),
+    ("GET /api/v1/guests?limit=100", "/api/v1/guests?limit=100"),
+]
+API_LIMIT = 100
+
+# Targets of issue 18.
+PAGE_P95_MAX_MS = 100.0
+PAGE_P95_MAX_TIMES_IDLE = 2.0
+REPORT_P99_MAX_MS = 1000.0
+SERVER_CPU_MAX_CORES = 1.0
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class StepFailed(Exception):
+    """A step of the benchmark failed; the message says which and why."""
+
+
+def env_number(name, default, kind=float):
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise StepFailed(f"{name}={raw!r} is not a number")
+
+
+# ---------------------------------------------------------------- pure helpers (self-tested)
+
+
+def percentile(values, p):
+    """The nearest-rank percentile `p` (0-100) of `values`; None if there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def parse_latency_line(text):
+    """The simulator's `latency_ms count=.. p50=.. ...` line as a dict, or None."""
+    for line in text.splitlines():
+        if line.startswith("latency_ms "):
+            fields = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+            return {k: float(v) for k, v in fields.items()}
+    return None
+
+
+def parse_taken_line(text):
+    """(taken, failed) from the simulator's `N reports taken, F failed` line, or None."""
+    m = re.search(r"^(\d+) reports taken, (\d+) failed", text, re.M)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def csrf_in(html):
+    """The CSRF token a form carries (hex), or None."""
+    m = re.search(r'name="csrf" value="([0-9a-fA-F]+)"', html)
+    return m.group(1) if m else None
+
+
+def first_guest_id(html):
+    """The first guest a page links to (`/guests/<id>`), or None."""
+    m = re.search(r'href="/guests/(\d+)', html)
+    return int(m.group(1)) if m else None
+
+
+def listening_url(log):
+    """The base URL from the server's `listening on http://...` log line, or None."""
+    m = re.search(r"listening on (https?://[0-9A-Za-z.:\[\]]+)", log)
+    return m.group(1) if m else None
+
+
+def cpu_ticks(stat_line):
+    """utime + stime (clock ticks) from a /proc/<pid>/stat line; the name may hold spaces."""
+    fields = stat_line[stat_line.rindex(")") + 2 :].split()
+    # After the name: state is field 3 of the whole line, utime 14 and stime 15.
+    return int(fields[11]) + int(fields[12])
+
+
+def status_kib(status_text, key):
+    """A `Key:   N kB` value of /proc/<pid>/status, in KiB, or None."""
+    m = re.search(rf"^{key}:\s+(\d+) kB", status_text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def self_test():
+    out = "12 reports taken, 1 failed\nlatency_ms count=9 p50=3.5 p90=4.0 p99=12.0 max=13.1\n"
+    log = "2026-12-03T20:00:00Z INFO tickscope-server listening on http://127.0.0.1:40123 max=1"
+    stat = "123 (tokio-rt worker) S 1 2 3 4 5 6 7 8 9 10 250 17 0 0 20 0 9"
+    status = "Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n"
+    # (what, got, expected)
+    cases = [
+        ("percentile of nothing", percentile([], 50), None),
+        ("percentile of one", percentile([5], 95), 5),
+        ("p50 of 1..100", percentile(list(range(1, 101)), 50), 50),
+        ("p95 of 1..100", percentile(list(range(1, 101)), 95), 95),
+        ("p99 of 100..1", percentile(list(range(100, 0, -1)), 99), 99),
+        ("p50 with an outlier", percentile([1, 2, 3, 1000], 50), 2),
+        ("p95 with an outlier", percentile([1, 2, 3, 1000], 95), 1000),
+        ("reports taken", parse_taken_line(out), (12, 1)),
+        ("latency line", parse_latency_line(out),
+         {"count": 9.0, "p50": 3.5, "p90": 4.0, "p99": 12.0, "max": 13.1}),
+        ("no latency line", parse_latency_line("12 reports taken, 0 failed\n"), None),
+        ("csrf", csrf_in('<input type="hidden" name="csrf" value="0a1B2c">'), "0a1B2c"),
+        ("no csrf", csrf_in("<form></form>"), None),
+        ("guest id", first_guest_id('<a href="/hosts/3">h</a><a href="/guests/42?r=1h">g</a>'), 42),
+        ("listening", listening_url(log), "http://127.0.0.1:40123"),
+        ("not listening", listening_url("starting"), None),
+        ("utime + stime", cpu_ticks(stat), 267),
+        ("VmRSS", status_kib(status, "VmRSS"), 1024),
+        ("no VmHWM", status_kib("Name:\tx\n", "VmHWM"), None),
+    ]
+    failed = [(what, got, want) for what, got, want in cases if got != want]
+    for what, got, want in failed:
+        print(f"capacity.py self-test: {what}: got {got!r}, expected {want!r}", file=sys.stderr)
+    print(f"{len(cases) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+# ---------------------------------------------------------------- processes
+
+
+class Processes:
+    """The children this run started, killed by pid on the way out whatever happened."""
+
+    def __init__(self):
+        self.children = []
+
+    def start(self, what, argv, stdout, stderr, env=None):
+        try:
+            child = subprocess.Popen(
+                argv, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, env=env
+            )
+        except OSError as e:
+            raise StepFailed(f"cannot start {what} ({argv[0]}): {e}")
+        self.children.append((what, child))
+        return child
+
+    def stop(self, child, timeout_s=30.0):
+        """SIGTERM, then SIGKILL after `timeout_s`; returns the exit status."""
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        self.children = [(w, c) for (w, c) in self.children if c is not child]
+        return child.returncode
+
+    def kill_all(self):
+        for what, child in self.children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        self.children = []
+
+
+def run_tool(argv, what, stdin_text=None):
+    done = subprocess.run(argv, input=stdin_text, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise StepFailed(f"{what} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return done.stdout
+
+
+def read_proc(pid):
+    """(CPU seconds so far, VmRSS KiB, VmHWM KiB) of a running process."""
+    with open(f"/proc/{pid}/stat") as f:
+        ticks = cpu_ticks(f.read())
+    with open(f"/proc/{pid}/status") as f:
+        status = f.read()
+    return ticks / CLOCK_TICKS, status_kib(status, "VmRSS"), status_kib(status, "VmHWM")
+
+
+# ---------------------------------------------------------------- HTTP
+
+
+class Answer:
+    def __init__(self, status, headers, body, seconds):
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.seconds = seconds
+
+    def text(self):
+        body = self.body
+        if self.headers.get("content-encoding", "").lower() == "gzip":
+            body = gzip.decompress(body)
+        return body.decode("utf-8", "replace")
+
+
+def request(base, method, path, headers=None, body=None, timeout_s=30.0):
+    """One request on a new connection, as a browser's first; timed to the last byte."""
+    url = urllib.parse.urlsplit(base)
+    started = time.perf_counter()
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout_s)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        data = response.read()
+        seconds = time.perf_counter() - started
+        got = {k.lower(): v for k, v in response.getheaders()}
+        # Set-Cookie may come more than once.
+        got["set-cookie-all"] = response.msg.get_all("Set-Cookie") or []
+        return Answer(response.status, got, data, seconds)
+    finally:
+        conn.close()
+
+
+def cookie_named(answer, name):
+    for value in answer.headers.get("set-cookie-all", []):
+        if value.startswith(name + "="):
+            return value.split(";", 1)[0]
+    return None
+
+
+def log_in(base, user, password):
+    """A session cookie for `user`, through the login form as a browser fills it in."""
+    page = request(base, "GET", "/login")
+    login_cookie = cookie_named(page, "tickscope_login")
+    csrf = csrf_in(page.text())
+    if page.status != 200 or not login_cookie or not csrf:
+        raise StepFailed(f"GET /login answered {page.status} without its CSRF cookie or token")
+    form = urllib.parse.urlencode({"name": user, "password": password, "csrf": csrf})
+    answer = request(
+        base,
+        "POST",
+        "/login",
+        headers={
+            "Cookie": login_cookie,
+            "Content-Type": "application/x-www-form-urlencoded",
+        },
+        body=form,
+    )
+    session = cookie_named(answer, "tickscope_session")
+    if answer.status != 303 or not session:
+        raise StepFailed(f"logging in answered {answer.status}: {answer.text()[:300]}")
+    return session
+
+
+def wait_ready(base, child, deadline_s):
+    """Waits until /readyz answers 200; fails if the server exits or the deadline passes."""
+    deadline = time.monotonic() + deadline_s
+    last = "no answer"
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise StepFailed(f"the server exited ({child.returncode}) before it was ready")
+        try:
+            answer = request(base, "GET", "/readyz", timeout_s=5)
+            if answer.status == 200:
+                return
+            last = f"{answer.status} {answer.text()[:200]}"
+        except OSError as e:
+            last = str(e)
+        time.sleep(0.2)
+    raise StepFailed(f"the server was not ready within {deadline_s:.0f} s: {last}")
+
+
+# ---------------------------------------------------------------- the run
+
+
+class Server:
+    def __init__(self, processes, binary, db, log_path):
+        self.processes = processes
+        self.binary = binary
+        self.db = db
+        self.log_path = log_path
+        self.child = None
+        self.base = None
+
+    def start(self, deadline_s):
+        """Starts `serve` on a port the kernel picks; returns seconds until /readyz said 200."""
+        started = time.monotonic()
+        log = open(self.log_path, "a")
+        log.write(f"--- serve, {time.strftime('%H:%M:%S')}\n")
+        log.flush()
+        offset = log.tell()
+        self.child = self.processes.start(
+            "tickscope-server",
+            [self.binary, "serve", "--listen", "127.0.0.1:0", "--db", self.db],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            env=dict(os.environ, NO_COLOR="1"),
+        )
+        log.close()
+        deadline = time.monotonic() + deadline_s
+        while self.base is None:
+            if self.child.poll() is not None:
+                raise StepFailed(
+                    f"the server exited ({self.child.returncode}) before listening; its log:\n"
+                    + tail(self.log_path)
+                )
+            if time.monotonic() > deadline:
+                raise StepFailed(f"the server did not listen within {deadline_s:.0f} s")
+            with open(self.log_path) as f:
+                f.seek(offset)
+                self.base = listening_url(f.read())
+            if self.base is None:
+                time.sleep(0.1)
+        wait_ready(self.base, self.child, max(1.0, deadline - time.monotonic()))
+        return time.monotonic() - started
+
+    def stop(self):
+        status = self.processes.stop(self.child)
+        self.child, self.base = None, None
+        return status
+
+    @property
+    def pid(self):
+        return self.child.pid
+
+
+def tail(path, lines=20):
+    try:
+        with open(path) as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class Probe:
+    """Each page's latencies and answers over one phase."""
+
+    def __init__(self):
+        self.ms = {name: [] for name, _ in PAGES}
+        self.errors = {name: [] for name, _ in PAGES}
+        self.bytes = {name: 0 for name, _ in PAGES}
+        self.api_guests = None
+        self.api_note = ""
+
+
+def probe_pages(base, session, api_token, guest_id, seconds, every_s, watch):
+    """Every page once per round, one after another, a round every `every_s` seconds, for
+    `seconds`; `watch()` is called between requests (memory sampling)."""
+    probe = Probe()
+    api_path = dict(PAGES)["GET /api/v1/guests?limit=100"]
+    end = time.monotonic() + seconds
+    next_round = time.monotonic()
+    while time.monotonic() < end:
+        for name, path in PAGES:
+            if name.startswith("GET /api/"):
+                headers = {"Authorization": f"Bearer {api_token}", "Accept-Encoding": "gzip"}
+                path = api_path
+            else:
+                headers = {"Cookie": session, "Accept-Encoding": "gzip"}
+                path = path.replace("{id}", str(guest_id))
+            try:
+                answer = request(base, "GET", path, headers=headers)
+            except OSError as e:
+                probe.errors[name].append(str(e))
+                continue
+            finally:
+                watch()
+            if name.startswith("GET /api/") and answer.status == 400 and api_path != "/api/v1/guests":
+                # The server refuses `limit` (not there yet): the whole list, and say so.
+                probe.api_note = f"`limit` refused ({answer.status}): measured without it"
+                api_path = "/api/v1/guests"
+                continue
+            if answer.status != 200:
+                probe.errors[name].append(f"{answer.status}")
+                continue
+            probe.ms[name].append(answer.seconds * 1000.0)
+            probe.bytes[name] += len(answer.body)
+            if name.startswith("GET /api/") and probe.api_guests is None:
+                try:
+                    probe.api_guests = len(json.loads(answer.text()).get("guests", []))
+                except ValueError:
+                    probe.api_guests = -1
+        next_round += every_s
+        pause = next_round - time.monotonic()
+        if pause > 0:
+            time.sleep(min(pause, max(0.0, end - time.monotonic())))
+        else:
+            next_round = time.monotonic()
+    if probe.api_guests is not None and not probe.api_note:
+        probe.api_note = (
+            f"`limit` honoured ({probe.api_guests} guests)"
+            if 0 <= probe.api_guests <= API_LIMIT
+            else f"`limit` ignored: {probe.api_guests} guests in each answer"
+        )
+    return probe
+
+
+class Watch:
+    """The largest VmRSS seen of a process while it is watched."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.max_rss_kib = 0
+
+    def __call__(self):
+        try:
+            _, rss, _ = read_proc(self.pid)
+            self.max_rss_kib = max(self.max_rss_kib, rss or 0)
+        except (OSError, ValueError):
+            pass
+
+
+def run_fleet(guests, config, binaries, processes):
+    per_host = config["guests_per_host"]
+    hosts = max(1, guests // per_host)
+    interval = config["interval_s"]
+    warm_up = config["warm_up_s"]
+    measure = config["measure_s"]
+    # Ten hosts a thread: the simulator keeps up while a report takes under a second (the
+    # target); a slower server makes it fall behind, which the table shows (taken / due).
+    threads = config["threads"] or min(500, max(4, hosts // 10))
+    server_bin, agent_bin = binaries
+    result = {"guests": hosts * per_host, "hosts": hosts, "threads": threads}
+    with tempfile.TemporaryDirectory(prefix="tickscope-capacity-") as work:
+        db = os.path.join(work, "capacity.db")
+        log_path = os.path.join(work, "server.log")
+        say(f"{hosts * per_host:,} guests ({hosts:,} hosts x {per_host}): tokens, user")
+        t = time.monotonic()
+        tokens = run_tool(
+            [server_bin, "token", "add", "sim-host", "--role", "agent", "--count", str(hosts),
+             "--db", db],
+            "making the agent tokens",
+        )
+        tokens_file = os.path.join(work, "tokens")
+        with open(tokens_file, "w") as f:
+            f.write(tokens)
+        api_token = run_tool(
+            [server_bin, "token", "add", "capacity-prober", "--role", "viewer", "--db", db],
+            "making the API token",
+        ).strip().splitlines()[-1]
+        password = secrets.token_hex(16)
+        run_tool(
+            [server_bin, "user", "add", "capacity", "--role", "viewer", "--db", db],
+            "adding the prober's user",
+            stdin_text=password + "\n",
+        )
+        result["setup_s"] = time.monotonic() - t
+
+        server = Server(processes, server_bin, db, log_path)
+        server.start(config["start_deadline_s"])
+        say(f"  server at {server.base} (pid {server.pid}); simulator: {threads} threads")
+        sim_out = open(os.path.join(work, "simulate.out"), "w")
+        sim_err_path = os.path.join(work, "simulate.err")
+        sim_err = open(sim_err_path, "w")
+        sim = processes.start(
+            "tickscope-agent simulate",
+            [agent_bin, "simulate", "--server", server.base, "--tokens-file", tokens_file,
+             "--hosts", str(hosts), "--guests-per-host", str(per_host),
+             "--interval", str(interval), "--threads", str(threads),
+             "--duration", str(warm_up + measure), "--warm-up", str(warm_up), "--seed", "1"],
+            stdout=sim_out,
+            stderr=sim_err,
+        )
+        sim_started = time.monotonic()
+        time.sleep(max(0.0, warm_up - 2.0))
+        if sim.poll() is not None:
+            raise StepFailed(f"the simulator exited ({sim.returncode}): " + tail(sim_err_path))
+        session = log_in(server.base, "capacity", password)
+        listing = request(server.base, "GET", "/guests?mode=periodic&sort=waste",
+                          headers={"Cookie": session})
+        guest_id = first_guest_id(listing.text())
+        if listing.status != 200 or guest_id is None:
+            raise StepFailed(
+                f"no guest on /guests after the warm-up ({listing.status}); simulator says:\n"
+                + tail(sim_err_path)
+            )
+        result["guest_id"] = guest_id
+        time.sleep(max(0.0, sim_started + warm_up - time.monotonic()))
+
+        say(f"  measuring {measure:.0f} s while the fleet reports")
+        cpu0, _, _ = read_proc(server.pid)
+        sim_cpu0, _, _ = read_proc(sim.pid)
+        result["load_at_start"] = os.getloadavg()[0]
+        t0 = time.monotonic()
+        watch = Watch(server.pid)
+        # The simulator stops by itself `measure` seconds from now; the prober stops a little
+        # before, so that its last requests are made while every host still reports.
+        busy = probe_pages(server.base, session, api_token, guest_id,
+                           max(1.0, measure - 1.0), config["every_s"], watch)
+        cpu1, rss, hwm = read_proc(server.pid)
+        sim_cpu1, _, _ = read_proc(sim.pid)
+        elapsed = time.monotonic() - t0
+        result["load_at_end"] = os.getloadavg()[0]
+        result["busy"] = busy
+        result["server_cpu_cores"] = (cpu1 - cpu0) / elapsed
+        result["sim_cpu_cores"] = (sim_cpu1 - sim_cpu0) / elapsed
+        result["rss_mib"] = max(watch.max_rss_kib, rss or 0) / 1024
+        result["hwm_mib"] = (hwm or 0) / 1024
+
+        try:
+            sim.wait(timeout=interval + 30)
+        except subprocess.TimeoutExpired:
+            processes.stop(sim)
+            raise StepFailed("the simulator did not stop at the end of its --duration")
+        processes.stop(sim)
+        sim_out.close()
+        sim_err.close()
+        with open(os.path.join(work, "simulate.out")) as f:
+            out = f.read()
+        taken = parse_taken_line(out)
+        latency = parse_latency_line(out)
+        if taken is None or latency is None:
+            raise StepFailed(
+                f"the simulator printed no summary (exit {sim.returncode}):\n{out}\n"
+                + tail(sim_err_path)
+            )
+        result["taken"], result["failed"] = taken
+        result["latency"] = latency
+        result["expected_in_window"] = hosts * measure / interval
+        result["sim_errors"] = [
+            line for line in tail(sim_err_path, 200).splitlines()
+            if line.startswith("sim-host") or "error" in line.lower()
+        ][:5]
+
+        say("  restarting the server on the same database")
+        server.stop()
+        result["restart_s"] = server.start(config["start_deadline_s"])
+        session = log_in(server.base, "capacity", password)
+        say(f"  measuring {config['idle_s']:.0f} s idle")
+        cpu0, _, _ = read_proc(server.pid)
+        t0 = time.monotonic()
+        watch = Watch(server.pid)
+        idle = probe_pages(server.base, session, api_token, guest_id,
+                           config["idle_s"], config["every_s"], watch)
+        cpu1, rss, hwm = read_proc(server.pid)
+        result["idle"] = idle
+        result["idle_cpu_cores"] = (cpu1 - cpu0) / (time.monotonic() - t0)
+        result["idle_rss_mib"] = max(watch.max_rss_kib, rss or 0) / 1024
+        result["idle_hwm_mib"] = (hwm or 0) / 1024
+        server.stop()
+        result["db_mib"] = sum(
+            os.path.getsize(os.path.join(work, n)) for n in os.listdir(work)
+            if n.startswith("capacity.db")
+        ) / 2**20
+    return result
+
+
+def say(text):
+    print(text, file=sys.stderr, flush=True)
+
+
+def fmt(value, digits=1):
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def ratio(a, b):
+    return "—" if a is None or not b else f"{a / b:.2f}"
+
+
+def report(r, config):
+    busy, idle = r["busy"], r["idle"]
+    lat = r["latency"]
+    rows = [
+        ("server CPU (cores)", fmt(r["server_cpu_cores"], 2), fmt(r["idle_cpu_cores"], 2),
+         ratio(r["server_cpu_cores"], r["idle_cpu_cores"])),
+        ("server RSS, largest seen (MiB)", fmt(r["rss_mib"]), fmt(r["idle_rss_mib"]),
+         ratio(r["rss_mib"], r["idle_rss_mib"])),
+        ("server VmHWM (MiB)", fmt(r["hwm_mib"]), fmt(r["idle_hwm_mib"]),
+         ratio(r["hwm_mib"], r["idle_hwm_mib"])),
+        ("simulator CPU (cores)", fmt(r["sim_cpu_cores"], 3), "—", "—"),
+        ("reports in the window, latency p50 (ms)", fmt(lat.get("p50")), "—", "—"),
+        ("reports in the window, latency p99 (ms)", fmt(lat.get("p99")), "—", "—"),
+        ("reports in the window: taken / due", f"{lat.get('count', 0):,.0f} / "
+         f"{r['expected_in_window']:,.0f}", "—", "—"),
+    ]
+    for name, _ in PAGES:
+        b50, b95 = percentile(busy.ms[name], 50), percentile(busy.ms[name], 95)
+        i50, i95 = percentile(idle.ms[name], 50), percentile(idle.ms[name], 95)
+        rows.append((f"{name} p50 (ms)", fmt(b50), fmt(i50), ratio(b50, i50)))
+        rows.append((f"{name} p95 (ms)", fmt(b95), fmt(i95), ratio(b95, i95)))
+        nb, ni = len(busy.ms[name]), len(idle.ms[name])
+        rows.append((
+            f"{name} answers (KiB each)",
+            f"{nb} ({fmt(busy.bytes[name] / 1024 / nb if nb else None, 0)})",
+            f"{ni} ({fmt(idle.bytes[name] / 1024 / ni if ni else None, 0)})",
+            "—",
+        ))
+    width = max(len(row[0]) for row in rows)
+    print()
+    print(
+        f"== {r['guests']:,} guests ({r['hosts']:,} hosts x {config['guests_per_host']}), a report "
+        f"per host every {config['interval_s']:g} s; measured {config['measure_s']:g} s after a "
+        f"{config['warm_up_s']:g} s warm-up; idle {config['idle_s']:g} s after a restart"
+    )
+    print(f"{'figure':<{width}}  {'during ingest':>15}  {'idle':>12}  {'ratio':>6}")
+    for label, b, i, q in rows:
+        print(f"{label:<{width}}  {b:>15}  {i:>12}  {q:>6}")
+    print(
+        f"setup (tokens, user) {r['setup_s']:.1f} s; restart until /readyz {r['restart_s']:.1f} s; "
+        f"database {r['db_mib']:.0f} MiB; simulator {r['threads']} threads, "
+        f"{r['taken']:,} reports taken in all, {r['failed']:,} failed; guest page: /guests/{r['guest_id']}"
+    )
+    print(
+        f"machine: load average (1 min) {r['load_at_start']:.2f} as the measurement began, "
+        f"{r['load_at_end']:.2f} as it ended, on {os.cpu_count()} CPUs"
+    )
+    print(f"API list: during ingest {busy.api_note or 'no answer'}; idle {idle.api_note or 'no answer'}")
+    for name, _ in PAGES:
+        for phase, p in (("during ingest", busy), ("idle", idle)):
+            if p.errors[name]:
+                print(f"  {name} {phase}: {len(p.errors[name])} failed, e.g. {p.errors[name][0]}")
+    for line in r["sim_errors"]:
+        print(f"  simulator: {line[:200]}")
+
+    # The targets.
+    met = []
+    for name, _ in PAGES:
+        b95, i95 = percentile(busy.ms[name], 95), percentile(idle.ms[name], 95)
+        ok = (
+            b95 is not None and i95 is not None
+            and b95 <= PAGE_P95_MAX_TIMES_IDLE * i95 and b95 < PAGE_P95_MAX_MS
+            and not busy.errors[name]
+        )
+        met.append(ok)
+        print(
+            f"target {name}: p95 {fmt(b95)} ms during ingest <= 2 x idle ({fmt(i95)} ms) "
+            f"and < {PAGE_P95_MAX_MS:.0f} ms: {'met' if ok else 'NOT met'}"
+        )
+    p99 = lat.get("p99")
+    keeps_up = lat.get("count", 0) >= 0.95 * r["expected_in_window"] and r["failed"] == 0
+    ok = p99 is not None and p99 < REPORT_P99_MAX_MS and keeps_up
+    met.append(ok)
+    print(
+        f"target reports: p99 {fmt(p99)} ms < {REPORT_P99_MAX_MS:.0f} ms, none failed, "
+        f"all due taken: {'met' if ok else 'NOT met'}"
+    )
+    ok = r["server_cpu_cores"] < SERVER_CPU_MAX_CORES
+    met.append(ok)
+    print(
+        f"target server CPU: {r['server_cpu_cores']:.2f} cores < {SERVER_CPU_MAX_CORES:g}: "
+        f"{'met' if ok else 'NOT met'}"
+    )
+    return all(met)
+
+
+def main(argv):
+    if argv[1:2] == ["--self-test"]:
+        return self_test()
+    if len(argv) < 3:
+        print("usage: capacity.py SERVER_BINARY AGENT_BINARY [GUESTS ...]", file=sys.stderr)
+        return 2
+    binaries = (argv[1], argv[2])
+    sizes = [int(s.replace(",", "").replace("_", "")) for s in argv[3:]] or [10_000, 30_000, 100_000]
+    config = {
+        "guests_per_host": env_number("CAPACITY_GUESTS_PER_HOST", 20, int),
+        "interval_s": env_number("CAPACITY_INTERVAL_S", 10.0),
+        "warm_up_s": env_number("CAPACITY_WARM_UP_S", 30.0),
+        "measure_s": env_number("CAPACITY_MEASURE_S", 60.0),
+        "idle_s": env_number("CAPACITY_IDLE_S", 30.0),
+        "every_s": env_number("CAPACITY_PROBE_EVERY_S", 1.0),
+        "threads": env_number("CAPACITY_THREADS", 0, int),
+        "start_deadline_s": env_number("CAPACITY_START_DEADLINE_S", 300.0),
+    }
+    if config["warm_up_s"] < 2 * config["interval_s"]:
+        say(f"warning: a warm-up of {config['warm_up_s']:g} s is under two intervals")
+    processes = Processes()
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGHUP, stop)
+    all_met = True
+    try:
+        print(
+            f"tickscope capacity: {os.cpu_count()} CPUs, load average "
+            f"{os.getloadavg()[0]:.2f} at the start; {time.strftime('%Y-%m-%d %H:%M:%S %Z')}"
+        )
+        for guests in sizes:
+            result = run_fleet(guests, config, binaries, processes)
+            all_met = report(result, config) and all_met
+            sys.stdout.flush()
+    except (StepFailed, OSError) as e:
+        print(f"capacity: {e}", file=sys.stderr)
+        return 1
+    finally:
+        processes.kill_all()
+    print()
+    print(f"all targets met: {'yes' if all_met else 'no'}")
+    # Targets not met are a finding, not a failure of the benchmark.
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The server's steady-state capacity: the release server, a simulated fleet reporting to it at
+# the agents' interval, and a prober reading the pages meanwhile and then idle after a restart
+# (scripts/capacity.py says how). Prints a table per fleet and whether issue 18's targets were
+# met: pages p95 <= 2 x idle p95 and < 100 ms, reports p99 < 1 s, server CPU < 1 core.
+#
+#   scripts/capacity.sh [GUESTS ...]       default: 10000 30000 100000 (hosts of 20 guests)
+#
+# Environment (seconds unless said): CAPACITY_WARM_UP_S (30), CAPACITY_MEASURE_S (60),
+# CAPACITY_IDLE_S (30), CAPACITY_INTERVAL_S (10), CAPACITY_GUESTS_PER_HOST (20),
+# CAPACITY_PROBE_EVERY_S (1), CAPACITY_THREADS (simulator threads; default hosts/10, 4 to 500),
+# CAPACITY_START_DEADLINE_S (300). About 8 minutes for the default fleets on 2 cores, plus
+# the release build; a quick check:
+#
+#   CAPACITY_WARM_UP_S=20 CAPACITY_MEASURE_S=30 CAPACITY_IDLE_S=15 scripts/capacity.sh 2000
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 scripts/capacity.py --self-test >/dev/null
+cargo build --release -p tickscope-server -p tickscope-agent --bins
+target="${CARGO_TARGET_DIR:-target}/release"
+exec python3 scripts/capacity.py "$target/tickscope-server" "$target/tickscope-agent" "$@"
