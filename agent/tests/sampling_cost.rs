@@ -33,7 +33,15 @@ fn write_qemu(root: &Path, pid: u32, threads: [(u64, u64); 3]) {
     .unwrap();
     fs::write(
         dir.join("cmdline"),
-        "qemu-system-x86_64\0-name\0guest=cost,debug-threads=on\0-smp\02\0",
+        [
+            "qemu-system-x86_64",
+            "-name",
+            "guest=cost,debug-threads=on",
+            "-smp",
+            "2",
+            "",
+        ]
+        .join("\0"),
     )
     .unwrap();
 }
