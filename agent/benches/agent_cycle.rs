@@ -125,6 +125,29 @@ fn switches(pid: u32) -> u64 {
         .sum()
 }
 
+/// Voluntary and involuntary (preempted) context switches of all the process's live threads so
+/// far, from each thread's `status`: a wake-up the agent asks for (its sleep ending, an answer
+/// arriving) is voluntary; on a busy host the scheduler also preempts a running agent, more
+/// often the longer its cycle runs.
+fn switch_kinds(pid: u32) -> (u64, u64) {
+    let proc = ProcFs::new("/proc");
+    let mut sum = (0, 0);
+    for tid in proc.tids(pid).unwrap_or_default() {
+        let status =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap_or_default();
+        let field = |key: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        sum.0 += field("voluntary_ctxt_switches:");
+        sum.1 += field("nonvoluntary_ctxt_switches:");
+    }
+    sum
+}
+
 /// CPU time of all the process's threads so far, in nanoseconds (schedstat's first field).
 fn cpu_ns(pid: u32) -> u64 {
     ProcFs::new("/proc")
@@ -210,11 +233,16 @@ fn main() {
 
     let mut sampler = Sampler::new("/proc", clock_ticks_per_second());
     let mut found = 0;
+    // The first cycle identifies every process: /proc files are counted from the next one.
+    sampler.cycle().unwrap();
+    let files_before = sampler.proc_files_read();
     let ours = cpu_us_per_cycle(cycles, || {
         if let Some(m) = sampler.cycle().unwrap() {
             found = m.guests.len();
         }
     });
+    // `cycles` measured plus one warm-up, all steady.
+    let files_per_cycle = (sampler.proc_files_read() - files_before) as f64 / (cycles + 1) as f64;
     let mut proc = ProcFs::new("/proc");
     let mut naive_found = 0;
     let naive = cpu_us_per_cycle(cycles, || naive_found = naive_cycle(&mut proc));
@@ -231,6 +259,10 @@ fn main() {
         "  naive: {naive:8.1} µs CPU per cycle   (every process's stat + cmdline, every cycle)"
     );
     println!("  ratio ours / naive: {:.3}", ours / naive);
+    println!(
+        "  /proc files read per cycle (ours): {files_per_cycle:.0}, {:.1} per VM",
+        files_per_cycle / vm_count as f64
+    );
 
     // The real binary in its real loop.
     let sink = start_sink();
@@ -257,9 +289,11 @@ fn main() {
     // Skip start-up, then count over whole intervals.
     std::thread::sleep(Duration::from_secs(1));
     let (switches_0, cpu_0, t0) = (switches(pid), cpu_ns(pid), Instant::now());
+    let kinds_0 = switch_kinds(pid);
     let exporter_0 = exporter.as_ref().map(|e| (switches(e.pid), cpu_ns(e.pid)));
     std::thread::sleep(Duration::from_secs(run_seconds.saturating_sub(1).max(1)));
     let (switches_1, cpu_1, elapsed) = (switches(pid), cpu_ns(pid), t0.elapsed());
+    let kinds_1 = switch_kinds(pid);
     let peak_rss_kib = proc_status_kib(pid, "VmHWM:");
     let _ = agent.kill();
     let _ = agent.wait();
@@ -287,6 +321,11 @@ fn main() {
         peak_rss_kib as f64 / 1024.0
     );
     println!("  own wake-ups:        {wakeups_per_s:8.2} per second   (target ≤ 1)");
+    println!(
+        "    of which voluntary {:.2} (sleep ends, answers), preempted {:.2} (load on the host)",
+        (kinds_1.0 - kinds_0.0) as f64 / elapsed.as_secs_f64(),
+        (kinds_1.1 - kinds_0.1) as f64 / elapsed.as_secs_f64()
+    );
     println!(
         "  CPU per cycle:       {cpu_ms_per_cycle:8.2} ms, sampling plus building and sending the report"
     );

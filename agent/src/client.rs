@@ -12,13 +12,22 @@
 use std::time::{Duration, Instant};
 
 use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig, parse_pem};
+use ureq::unversioned::transport::DefaultConnector;
 
 use crate::error::Error;
+use crate::resolver::KeptResolver;
 use crate::spool::Spool;
 use crate::wire::{FactsSubmission, GUEST_FACTS_PATH, GuestFacts, REPORTS_PATH, Report};
 
+/// Most of a 2xx answer's body read (to reach its end, so that the connection is kept).
+const MAX_ANSWER_BYTES: u64 = 64 * 1024;
+
+/// Sends to one server over one kept-alive connection: a report costs no connection set-up (no
+/// TCP or TLS handshake, no lookup of the server's name), only its own writes and the wait for
+/// the answer.
 pub struct Client {
     agent: ureq::Agent,
+    resolver: KeptResolver,
     /// The server's base URL, without a trailing slash.
     server: String,
     authorization: String,
@@ -188,6 +197,20 @@ impl Sender {
     }
 }
 
+/// Whether a request failed because the connection was closed under it (reset, or ended before
+/// an answer), as a kept-alive connection the server closed while idle does; not a refused or
+/// timed-out connection, which a second try at once would not change.
+fn connection_dropped(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(e, ureq::Error::Io(io) if matches!(
+        io.kind(),
+        ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe
+            | ErrorKind::UnexpectedEof
+    ))
+}
+
 /// A number in 0..1000 that differs from call to call: spreads the retries of many agents that
 /// failed together. Not for secrets.
 fn jitter() -> u32 {
@@ -231,18 +254,33 @@ impl Client {
     }
 
     fn build(server: &str, token: &str, roots: RootCerts) -> Self {
-        let agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(10)))
             .http_status_as_error(false)
             .user_agent(concat!("tickscope-agent/", env!("CARGO_PKG_VERSION")))
             .tls_config(TlsConfig::builder().root_certs(roots).build())
-            .build()
-            .into();
+            .build();
+        let resolver = KeptResolver::new();
+        let agent = ureq::Agent::with_parts(config, DefaultConnector::new(), resolver.clone());
         Client {
             agent,
+            resolver,
             server: server.trim_end_matches('/').to_string(),
             authorization: format!("Bearer {token}"),
         }
+    }
+
+    /// One attempt at a POST.
+    fn send(
+        &self,
+        url: &str,
+        body: &[u8],
+    ) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+        self.agent
+            .post(url)
+            .header("Authorization", &self.authorization)
+            .header("Content-Type", "application/json")
+            .send(body)
     }
 
     /// Sends a guest probe's facts (with a guest token); not queued, the next ones will follow.
@@ -257,17 +295,31 @@ impl Client {
     }
 
     /// POSTs a JSON body; `Ok` on 2xx.
+    ///
+    /// A kept-alive connection the server closed while it was idle (its idle timeout can end
+    /// just as the next interval's report goes out) fails before any answer: the request is
+    /// sent once more on a new connection. The server stores a report once, so a second copy
+    /// of one it did take is harmless.
     fn post(&self, path: &str, body: Vec<u8>) -> Result<(), Error> {
         let url = format!("{}{path}", self.server);
-        let response = self
-            .agent
-            .post(&url)
-            .header("Authorization", &self.authorization)
-            .header("Content-Type", "application/json")
-            .send(&body[..])
-            .map_err(|e| Error::Unreachable(format!("{url}: {e}")))?;
+        let sent = match self.send(&url, &body) {
+            Err(e) if connection_dropped(&e) => self.send(&url, &body),
+            other => other,
+        };
+        let response = sent.map_err(|e| {
+            // The server may have moved: look its name up again at the next attempt.
+            self.resolver.forget();
+            Error::Unreachable(format!("{url}: {e}"))
+        })?;
         let status = response.status().as_u16();
         if (200..300).contains(&status) {
+            // Read to its end, the connection goes back to the pool for the next report; an
+            // answer that cannot be read only costs the connection (the report was taken).
+            let _ = response
+                .into_body()
+                .with_config()
+                .limit(MAX_ANSWER_BYTES)
+                .read_to_vec();
             return Ok(());
         }
         // Only the delay-seconds form: servers behind proxies send it that way in practice.

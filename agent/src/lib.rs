@@ -32,6 +32,8 @@ pub mod procfs;
 #[cfg(feature = "cli")]
 pub mod report;
 #[cfg(feature = "cli")]
+pub mod resolver;
+#[cfg(feature = "cli")]
 pub mod sampler;
 #[cfg(feature = "cli")]
 pub mod spool;

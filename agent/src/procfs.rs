@@ -51,6 +51,15 @@ pub fn parse_schedstat_run_ns(text: &str) -> Option<u64> {
     text.split_ascii_whitespace().next()?.parse().ok()
 }
 
+/// What one reading of a thread's switches file gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadCounters {
+    /// Context switches so far (voluntary + involuntary).
+    pub switches: u64,
+    /// Run time so far in nanoseconds, when the file was `schedstat` (which holds both).
+    pub run_ns: Option<u64>,
+}
+
 /// Sums `voluntary_ctxt_switches` and `nonvoluntary_ctxt_switches` from a `status` file.
 pub fn parse_context_switches(status: &str) -> Option<u64> {
     let mut voluntary = None;
@@ -118,6 +127,9 @@ impl OpenFile {
 pub struct ProcFs {
     root: PathBuf,
     buf: Vec<u8>,
+    /// Files read so far (each reading of a kept-open file counts): what a cycle costs the
+    /// kernel, in a figure that does not depend on the machine.
+    files_read: u64,
 }
 
 impl ProcFs {
@@ -125,7 +137,19 @@ impl ProcFs {
         ProcFs {
             root: root.into(),
             buf: Vec::with_capacity(4096),
+            files_read: 0,
         }
+    }
+
+    /// Files read through this `ProcFs` so far.
+    pub fn files_read(&self) -> u64 {
+        self.files_read
+    }
+
+    /// Reads a kept-open file whole into the shared buffer.
+    fn read_open(&mut self, file: &OpenFile) -> Option<&str> {
+        self.files_read += 1;
+        file.read(&mut self.buf)
     }
 
     /// Where this `/proc` is.
@@ -174,8 +198,8 @@ impl ProcFs {
     pub fn open_thread_switches(&mut self, pid: u32, tid: u32) -> Option<(OpenFile, SwitchesFile)> {
         let task = self.root.join(format!("{pid}/task/{tid}"));
         if let Some(file) = OpenFile::open(&task.join("schedstat"))
-            && file
-                .read(&mut self.buf)
+            && self
+                .read_open(&file)
                 .and_then(parse_schedstat_switches)
                 .is_some_and(|runs| runs > 0)
         {
@@ -185,10 +209,26 @@ impl ProcFs {
     }
 
     pub fn read_switches(&mut self, file: &OpenFile, kind: SwitchesFile) -> Option<u64> {
-        let text = file.read(&mut self.buf)?;
+        self.read_thread_counters(file, kind).map(|c| c.switches)
+    }
+
+    /// A thread's context switches, and its run time too when they come from `schedstat`: one
+    /// read serves both, where the CPU time is counted from the threads.
+    pub fn read_thread_counters(
+        &mut self,
+        file: &OpenFile,
+        kind: SwitchesFile,
+    ) -> Option<ThreadCounters> {
+        let text = self.read_open(file)?;
         match kind {
-            SwitchesFile::Schedstat => parse_schedstat_switches(text),
-            SwitchesFile::Status => parse_context_switches(text),
+            SwitchesFile::Schedstat => Some(ThreadCounters {
+                switches: parse_schedstat_switches(text)?,
+                run_ns: Some(parse_schedstat_run_ns(text)?),
+            }),
+            SwitchesFile::Status => Some(ThreadCounters {
+                switches: parse_context_switches(text)?,
+                run_ns: None,
+            }),
         }
     }
 
@@ -204,7 +244,7 @@ impl ProcFs {
 
     /// A thread's run time so far in nanoseconds, from its open `schedstat`.
     pub fn read_run_ns(&mut self, file: &OpenFile) -> Option<u64> {
-        parse_schedstat_run_ns(file.read(&mut self.buf)?)
+        parse_schedstat_run_ns(self.read_open(file)?)
     }
 
     /// `/proc/<pid>/cgroup`: the cgroups the process is in.
@@ -224,7 +264,7 @@ impl ProcFs {
     }
 
     pub fn read_stat(&mut self, file: &OpenFile) -> Option<ProcStat> {
-        parse_stat(file.read(&mut self.buf)?)
+        parse_stat(self.read_open(file)?)
     }
 
     /// The filesystem path a process's socket descriptor is bound to (libvirt hands QEMU
@@ -286,6 +326,7 @@ impl ProcFs {
     }
 
     fn read(&mut self, path: &Path) -> Option<&[u8]> {
+        self.files_read += 1;
         self.buf.clear();
         File::open(path).ok()?.read_to_end(&mut self.buf).ok()?;
         Some(&self.buf)

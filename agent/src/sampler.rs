@@ -177,6 +177,12 @@ impl Sampler {
         self
     }
 
+    /// Files in `/proc` read so far: per cycle, in steady state, one `stat` per VM and one
+    /// `schedstat` per counted thread.
+    pub fn proc_files_read(&self) -> u64 {
+        self.proc.files_read()
+    }
+
     /// Reads the time from `clock` (a test's manual clock) instead of the wall clock.
     pub fn with_clock(mut self, clock: SampleClock) -> Self {
         self.clock = clock;
@@ -264,8 +270,13 @@ impl Sampler {
                 continue;
             };
             let counted = count_threads(&mut self.proc, pid, vm, stat.num_threads);
-            let Some(cpu_ns) = read_cpu_ns(&mut self.proc, pid, vm, stat.cpu_ticks, self.clk_tck)
-            else {
+            let Some(cpu_ns) = read_cpu_ns(
+                &mut self.proc,
+                pid,
+                vm,
+                (stat.cpu_ticks, self.clk_tck),
+                &counted.run_ns,
+            ) else {
                 // Its cgroup went away with it (the process is ending): no sample, and none
                 // measured later from the counters before the gap.
                 vm.previous = None;
@@ -471,6 +482,9 @@ struct Counted {
     vcpus: u32,
     source: WakeupsSource,
     switches: HashMap<u32, u64>,
+    /// Run times read with the switches (from the same `schedstat`), so that the CPU count does
+    /// not read those threads' files a second time.
+    run_ns: HashMap<u32, u64>,
 }
 
 /// Reads the context switches of the VM's vCPU threads, or of all its threads when none has a
@@ -511,6 +525,7 @@ fn count_threads(proc: &mut ProcFs, pid: u32, vm: &mut VmState, num_threads: u64
         )
     };
     let mut switches = HashMap::new();
+    let mut run_ns = HashMap::new();
     let mut gone = Vec::new();
     for (&tid, thread) in vm.threads.iter_mut() {
         if !(thread.is_vcpu || vcpu_threads == 0) {
@@ -520,9 +535,12 @@ fn count_threads(proc: &mut ProcFs, pid: u32, vm: &mut VmState, num_threads: u64
             thread.switches = proc.open_thread_switches(pid, tid);
         }
         match &thread.switches {
-            Some((file, kind)) => match proc.read_switches(file, *kind) {
-                Some(count) => {
-                    switches.insert(tid, count);
+            Some((file, kind)) => match proc.read_thread_counters(file, *kind) {
+                Some(counters) => {
+                    switches.insert(tid, counters.switches);
+                    if let Some(ns) = counters.run_ns {
+                        run_ns.insert(tid, ns);
+                    }
                 }
                 None => gone.push(tid),
             },
@@ -539,6 +557,7 @@ fn count_threads(proc: &mut ProcFs, pid: u32, vm: &mut VmState, num_threads: u64
         vcpus,
         source,
         switches,
+        run_ns,
     }
 }
 
@@ -584,13 +603,15 @@ fn kvm_by_thread_name(name: &str) -> Option<bool> {
 
 /// The VM process's CPU time so far in nanoseconds, from its counter. Counted from threads, a
 /// thread seen for the first time adds all its run time (it started since the last cycle, or
-/// this is the first), and one that ended loses its run since it was last read.
+/// this is the first), and one that ended loses its run since it was last read. `read_now`
+/// holds the run times this cycle already read (with the vCPU threads' switches); only the
+/// other threads' `schedstat` is read here. `stat` is the process's stat ticks and `CLK_TCK`.
 fn read_cpu_ns(
     proc: &mut ProcFs,
     pid: u32,
     vm: &mut VmState,
-    stat_ticks: u64,
-    clk_tck: f64,
+    (stat_ticks, clk_tck): (u64, f64),
+    read_now: &HashMap<u32, u64>,
 ) -> Option<u64> {
     match &mut vm.cpu {
         CpuCounter::Cgroup(counter) => counter.read_ns(&mut Vec::new()),
@@ -606,10 +627,16 @@ fn read_cpu_ns(
             let first = total_ns.is_none();
             let mut total = total_ns.unwrap_or((stat_ticks as f64 * 1e9 / clk_tck) as u64);
             for (&tid, thread) in vm.threads.iter_mut() {
-                if thread.run.is_none() {
-                    thread.run = proc.open_thread_schedstat(pid, tid);
-                }
-                let Some(run_ns) = thread.run.as_ref().and_then(|f| proc.read_run_ns(f)) else {
+                let run_ns = match read_now.get(&tid) {
+                    Some(&ns) => Some(ns),
+                    None => {
+                        if thread.run.is_none() {
+                            thread.run = proc.open_thread_schedstat(pid, tid);
+                        }
+                        thread.run.as_ref().and_then(|f| proc.read_run_ns(f))
+                    }
+                };
+                let Some(run_ns) = run_ns else {
                     gone.push(tid);
                     continue;
                 };
