@@ -131,9 +131,9 @@ fn so_far() -> HashMap<GuestId, WasteSoFar> {
     ])
 }
 
-fn context(model: &CostModel, demo: bool) -> Context<'_> {
+fn context(model: &CostModel, demo: bool) -> Context {
     Context {
-        model,
+        model: model.clone(),
         now_ms: 1_796_300_200_000,
         demo,
     }
@@ -147,22 +147,30 @@ fn the_exports_are_byte_for_byte_what_they_were() {
     let cases = [
         (
             "guests.csv",
-            guests_csv(&guests, &so_far(), &context(&model, false)).unwrap(),
+            guests_csv(guests.clone(), so_far(), context(&model, false))
+                .text()
+                .unwrap(),
             include_str!("testdata/guests.csv"),
         ),
         (
             "guests-demo.csv",
-            guests_csv(&guests, &HashMap::new(), &context(&model, true)).unwrap(),
+            guests_csv(guests.clone(), HashMap::new(), context(&model, true))
+                .text()
+                .unwrap(),
             include_str!("testdata/guests-demo.csv"),
         ),
         (
             "plan.csv",
-            plan_csv(&plan, &guests, &context(&model, false)).unwrap(),
+            plan_csv(plan.clone(), &guests, context(&model, false))
+                .text()
+                .unwrap(),
             include_str!("testdata/plan.csv"),
         ),
         (
             "plan-guests.csv",
-            plan_guests_csv(&plan, &guests, &context(&model, false)).unwrap(),
+            plan_guests_csv(plan, &guests, context(&model, false))
+                .text()
+                .unwrap(),
             include_str!("testdata/plan-guests.csv"),
         ),
     ];
