@@ -4,6 +4,7 @@ pub mod analysed;
 pub mod changes;
 pub mod current;
 pub mod history;
+pub mod listing;
 pub mod live;
 pub mod plan;
 pub mod refresher;

@@ -1,140 +1,31 @@
 //! The guest list's filters, sort order and pages, from the URL's query string: a view can be
 //! bookmarked and shared. Pure: it orders and cuts what the analysis produced.
 
-use std::cmp::Ordering;
 use std::sync::Arc;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
 
 use crate::fleet::AnalysedGuest;
+pub use crate::fleet::listing::{
+    Column, GuestFilter, Order, WASTEFUL, choices, distro, hz, kernel, mode,
+};
 
 /// Rows per page.
 pub const PAGE_ROWS: usize = 50;
 
-/// The query string of `/guests`. Empty values mean "any".
+/// The query string of `/guests`: the filters, then the order and the page.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default)]
 pub struct ListQuery {
-    /// Name or UUID contains this (any case).
-    pub q: String,
-    pub host: String,
-    pub hypervisor: String,
-    pub mode: String,
-    pub distro: String,
-    pub kernel: String,
-    /// The kernel's tick rate in Hz (as the guest reported it, else as measured), or `unknown`.
-    pub hz: String,
+    #[serde(flatten)]
+    pub filter: GuestFilter,
     /// A column key (see [`Column`]); the default is waste.
     pub sort: String,
     /// `asc` or `desc`; the default depends on the column.
     pub dir: String,
     /// 1-based.
     pub page: usize,
-}
-
-/// The columns the list sorts by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Column {
-    Name,
-    Host,
-    Hypervisor,
-    Vcpus,
-    Cpu,
-    Wakeups,
-    Mode,
-    Waste,
-    Distro,
-    Kernel,
-}
-
-impl Column {
-    pub const ALL: [Column; 10] = [
-        Column::Name,
-        Column::Host,
-        Column::Hypervisor,
-        Column::Vcpus,
-        Column::Cpu,
-        Column::Wakeups,
-        Column::Mode,
-        Column::Waste,
-        Column::Distro,
-        Column::Kernel,
-    ];
-
-    pub fn key(self) -> &'static str {
-        match self {
-            Column::Name => "name",
-            Column::Host => "host",
-            Column::Hypervisor => "hypervisor",
-            Column::Vcpus => "vcpus",
-            Column::Cpu => "cpu",
-            Column::Wakeups => "wakeups",
-            Column::Mode => "mode",
-            Column::Waste => "waste",
-            Column::Distro => "distro",
-            Column::Kernel => "kernel",
-        }
-    }
-
-    fn parse(key: &str) -> Option<Column> {
-        Column::ALL.into_iter().find(|c| c.key() == key)
-    }
-
-    /// Figures read best largest first; names in alphabetical order.
-    fn descending_by_default(self) -> bool {
-        matches!(
-            self,
-            Column::Vcpus | Column::Cpu | Column::Wakeups | Column::Waste
-        )
-    }
-
-    fn compare(self, a: &AnalysedGuest, b: &AnalysedGuest) -> Ordering {
-        let cpu = |g: &AnalysedGuest| g.verdict.rates.map_or(-1.0, |r| r.host_cpu_pct);
-        let wakeups = |g: &AnalysedGuest| g.verdict.rates.map_or(-1.0, |r| r.wakeups_per_vcpu_s);
-        match self {
-            Column::Name => a.name.to_lowercase().cmp(&b.name.to_lowercase()),
-            Column::Host => a.host.cmp(&b.host),
-            Column::Hypervisor => a.hypervisor.cmp(&b.hypervisor),
-            Column::Vcpus => a.vcpus.cmp(&b.vcpus),
-            Column::Cpu => cpu(a).total_cmp(&cpu(b)),
-            Column::Wakeups => wakeups(a).total_cmp(&wakeups(b)),
-            Column::Mode => mode(a).cmp(mode(b)),
-            Column::Waste => a.wasted_cpu_pct().total_cmp(&b.wasted_cpu_pct()),
-            Column::Distro => distro(a).cmp(&distro(b)),
-            Column::Kernel => kernel(a).cmp(&kernel(b)),
-        }
-    }
-}
-
-pub fn mode(g: &AnalysedGuest) -> &'static str {
-    g.verdict.classification.mode.as_str()
-}
-
-/// The `mode` filter value that matches every guest that ticks or polls while idle.
-pub const WASTEFUL: &str = "wasteful";
-
-/// The guest's tick rate: CONFIG_HZ as it reported it, else the rate its wake-ups match.
-pub fn hz(g: &AnalysedGuest) -> String {
-    g.kernel
-        .as_ref()
-        .and_then(|k| k.config_hz)
-        .or(g.verdict.classification.estimated_hz)
-        .map_or("unknown".into(), |hz| hz.to_string())
-}
-
-pub fn distro(g: &AnalysedGuest) -> String {
-    g.kernel
-        .as_ref()
-        .and_then(|k| k.distro.clone())
-        .unwrap_or_default()
-}
-
-pub fn kernel(g: &AnalysedGuest) -> String {
-    g.kernel
-        .as_ref()
-        .and_then(|k| k.kernel_release.clone())
-        .unwrap_or_default()
 }
 
 impl ListQuery {
@@ -150,37 +41,26 @@ impl ListQuery {
         }
     }
 
-    fn keeps(&self, g: &AnalysedGuest) -> bool {
-        let is = |wanted: &str, value: &str| wanted.is_empty() || wanted == value;
-        let q = self.q.trim().to_lowercase();
-        let mode_matches = if self.mode == WASTEFUL {
-            g.verdict.classification.mode.is_wasteful()
-        } else {
-            is(&self.mode, mode(g))
-        };
-        is(&self.host, &g.host)
-            && is(&self.hypervisor, &g.hypervisor)
-            && mode_matches
-            && is(&self.hz, &hz(g))
-            && is(&self.distro, &distro(g))
-            && is(&self.kernel, &kernel(g))
-            && (q.is_empty()
-                || g.name.to_lowercase().contains(&q)
-                || g.uuid.as_deref().is_some_and(|u| u.contains(&q)))
+    pub fn order(&self) -> Order {
+        Order {
+            column: self.column(),
+            descending: self.descending(),
+        }
     }
 
     /// This query with other values, as a query string (`?…`), leaving out empty ones.
     pub fn with(&self, change: impl FnOnce(&mut ListQuery)) -> String {
         let mut q = self.clone();
         change(&mut q);
+        let f = &q.filter;
         let fields = [
-            ("q", q.q.clone()),
-            ("host", q.host.clone()),
-            ("hypervisor", q.hypervisor.clone()),
-            ("mode", q.mode.clone()),
-            ("distro", q.distro.clone()),
-            ("kernel", q.kernel.clone()),
-            ("hz", q.hz.clone()),
+            ("q", f.q.clone()),
+            ("host", f.host.clone()),
+            ("hypervisor", f.hypervisor.clone()),
+            ("mode", f.mode.clone()),
+            ("distro", f.distro.clone()),
+            ("kernel", f.kernel.clone()),
+            ("hz", f.hz.clone()),
             ("sort", q.sort.clone()),
             ("dir", q.dir.clone()),
             (
@@ -242,22 +122,7 @@ pub struct Page<'a> {
 }
 
 pub fn page<'a>(guests: &'a [Arc<AnalysedGuest>], query: &ListQuery) -> Page<'a> {
-    let mut rows: Vec<&AnalysedGuest> = guests
-        .iter()
-        .map(|g| &**g)
-        .filter(|g| query.keeps(g))
-        .collect();
-    let column = query.column();
-    let descending = query.descending();
-    rows.sort_by(|a, b| {
-        let order = column.compare(a, b);
-        let order = if descending { order.reverse() } else { order };
-        // Ties keep a stable, meaningful order: most waste first, then by name.
-        order
-            .then_with(|| b.wasted_cpu_pct().total_cmp(&a.wasted_cpu_pct()))
-            .then_with(|| a.name.cmp(&b.name))
-            .then_with(|| a.id.cmp(&b.id))
-    });
+    let rows = query.order().sorted(guests, &query.filter, None);
     let matching = rows.len();
     let pages = matching.div_ceil(PAGE_ROWS).max(1);
     let page = query.page.clamp(1, pages);
@@ -265,6 +130,7 @@ pub fn page<'a>(guests: &'a [Arc<AnalysedGuest>], query: &ListQuery) -> Page<'a>
         .into_iter()
         .skip((page - 1) * PAGE_ROWS)
         .take(PAGE_ROWS)
+        .map(|g| &**g)
         .collect();
     Page {
         rows,
@@ -272,21 +138,6 @@ pub fn page<'a>(guests: &'a [Arc<AnalysedGuest>], query: &ListQuery) -> Page<'a>
         page,
         pages,
     }
-}
-
-/// The distinct values of a field, sorted, for a filter's choices.
-pub fn choices(
-    guests: &[Arc<AnalysedGuest>],
-    field: impl Fn(&AnalysedGuest) -> String,
-) -> Vec<String> {
-    let mut values: Vec<String> = guests
-        .iter()
-        .map(|g| field(g))
-        .filter(|v| !v.is_empty())
-        .collect();
-    values.sort();
-    values.dedup();
-    values
 }
 
 #[cfg(test)]
@@ -412,8 +263,9 @@ mod tests {
     #[test]
     fn links_keep_the_view_and_encode_what_they_carry() {
         let q = serde_urlencoded_like("host=hv%20a&q=%3Cx%3E&page=3&sort=cpu&dir=asc");
-        assert_eq!(q.host, "hv a");
-        assert_eq!(q.q, "<x>");
+        assert_eq!(q.filter.host, "hv a");
+        assert_eq!(q.filter.q, "<x>");
+        assert_eq!(q.page, 3);
         // The next page keeps every filter.
         assert_eq!(
             q.with(|q| q.page += 1),

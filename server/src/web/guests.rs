@@ -82,20 +82,25 @@ pub async fn guests(
         }
     };
     let filters = vec![
-        filter("host", "Host", &query.host, |g| g.host.clone()),
-        filter("hypervisor", "Hypervisor", &query.hypervisor, |g| {
+        filter("host", "Host", &query.filter.host, |g| g.host.clone()),
+        filter("hypervisor", "Hypervisor", &query.filter.hypervisor, |g| {
             g.hypervisor.clone()
         }),
         {
-            let mut modes = filter("mode", "Tick mode", &query.mode, |g| {
+            let mut modes = filter("mode", "Tick mode", &query.filter.mode, |g| {
                 guest_list::mode(g).to_string()
             });
             modes.choices.insert(0, guest_list::WASTEFUL.to_string());
             modes
         },
-        filter("hz", "Kernel HZ", &query.hz, guest_list::hz),
-        filter("distro", "Distribution", &query.distro, guest_list::distro),
-        filter("kernel", "Kernel", &query.kernel, guest_list::kernel),
+        filter("hz", "Kernel HZ", &query.filter.hz, guest_list::hz),
+        filter(
+            "distro",
+            "Distribution",
+            &query.filter.distro,
+            guest_list::distro,
+        ),
+        filter("kernel", "Kernel", &query.filter.kernel, guest_list::kernel),
     ];
     let labels = [
         (Column::Name, "Guest"),
@@ -139,7 +144,7 @@ pub async fn guests(
     let (page, pages) = (listed.page, listed.pages);
     Ok(GuestsPage {
         frame: Frame::new(&state, &user, &session).await?,
-        search: query.q.clone(),
+        search: query.filter.q.clone(),
         filters,
         sort: query.sort.clone(),
         dir: query.dir.clone(),

@@ -135,7 +135,7 @@ pub async fn overview(
             &guests,
             |g| guest_list::mode(g).to_string(),
             str::to_string,
-            |m| ListQuery::default().with(|q| q.mode = m.into()),
+            |m| ListQuery::default().with(|q| q.filter.mode = m.into()),
         ),
         hz: distribution(
             &guests,
@@ -147,7 +147,7 @@ pub async fn overview(
                     format!("{hz} Hz")
                 }
             },
-            |hz| ListQuery::default().with(|q| q.hz = hz.into()),
+            |hz| ListQuery::default().with(|q| q.filter.hz = hz.into()),
         ),
         all_hosts: host_rows.len(),
         blind_hosts: host_rows
