@@ -457,3 +457,96 @@ async fn one(
     json.waste_so_far = Some(WasteSoFarJson::new(&so_far, &state.cost_model()));
     Ok(Json(json))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{analyse_host, test_window};
+    use crate::domain::HostId;
+
+    fn guest(id: i64) -> Arc<AnalysedGuest> {
+        let window = test_window(2, 0.5 + id as f64, 40.0 * id as f64, Some("nohz=off"));
+        let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
+        Arc::new(AnalysedGuest {
+            id: GuestId(id),
+            name: format!("g\"{id}\"\u{202e}"),
+            uuid: None,
+            host: "hv".into(),
+            host_id: HostId(1),
+            hypervisor: "qemu".into(),
+            management: None,
+            vcpus: 2,
+            pid: id,
+            boot_args: Some("nohz=off".into()),
+            uses_kvm: Some(true),
+            cpu_source: None,
+            last_seen_ms: 1000 * id,
+            intervals: 6,
+            window_s: 60.0,
+            analysed_ms: 0,
+            kernel: None,
+            verdict,
+        })
+    }
+
+    #[test]
+    fn the_streamed_list_is_what_serde_writes_for_it() {
+        let model = CostModel::default();
+        for n in [
+            0,
+            1,
+            GUESTS_PER_CHUNK - 1,
+            GUESTS_PER_CHUNK,
+            2 * GUESTS_PER_CHUNK + 5,
+        ] {
+            let guests: Vec<Arc<AnalysedGuest>> = (1..=n as i64).map(guest).collect();
+            let change = Change {
+                at_ms: 5,
+                cpu_before_pct: 3.0,
+                cpu_after_pct: 1.0,
+                wakeups_before: 100.0,
+                wakeups_after: 10.0,
+                idle_share_after: 0.9,
+                saved_cpu_pct: 2.0,
+            };
+            let changes = HashMap::from([(GuestId(1), change)]);
+            let tail = || ListTail {
+                totals: fleet::totals(&guests, &model),
+                realised: Realised {
+                    guests: 1,
+                    saved_cpu_pct: 2.0,
+                    saved_cost_per_year: 3.0,
+                },
+                generated_ms: 7,
+                matching: n + 3,
+                next_cursor: (n > 1).then(|| "abc.def".to_string()),
+            };
+            let streamed: Vec<Vec<u8>> =
+                list_chunks(guests.clone(), changes.clone(), model.clone(), &tail())
+                    .unwrap()
+                    .collect::<AppResult<_>>()
+                    .unwrap();
+            assert_eq!(streamed.len(), n.div_ceil(GUESTS_PER_CHUNK).max(1), "{n}");
+            let t = tail();
+            let whole = GuestList {
+                guests: guests
+                    .iter()
+                    .map(|g| {
+                        let change = changes.get(&g.id).copied();
+                        GuestJson::new(AnalysedGuest::clone(g), &model, change)
+                    })
+                    .collect(),
+                totals: t.totals,
+                realised: t.realised,
+                generated_ms: t.generated_ms,
+                matching: t.matching,
+                next_cursor: t.next_cursor,
+            };
+            assert_eq!(
+                String::from_utf8(streamed.concat()).unwrap(),
+                serde_json::to_string(&whole).unwrap(),
+                "{n} guests"
+            );
+        }
+    }
+}

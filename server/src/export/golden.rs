@@ -11,7 +11,9 @@ use crate::analysis::{analyse_host, test_window};
 use crate::domain::{GuestId, HostId};
 use crate::fleet::{self, AnalysedGuest, WasteSoFar};
 
-use super::{Context, guests_csv, plan_csv, plan_guests_csv};
+use super::cells::Context;
+use super::guests::guests_csv;
+use super::plan::{plan_csv, plan_guests_csv};
 
 /// A guest with names a spreadsheet would misread, and kernel facts for some.
 fn guest(

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::AnalysedGuest;
+use super::analysed::AnalysedGuest;
 use crate::domain::GuestId;
 
 /// The filters of a guest list. Empty values mean "any".
@@ -384,7 +384,7 @@ mod tests {
     fn the_default_order_is_the_rankings() {
         let guests = fleet();
         let mut ranked = guests.clone();
-        crate::fleet::rank(&mut ranked);
+        crate::fleet::analysed::rank(&mut ranked);
         let sorted = Order::default().sorted(&guests, &GuestFilter::default(), None);
         let waste_cpu_name = |g: &AnalysedGuest| {
             (
