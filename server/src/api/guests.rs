@@ -236,9 +236,11 @@ const GUESTS_PER_CHUNK: usize = 32;
 struct PageQuery {
     /// The column to sort by; default `waste` (the ranking: most waste first, then most host
     /// CPU, then name). Ties are broken the same way, then by guest id.
+    #[param(inline)]
     sort: Option<Column>,
     /// `asc` or `desc`; the default depends on the column (figures descending, names and ids
     /// ascending).
+    #[param(inline)]
     dir: Option<Direction>,
     /// Guests per page, 1 to 1000. Without it, every guest (from the cursor on) in one answer.
     #[param(minimum = 1, maximum = 1000)]
