@@ -381,6 +381,66 @@ mod tests {
     }
 
     #[test]
+    fn guests_that_stay_put_are_walked_once_while_others_move() {
+        let order = Order::default();
+        let filter = GuestFilter::default();
+        let mut guests = fleet();
+        let first: Vec<GuestId> = order
+            .sorted(&guests, &filter, None)
+            .into_iter()
+            .take(7)
+            .map(|g| g.id)
+            .collect();
+        let after = order.key(order.sorted(&guests, &filter, None)[6]);
+        // Between two pages: a guest already sent drops to the bottom, one not yet sent jumps
+        // to the top, one leaves and one arrives.
+        let sent = first[2];
+        let sorted = order.sorted(&guests, &filter, None);
+        let unsent = sorted[20].id;
+        let left = sorted[30].id;
+        // Another guest's figures, and a name that sorts first or last among its ties.
+        let like = |model: &AnalysedGuest, id: GuestId, name: &str| {
+            let mut g = model.clone();
+            g.id = id;
+            g.name = name.into();
+            Arc::new(g)
+        };
+        let (top, bottom) = (sorted[0].clone(), sorted[sorted.len() - 1].clone());
+        for g in guests.iter_mut() {
+            if g.id == sent {
+                *g = like(&bottom, sent, "zzz");
+            } else if g.id == unsent {
+                *g = like(&top, unsent, "0");
+            }
+        }
+        guests.retain(|g| g.id != left);
+        guests.push(guest(99, "new", 5.3, 650.0));
+        let rest: Vec<GuestId> = order
+            .sorted(&guests, &filter, Some(&after))
+            .into_iter()
+            .map(|g| g.id)
+            .collect();
+        let moved = [sent, unsent, left, GuestId(99)];
+        let walked: Vec<GuestId> = first.iter().chain(&rest).copied().collect();
+        for g in fleet().iter().filter(|g| !moved.contains(&g.id)) {
+            let times = walked.iter().filter(|&&id| id == g.id).count();
+            assert_eq!(
+                times, 1,
+                "{:?} stayed put and was walked {times} times",
+                g.id
+            );
+        }
+        // What the documentation says of the others.
+        assert!(!rest.contains(&unsent), "it moved before the cursor");
+        assert!(
+            rest.contains(&sent),
+            "it moved after the cursor: sent again"
+        );
+        assert!(!rest.contains(&left));
+        assert!(rest.contains(&GuestId(99)));
+    }
+
+    #[test]
     fn the_default_order_is_the_rankings() {
         let guests = fleet();
         let mut ranked = guests.clone();
