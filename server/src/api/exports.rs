@@ -4,10 +4,11 @@
 use std::sync::Arc;
 
 use axum::Json;
+use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::header;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -35,8 +36,8 @@ fn download(
     extension: &str,
     content_type: &str,
     demo: bool,
-    body: String,
-) -> impl IntoResponse {
+    body: impl Into<Body>,
+) -> Response {
     (
         [
             (header::CONTENT_TYPE, content_type.to_string()),
@@ -48,12 +49,26 @@ fn download(
                 ),
             ),
         ],
-        body,
+        body.into(),
     )
+        .into_response()
 }
 
-fn csv_download(name: &str, demo: bool, body: String) -> impl IntoResponse {
-    download(name, "csv", "text/csv; charset=utf-8", demo, body)
+/// A CSV export as a download, streamed: each chunk of rows is written when the connection
+/// takes the previous one, so the first bytes leave at once and memory stays flat at any
+/// fleet size. An error in a later row ends the body with an error (the client sees a broken
+/// download, not a short file).
+fn csv_download<C>(name: &str, demo: bool, chunks: C) -> Response
+where
+    C: Iterator<Item = AppResult<Vec<u8>>> + Send + 'static,
+{
+    download(
+        name,
+        "csv",
+        "text/csv; charset=utf-8",
+        demo,
+        Body::from_stream(futures_util::stream::iter(chunks)),
+    )
 }
 
 /// What `guests.csv` is asked for.
@@ -95,12 +110,11 @@ async fn guests_csv(
     } else {
         Default::default()
     };
-    let model = state.cost_model();
-    let context = context(&state, &model, now);
+    let context = context(&state, now);
     Ok(csv_download(
         "guests",
         context.demo,
-        export::guests_csv(&guests, &so_far, &context)?,
+        export::guests_csv(guests, so_far, context),
     ))
 }
 
@@ -125,14 +139,18 @@ impl PlanInputs {
         }
     }
 
-    fn context(&self, state: &AppState) -> export::Context<'_> {
-        context(state, &self.model, self.now_ms)
+    fn context(&self, state: &AppState) -> export::Context {
+        export::Context {
+            model: self.model.clone(),
+            now_ms: self.now_ms,
+            demo: state.options.demo,
+        }
     }
 }
 
-fn context<'a>(state: &AppState, model: &'a CostModel, now_ms: i64) -> export::Context<'a> {
+fn context(state: &AppState, now_ms: i64) -> export::Context {
     export::Context {
-        model,
+        model: state.cost_model(),
         now_ms,
         demo: state.options.demo,
     }
@@ -156,7 +174,7 @@ async fn plan_csv(State(state): State<AppState>, _viewer: Viewer) -> AppResult<i
     Ok(csv_download(
         "plan",
         context.demo,
-        export::plan_csv(&p.plan, &p.guests, &context)?,
+        export::plan_csv(p.plan, &p.guests, context),
     ))
 }
 
@@ -182,7 +200,7 @@ async fn plan_guests_csv(
     Ok(csv_download(
         "plan-guests",
         context.demo,
-        export::plan_guests_csv(&p.plan, &p.guests, &context)?,
+        export::plan_guests_csv(p.plan, &p.guests, context),
     ))
 }
 

@@ -1,13 +1,19 @@
 //! `GET /api/v1/guests` and `GET /api/v1/guests/{id}`: the ranking, for viewers.
 
-use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use serde::Serialize;
+use std::collections::HashMap;
 use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::cursor;
 use super::errors::ReadErrors;
 use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
@@ -15,6 +21,7 @@ use crate::analysis::suggest::Suggestion;
 use crate::auth::Viewer;
 use crate::domain::GuestId;
 use crate::error::{AppError, AppResult, ErrorBody};
+use crate::fleet::listing::{Column, GuestFilter, Order};
 use crate::fleet::{self, AnalysedGuest, Totals, WasteSoFar};
 use crate::state::AppState;
 
@@ -187,48 +194,233 @@ struct Realised {
     saved_cost_per_year: f64,
 }
 
+/// The answer of `GET /api/v1/guests`. Streamed, a few guests at a time, in this field order;
+/// this type describes it (and tests that the stream writes what serde would).
 #[derive(Serialize, utoipa::ToSchema)]
+#[cfg_attr(not(test), allow(dead_code))]
 struct GuestList {
+    /// The guests of this page, in the order asked for (most waste first by default).
     guests: Vec<GuestJson>,
+    /// The whole fleet's totals, whatever the filters.
     totals: Totals,
     realised: Realised,
     generated_ms: i64,
+    /// Guests that pass the filters, on all pages (from the cursor's position on, for a page
+    /// asked for with a cursor: the rest of the walk, this page included).
+    matching: usize,
+    /// Pass this as `cursor` (with the same filters and sort) for the next page; null on the
+    /// last page. The `Link` header holds the whole address of the next page.
+    next_cursor: Option<String>,
 }
 
-/// The active guests ranked by the host CPU they waste while idle, with the fleet's totals.
+/// What follows the guests in the answer (the fields of [`GuestList`] after `guests`).
+#[derive(Serialize)]
+struct ListTail {
+    totals: Totals,
+    realised: Realised,
+    generated_ms: i64,
+    matching: usize,
+    next_cursor: Option<String>,
+}
+
+/// The most guests one page holds (about 2 MB of JSON). Without `limit` the answer holds every
+/// guest, streamed (see docs/api.md for why).
+pub const MAX_LIMIT: u32 = 1000;
+/// Guests serialised into one chunk of the streamed answer (some 60 KiB of JSON).
+const GUESTS_PER_CHUNK: usize = 32;
+
+/// The order and the page of `GET /api/v1/guests`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(default)]
+#[into_params(parameter_in = Query)]
+struct PageQuery {
+    /// The column to sort by; default `waste` (the ranking: most waste first, then most host
+    /// CPU, then name). Ties are broken the same way, then by guest id.
+    #[param(inline)]
+    sort: Option<Column>,
+    /// `asc` or `desc`; the default depends on the column (figures descending, names and ids
+    /// ascending).
+    #[param(inline)]
+    dir: Option<Direction>,
+    /// Guests per page, 1 to 1000. Without it, every guest (from the cursor on) in one answer.
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+    /// Where to resume: the `next_cursor` of the previous page, with the same filters and sort.
+    cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum Direction {
+    Asc,
+    Desc,
+}
+
+impl PageQuery {
+    fn order(&self) -> Order {
+        let column = self.sort.unwrap_or(Column::Waste);
+        Order {
+            column,
+            descending: match self.dir {
+                Some(Direction::Asc) => false,
+                Some(Direction::Desc) => true,
+                None => column.descending_by_default(),
+            },
+        }
+    }
+
+    fn limit(&self) -> AppResult<Option<usize>> {
+        match self.limit {
+            Some(n) if n == 0 || n > MAX_LIMIT => Err(AppError::BadRequest(format!(
+                "limit must be 1 to {MAX_LIMIT} guests per page (or left out for all of them), \
+                 not {n}"
+            ))),
+            limit => Ok(limit.map(|n| n as usize)),
+        }
+    }
+
+    /// The address of the page after this one: the same filters, order and limit, resumed at
+    /// `cursor`.
+    fn next_link(&self, filter: &GuestFilter, cursor: &str) -> String {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (name, value) in [
+            ("q", &filter.q),
+            ("host", &filter.host),
+            ("hypervisor", &filter.hypervisor),
+            ("mode", &filter.mode),
+            ("distro", &filter.distro),
+            ("kernel", &filter.kernel),
+            ("hz", &filter.hz),
+        ] {
+            if !value.is_empty() {
+                query.append_pair(name, value);
+            }
+        }
+        let order = self.order();
+        query.append_pair("sort", order.column.key());
+        query.append_pair("dir", if order.descending { "desc" } else { "asc" });
+        if let Some(limit) = self.limit {
+            query.append_pair("limit", &limit.to_string());
+        }
+        query.append_pair("cursor", cursor);
+        format!("/api/v1/guests?{}", query.finish())
+    }
+}
+
+/// The active guests, filtered and ordered (most waste first by default), a page at a time
+/// with `limit` and `cursor`, with the fleet's totals. Without `limit`, every guest that passes
+/// the filters, streamed.
 #[utoipa::path(
     get,
     path = "/api/v1/guests",
     operation_id = "list_guests",
     tag = "fleet",
+    params(GuestFilter, PageQuery),
     security(("token" = [])),
     responses(
-        (status = 200, description = "The ranking", body = GuestList),
+        (status = 200, description = "The ranking, or a page of it", body = GuestList,
+            headers(("Link" = String, description = "`<address of the next page>; rel=\"next\"`, on every page but the last"))),
+        (status = 400, description = "A `limit` out of range, a `sort` or `dir` not known, or a `cursor` this server did not make for these filters and sort", body = ErrorBody),
         ReadErrors,
     )
 )]
-async fn list(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<GuestList>> {
+async fn list(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    filter: Result<Query<GuestFilter>, QueryRejection>,
+    page: Result<Query<PageQuery>, QueryRejection>,
+) -> AppResult<Response> {
+    let Query(filter) = filter.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    let Query(page) = page.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    let order = page.order();
+    let limit = page.limit()?;
+    let after = page
+        .cursor
+        .as_deref()
+        .map(|c| cursor::decode(c, order, &filter))
+        .transpose()?;
     let now = state.clock.now_ms();
     let guests = state.fleet.ranked(now).await;
     // Only guests still reporting count towards what was realised.
-    let mut changes = state.fleet.changes(now).await;
+    let changes = state.fleet.changes(now).await;
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
+    let model = state.cost_model();
     let realised = Realised {
         guests: changes.len(),
         saved_cpu_pct: saved,
-        saved_cost_per_year: cost::money_per_year(saved, &state.cost_model()),
+        saved_cost_per_year: cost::money_per_year(saved, &model),
     };
-    Ok(Json(GuestList {
-        totals: fleet::totals(&guests, &state.cost_model()),
+    let listed = order.sorted(&guests, &filter, after.as_ref());
+    let matching = listed.len();
+    let shown = limit.unwrap_or(matching).min(matching);
+    let next_cursor = (shown < matching)
+        .then(|| listed[..shown].last())
+        .flatten()
+        .map(|last| cursor::encode(order, &filter, &order.key(last)));
+    let page_guests: Vec<Arc<AnalysedGuest>> =
+        listed[..shown].iter().map(|g| Arc::clone(g)).collect();
+    let tail = ListTail {
+        totals: fleet::totals(&guests, &model),
         realised,
-        guests: guests
-            .into_iter()
-            .map(|g| {
-                let change = changes.remove(&g.id);
-                GuestJson::new(Arc::unwrap_or_clone(g), &state.cost_model(), change)
-            })
-            .collect(),
         generated_ms: now,
+        matching,
+        next_cursor: next_cursor.clone(),
+    };
+    let body = Body::from_stream(futures_util::stream::iter(list_chunks(
+        page_guests,
+        changes,
+        model,
+        &tail,
+    )?));
+    let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+    if let Some(cursor) = next_cursor {
+        let link = format!("<{}>; rel=\"next\"", page.next_link(&filter, &cursor));
+        let value =
+            HeaderValue::try_from(link).map_err(|e| AppError::encode("the Link header", e))?;
+        response.headers_mut().insert(header::LINK, value);
+    }
+    Ok(response)
+}
+
+/// The answer's JSON a chunk at a time: `{"guests":[` and a few guests per chunk, then the
+/// tail's fields; what serde would write for a [`GuestList`] of the same values.
+fn list_chunks(
+    guests: Vec<Arc<AnalysedGuest>>,
+    mut changes: HashMap<GuestId, Change>,
+    model: CostModel,
+    tail: &ListTail,
+) -> AppResult<impl Iterator<Item = AppResult<Vec<u8>>> + Send + use<>> {
+    let failed = |e| AppError::encode("the guest list as JSON", e);
+    let tail = serde_json::to_vec(tail).map_err(failed)?;
+    // `{"totals":…}` becomes `],"totals":…}`.
+    let mut end = b"],".to_vec();
+    end.extend_from_slice(&tail[1..]);
+    let mut guests = guests.into_iter().peekable();
+    let mut first = true;
+    let mut end = Some(end);
+    Ok(std::iter::from_fn(move || {
+        let mut chunk = Vec::new();
+        if first {
+            chunk.extend_from_slice(b"{\"guests\":[");
+        }
+        for _ in 0..GUESTS_PER_CHUNK {
+            let Some(g) = guests.next() else { break };
+            if !first {
+                chunk.push(b',');
+            }
+            first = false;
+            let change = changes.remove(&g.id);
+            let json = GuestJson::new(Arc::unwrap_or_clone(g), &model, change);
+            if let Err(e) = serde_json::to_writer(&mut chunk, &json) {
+                end = None;
+                return Some(Err(failed(e)));
+            }
+        }
+        if guests.peek().is_none() {
+            chunk.extend_from_slice(&end.take()?);
+        }
+        first = false;
+        Some(Ok(chunk))
     }))
 }
 
@@ -266,4 +458,97 @@ async fn one(
     let mut json = GuestJson::new(Arc::unwrap_or_clone(guest), &state.cost_model(), change);
     json.waste_so_far = Some(WasteSoFarJson::new(&so_far, &state.cost_model()));
     Ok(Json(json))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{analyse_host, test_window};
+    use crate::domain::HostId;
+
+    fn guest(id: i64) -> Arc<AnalysedGuest> {
+        let window = test_window(2, 0.5 + id as f64, 40.0 * id as f64, Some("nohz=off"));
+        let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
+        Arc::new(AnalysedGuest {
+            id: GuestId(id),
+            name: format!("g\"{id}\"\u{202e}"),
+            uuid: None,
+            host: "hv".into(),
+            host_id: HostId(1),
+            hypervisor: "qemu".into(),
+            management: None,
+            vcpus: 2,
+            pid: id,
+            boot_args: Some("nohz=off".into()),
+            uses_kvm: Some(true),
+            cpu_source: None,
+            last_seen_ms: 1000 * id,
+            intervals: 6,
+            window_s: 60.0,
+            analysed_ms: 0,
+            kernel: None,
+            verdict,
+        })
+    }
+
+    #[test]
+    fn the_streamed_list_is_what_serde_writes_for_it() {
+        let model = CostModel::default();
+        for n in [
+            0,
+            1,
+            GUESTS_PER_CHUNK - 1,
+            GUESTS_PER_CHUNK,
+            2 * GUESTS_PER_CHUNK + 5,
+        ] {
+            let guests: Vec<Arc<AnalysedGuest>> = (1..=n as i64).map(guest).collect();
+            let change = Change {
+                at_ms: 5,
+                cpu_before_pct: 3.0,
+                cpu_after_pct: 1.0,
+                wakeups_before: 100.0,
+                wakeups_after: 10.0,
+                idle_share_after: 0.9,
+                saved_cpu_pct: 2.0,
+            };
+            let changes = HashMap::from([(GuestId(1), change)]);
+            let tail = || ListTail {
+                totals: fleet::totals(&guests, &model),
+                realised: Realised {
+                    guests: 1,
+                    saved_cpu_pct: 2.0,
+                    saved_cost_per_year: 3.0,
+                },
+                generated_ms: 7,
+                matching: n + 3,
+                next_cursor: (n > 1).then(|| "abc.def".to_string()),
+            };
+            let streamed: Vec<Vec<u8>> =
+                list_chunks(guests.clone(), changes.clone(), model.clone(), &tail())
+                    .unwrap()
+                    .collect::<AppResult<_>>()
+                    .unwrap();
+            assert_eq!(streamed.len(), n.div_ceil(GUESTS_PER_CHUNK).max(1), "{n}");
+            let t = tail();
+            let whole = GuestList {
+                guests: guests
+                    .iter()
+                    .map(|g| {
+                        let change = changes.get(&g.id).copied();
+                        GuestJson::new(AnalysedGuest::clone(g), &model, change)
+                    })
+                    .collect(),
+                totals: t.totals,
+                realised: t.realised,
+                generated_ms: t.generated_ms,
+                matching: t.matching,
+                next_cursor: t.next_cursor,
+            };
+            assert_eq!(
+                String::from_utf8(streamed.concat()).unwrap(),
+                serde_json::to_string(&whole).unwrap(),
+                "{n} guests"
+            );
+        }
+    }
 }

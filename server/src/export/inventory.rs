@@ -105,7 +105,7 @@ pub fn plan_inventory(
 ) -> AppResult<String> {
     let guests: HashMap<GuestId, &AnalysedGuest> =
         guests.iter().map(|g| (g.id, g.as_ref())).collect();
-    let model = context.model;
+    let model = &context.model;
     // Groups in the order the plan first needs them.
     let mut children: Vec<(String, Mapping, Mapping)> = Vec::new();
     let mut group_of_title: HashMap<&str, usize> = HashMap::new();
@@ -304,7 +304,7 @@ mod tests {
         }];
         let model = CostModel::default();
         let context = Context {
-            model: &model,
+            model,
             now_ms: 0,
             demo: true,
         };

@@ -12,6 +12,9 @@ mod guests;
 mod inventory;
 mod plan;
 
+#[cfg(test)]
+mod golden;
+
 pub use cells::{Context, file_name, rfc3339, text_cell};
 pub use guests::{GUEST_COLUMNS, guests_csv};
 pub use inventory::{ansible_group, plain_host_name, plan_inventory};

@@ -4,11 +4,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::cells::{Context, flag, number, rfc3339, text_cell, write_csv};
+use super::cells::{Context, CsvChunks, csv_chunks, flag, number, rfc3339, text_cell};
 use crate::analysis::cost;
-use crate::analysis::plan::PlanGroup;
+use crate::analysis::plan::{PlanGroup, PlanMember};
 use crate::domain::GuestId;
-use crate::error::AppResult;
 use crate::fleet::AnalysedGuest;
 
 /// Columns of the plan export, in order. The first 9 are as they always were; the others were
@@ -75,96 +74,126 @@ fn span_of<'a>(guests: impl Iterator<Item = &'a AnalysedGuest>) -> Option<(i64, 
     })
 }
 
-fn by_id(guests: &[Arc<AnalysedGuest>]) -> HashMap<GuestId, &AnalysedGuest> {
-    guests.iter().map(|g| (g.id, g.as_ref())).collect()
+fn by_id(guests: &[Arc<AnalysedGuest>]) -> HashMap<GuestId, Arc<AnalysedGuest>> {
+    guests.iter().map(|g| (g.id, g.clone())).collect()
 }
 
-/// The plan as CSV, one row per group; `guests` are the analysed guests it was made from.
+/// The plan as CSV, one row per group, written a chunk of rows at a time; `guests` are the
+/// analysed guests it was made from.
 pub fn plan_csv(
-    plan: &[PlanGroup],
+    plan: Vec<PlanGroup>,
     guests: &[Arc<AnalysedGuest>],
-    context: &Context,
-) -> AppResult<String> {
+    context: Context,
+) -> CsvChunks<impl FnMut() -> Option<Vec<String>> + Send + use<>> {
     let guests = by_id(guests);
-    let rows = plan.iter().map(|p| {
-        let span = span_of(
-            p.members
-                .iter()
-                .filter_map(|m| guests.get(&GuestId(m.id)).copied()),
-        );
-        let time =
-            |pick: fn((i64, i64, i64)) -> i64| span.map_or(String::new(), |s| rfc3339(pick(s)));
-        vec![
-            text_cell(&p.distro),
-            text_cell(&p.kernel_release),
-            p.tick_mode.to_string(),
-            p.guests.to_string(),
-            number(p.wasted_cpu_pct),
-            text_cell(&p.change),
-            p.change_guests.to_string(),
-            number(p.projected_saving_cpu_pct),
-            number(cost::of_waste(p.projected_saving_cpu_pct, context.model).money_per_year),
-            text_cell(&context.model.currency),
-            text_cell(&p.key),
-            p.change_kind.map_or("none", |k| k.as_str()).to_string(),
-            p.change_kind
-                .map_or("none", |k| k.needs().as_str())
-                .to_string(),
-            time(|s| s.0),
-            time(|s| s.1),
-            time(|s| s.2),
-            flag(context.demo),
-        ]
-    });
-    write_csv(&PLAN_COLUMNS, rows)
+    let mut groups = plan.into_iter();
+    csv_chunks(&PLAN_COLUMNS, move || {
+        let p = groups.next()?;
+        Some(group_row(&p, &guests, &context))
+    })
+}
+
+fn group_row(
+    p: &PlanGroup,
+    guests: &HashMap<GuestId, Arc<AnalysedGuest>>,
+    context: &Context,
+) -> Vec<String> {
+    let span = span_of(
+        p.members
+            .iter()
+            .filter_map(|m| guests.get(&GuestId(m.id)).map(AsRef::as_ref)),
+    );
+    let time = |pick: fn((i64, i64, i64)) -> i64| span.map_or(String::new(), |s| rfc3339(pick(s)));
+    vec![
+        text_cell(&p.distro),
+        text_cell(&p.kernel_release),
+        p.tick_mode.to_string(),
+        p.guests.to_string(),
+        number(p.wasted_cpu_pct),
+        text_cell(&p.change),
+        p.change_guests.to_string(),
+        number(p.projected_saving_cpu_pct),
+        number(cost::of_waste(p.projected_saving_cpu_pct, &context.model).money_per_year),
+        text_cell(&context.model.currency),
+        text_cell(&p.key),
+        p.change_kind.map_or("none", |k| k.as_str()).to_string(),
+        p.change_kind
+            .map_or("none", |k| k.needs().as_str())
+            .to_string(),
+        time(|s| s.0),
+        time(|s| s.1),
+        time(|s| s.2),
+        flag(context.demo),
+    ]
 }
 
 /// The plan as CSV, one row per guest it changes (a guest with a suggested change), in the
-/// plan's order: its group, then the guest's own change.
+/// plan's order: its group, then the guest's own change; written a chunk of rows at a time.
 pub fn plan_guests_csv(
-    plan: &[PlanGroup],
+    plan: Vec<PlanGroup>,
     guests: &[Arc<AnalysedGuest>],
-    context: &Context,
-) -> AppResult<String> {
-    let guests = &by_id(guests);
-    let model = context.model;
-    let rows = plan.iter().flat_map(|p| {
-        p.members.iter().filter_map(move |m| {
-            let change = m.change.as_ref()?;
-            let g = guests.get(&GuestId(m.id)).copied();
-            let saving = change.saving_cpu_pct;
-            Some(vec![
-                text_cell(&p.key),
-                m.id.to_string(),
-                text_cell(&m.name),
-                text_cell(g.and_then(|g| g.uuid.as_deref()).unwrap_or("")),
-                text_cell(&m.host),
-                text_cell(g.map_or("", |g| g.hypervisor.as_str())),
-                text_cell(&p.distro),
-                text_cell(&p.kernel_release),
-                p.tick_mode.to_string(),
-                m.tick_mode_confidence.as_str().to_string(),
-                number(m.wasted_cpu_pct),
-                text_cell(change.title),
-                text_cell(&change.text),
-                change.rule.to_string(),
-                change.kind.as_str().to_string(),
-                change.needs.as_str().to_string(),
-                change.confidence.as_str().to_string(),
-                saving.map_or(String::new(), number),
-                saving.map_or(String::new(), |pct| {
-                    number(cost::of_waste(pct, model).money_per_year)
-                }),
-                text_cell(&model.currency),
-                g.map_or(String::new(), |g| rfc3339(g.window_start_ms())),
-                g.map_or(String::new(), |g| rfc3339(g.last_seen_ms)),
-                g.map_or(String::new(), |g| number(g.window_s)),
-                g.map_or(String::new(), |g| rfc3339(g.analysed_ms)),
-                flag(context.demo),
-            ])
+    context: Context,
+) -> CsvChunks<impl FnMut() -> Option<Vec<String>> + Send + use<>> {
+    let guests = by_id(guests);
+    // (group, member) of each row, in order: the rows are made one by one from them.
+    let changed: Vec<(usize, usize)> = plan
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| {
+            p.members
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.change.is_some())
+                .map(move |(j, _)| (i, j))
         })
-    });
-    write_csv(&PLAN_GUEST_COLUMNS, rows)
+        .collect();
+    let mut rows = changed.into_iter();
+    csv_chunks(&PLAN_GUEST_COLUMNS, move || {
+        let (i, j) = rows.next()?;
+        let p = &plan[i];
+        plan_guest_row(p, &p.members[j], &guests, &context)
+    })
+}
+
+fn plan_guest_row(
+    p: &PlanGroup,
+    m: &PlanMember,
+    guests: &HashMap<GuestId, Arc<AnalysedGuest>>,
+    context: &Context,
+) -> Option<Vec<String>> {
+    let model = &context.model;
+    let change = m.change.as_ref()?;
+    let g = guests.get(&GuestId(m.id)).map(AsRef::as_ref);
+    let saving = change.saving_cpu_pct;
+    Some(vec![
+        text_cell(&p.key),
+        m.id.to_string(),
+        text_cell(&m.name),
+        text_cell(g.and_then(|g| g.uuid.as_deref()).unwrap_or("")),
+        text_cell(&m.host),
+        text_cell(g.map_or("", |g| g.hypervisor.as_str())),
+        text_cell(&p.distro),
+        text_cell(&p.kernel_release),
+        p.tick_mode.to_string(),
+        m.tick_mode_confidence.as_str().to_string(),
+        number(m.wasted_cpu_pct),
+        text_cell(change.title),
+        text_cell(&change.text),
+        change.rule.to_string(),
+        change.kind.as_str().to_string(),
+        change.needs.as_str().to_string(),
+        change.confidence.as_str().to_string(),
+        saving.map_or(String::new(), number),
+        saving.map_or(String::new(), |pct| {
+            number(cost::of_waste(pct, model).money_per_year)
+        }),
+        text_cell(&model.currency),
+        g.map_or(String::new(), |g| rfc3339(g.window_start_ms())),
+        g.map_or(String::new(), |g| rfc3339(g.last_seen_ms)),
+        g.map_or(String::new(), |g| number(g.window_s)),
+        g.map_or(String::new(), |g| rfc3339(g.analysed_ms)),
+        flag(context.demo),
+    ])
 }
 
 #[cfg(test)]
@@ -189,9 +218,9 @@ mod tests {
         }
     }
 
-    fn context(model: &CostModel) -> Context<'_> {
+    fn context(model: &CostModel) -> Context {
         Context {
-            model,
+            model: model.clone(),
             now_ms: 0,
             demo: false,
         }
@@ -201,7 +230,7 @@ mod tests {
     fn every_field_is_quoted_so_no_separator_can_start_a_cell() {
         let plan = vec![group("x;=HYPERLINK(\"http://evil\")", "")];
         let model = CostModel::default();
-        let text = plan_csv(&plan, &[], &context(&model)).unwrap();
+        let text = plan_csv(plan, &[], context(&model)).text().unwrap();
         let line = text.lines().nth(1).unwrap();
         assert!(
             line.starts_with("\"x;=HYPERLINK(\"\"http://evil\"\")\",\"2.6.18-398.el5\""),
@@ -216,7 +245,7 @@ mod tests {
             "Divide the RHEL 5 tick by ten, \"safely\"",
         )];
         let model = CostModel::default();
-        let text = plan_csv(&plan, &[], &context(&model)).unwrap();
+        let text = plan_csv(plan, &[], context(&model)).text().unwrap();
         let mut reader = csv::Reader::from_reader(text.as_bytes());
         assert_eq!(
             reader.headers().unwrap().iter().collect::<Vec<_>>(),

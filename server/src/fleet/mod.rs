@@ -5,6 +5,7 @@ pub mod changes;
 pub mod current;
 pub mod history;
 pub mod inputs;
+pub mod listing;
 pub mod live;
 pub mod plan;
 pub mod refresher;

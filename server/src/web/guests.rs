@@ -68,7 +68,8 @@ pub async fn guests(
     let Query(query) = query
         .map_err(|e| AppError::BadRequest(format!("this view's address is not valid: {e}")))?;
     let guests = state.fleet.ranked(state.clock.now_ms()).await;
-    let filter = |param, label, chosen: &str, mut choices: Vec<String>| {
+    let filter = |param, label, chosen: &str, field: fn(&AnalysedGuest) -> String| {
+        let mut choices = guest_list::choices(&guests, field);
         // A value no active guest has (a silent host's) still shows as the one applied.
         if !chosen.is_empty() && !choices.iter().any(|c| c == chosen) {
             choices.insert(0, chosen.to_string());
@@ -80,38 +81,26 @@ pub async fn guests(
             chosen: chosen.to_string(),
         }
     };
-    let choices = |field: fn(&AnalysedGuest) -> &str| guest_list::choices(&guests, field);
     let filters = vec![
-        filter("host", "Host", &query.host, choices(|g| &g.host)),
-        filter(
-            "hypervisor",
-            "Hypervisor",
-            &query.hypervisor,
-            choices(|g| &g.hypervisor),
-        ),
+        filter("host", "Host", &query.filter.host, |g| g.host.clone()),
+        filter("hypervisor", "Hypervisor", &query.filter.hypervisor, |g| {
+            g.hypervisor.clone()
+        }),
         {
-            let mut modes = filter("mode", "Tick mode", &query.mode, choices(guest_list::mode));
+            let mut modes = filter("mode", "Tick mode", &query.filter.mode, |g| {
+                guest_list::mode(g).to_string()
+            });
             modes.choices.insert(0, guest_list::WASTEFUL.to_string());
             modes
         },
-        filter(
-            "hz",
-            "Kernel HZ",
-            &query.hz,
-            guest_list::hz_choices(&guests),
-        ),
+        filter("hz", "Kernel HZ", &query.filter.hz, guest_list::hz),
         filter(
             "distro",
             "Distribution",
-            &query.distro,
-            choices(guest_list::distro_of),
+            &query.filter.distro,
+            guest_list::distro,
         ),
-        filter(
-            "kernel",
-            "Kernel",
-            &query.kernel,
-            choices(guest_list::kernel_of),
-        ),
+        filter("kernel", "Kernel", &query.filter.kernel, guest_list::kernel),
     ];
     let labels = [
         (Column::Name, "Guest"),
@@ -155,7 +144,7 @@ pub async fn guests(
     let (page, pages) = (listed.page, listed.pages);
     Ok(GuestsPage {
         frame: Frame::new(&state, &user, &session).await?,
-        search: query.q.clone(),
+        search: query.filter.q.clone(),
         filters,
         sort: query.sort.clone(),
         dir: query.dir.clone(),

@@ -147,12 +147,12 @@ pub async fn overview(
             guest_list::mode,
             |m| m.to_string(),
             str::to_string,
-            |m| ListQuery::default().with(|q| q.mode = m.into()),
+            |m| ListQuery::default().with(|q| q.filter.mode = m.into()),
         ),
         hz: distribution(
             &guests,
-            guest_list::hz_of,
-            |hz| guest_list::hz_text(*hz),
+            crate::fleet::listing::hz_of,
+            |hz| crate::fleet::listing::hz_text(*hz),
             |hz| {
                 if hz == "unknown" {
                     hz.to_string()
@@ -160,7 +160,7 @@ pub async fn overview(
                     format!("{hz} Hz")
                 }
             },
-            |hz| ListQuery::default().with(|q| q.hz = hz.into()),
+            |hz| ListQuery::default().with(|q| q.filter.hz = hz.into()),
         ),
         all_hosts: hosts.all,
         blind_hosts: hosts.blind,

@@ -638,3 +638,158 @@ async fn a_token_is_found_by_its_hash_prefix_through_an_index_and_only_by_its_wh
         .await;
     assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
 }
+
+/// A report of `n` guests on two hosts' worth of names, with few distinct figures: many ties.
+fn many_guests_report(seq: u64, n: u32) -> serde_json::Value {
+    let figures = [(0.3, 38.0), (5.3, 650.0), (8.6, 572.0), (0.3, 38.0)];
+    let guests = (0..n)
+        .map(|i| {
+            let (cpu, wakeups) = figures[i as usize % figures.len()];
+            let mut g = guest(&format!("g-{:02}", i % 9), 1 + i % 3, cpu, wakeups, None);
+            g["pid"] = json!(5000 + i);
+            g["name"] = json!(format!("{}-{i}", ["web", "db", "ci"][i as usize % 3]));
+            g
+        })
+        .collect();
+    report(seq, guests)
+}
+
+/// GET with the viewer token: status, the `Link` header, the body as JSON.
+async fn get_list(s: &common::Server, path: &str) -> (StatusCode, String, serde_json::Value) {
+    use axum::body::Body;
+    use axum::http::{Request, header};
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let request = Request::builder()
+        .uri(path)
+        .header(header::AUTHORIZATION, format!("Bearer {}", s.viewer_token))
+        .body(Body::empty())
+        .unwrap();
+    let response = s.router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let link = response
+        .headers()
+        .get(header::LINK)
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("{path}: {e}: {}", String::from_utf8_lossy(&bytes)));
+    (status, link, body)
+}
+
+fn ids(body: &serde_json::Value) -> Vec<i64> {
+    body["guests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["id"].as_i64().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn walking_the_pages_returns_every_guest_once_in_the_unpaged_order() {
+    let s = server().await;
+    for seq in 1..=3 {
+        let reply = s
+            .post_report(Some(&s.agent_token), &many_guests_report(seq, 40))
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    }
+    let views = [
+        "",
+        "sort=name",
+        "sort=name&dir=desc",
+        "sort=cpu&dir=asc",
+        "sort=vcpus",
+        "sort=mode",
+        "sort=id",
+        "mode=wasteful",
+        "q=web&sort=wakeups",
+        "host=hv1&hypervisor=qemu&sort=hypervisor",
+    ];
+    for view in views {
+        let (status, link, whole) = get_list(&s, &format!("/api/v1/guests?{view}")).await;
+        assert_eq!(status, StatusCode::OK, "{view}: {whole}");
+        assert_eq!(link, "", "{view}: one answer has no next page");
+        assert!(whole["next_cursor"].is_null(), "{view}");
+        let expected = ids(&whole);
+        assert_eq!(whole["matching"], expected.len(), "{view}");
+        if view.is_empty() {
+            assert_eq!(expected.len(), 40);
+        }
+        assert!(!expected.is_empty(), "{view} matches no guest");
+        // Page by page, following the Link header as a client would.
+        let mut walked = Vec::new();
+        let mut next = format!("/api/v1/guests?{view}&limit=7");
+        let mut pages = 0;
+        loop {
+            let (status, link, page) = get_list(&s, &next).await;
+            assert_eq!(status, StatusCode::OK, "{next}: {page}");
+            pages += 1;
+            let page_ids = ids(&page);
+            assert!(page_ids.len() <= 7, "{next}");
+            walked.extend(page_ids);
+            assert_eq!(page["totals"], whole["totals"], "{next}");
+            match page["next_cursor"].as_str() {
+                None => {
+                    assert_eq!(link, "", "{next}");
+                    break;
+                }
+                Some(cursor) => {
+                    let url = link
+                        .strip_prefix('<')
+                        .and_then(|l| l.strip_suffix(">; rel=\"next\""))
+                        .unwrap_or_else(|| panic!("{next}: Link {link:?}"));
+                    assert!(url.contains(cursor), "{url} does not carry {cursor}");
+                    next = url.to_string();
+                }
+            }
+        }
+        assert_eq!(walked, expected, "{view}");
+        assert_eq!(pages, expected.len().div_ceil(7).max(1), "{view}");
+    }
+}
+
+#[tokio::test]
+async fn bad_limits_sorts_and_cursors_are_400_with_a_message() {
+    let s = server().await;
+    for seq in 1..=2 {
+        s.post_report(Some(&s.agent_token), &many_guests_report(seq, 12))
+            .await;
+    }
+    let (_, _, first) = get_list(&s, "/api/v1/guests?limit=5").await;
+    let cursor = first["next_cursor"].as_str().unwrap().to_string();
+    let (status, _, _) = get_list(&s, &format!("/api/v1/guests?limit=5&cursor={cursor}")).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut changed = cursor.clone().into_bytes();
+    changed[2] = if changed[2] == b'A' { b'B' } else { b'A' };
+    let changed = String::from_utf8(changed).unwrap();
+    let cases = [
+        ("limit=0".to_string(), "limit"),
+        ("limit=1001".into(), "limit"),
+        ("limit=-1".into(), "limit"),
+        ("limit=seven".into(), "limit"),
+        ("sort=bogus".into(), "sort"),
+        ("dir=up".into(), "dir"),
+        ("cursor=garbage".into(), "cursor"),
+        ("cursor=".into(), "cursor"),
+        (format!("cursor={changed}"), "cut short or changed"),
+        (
+            format!("cursor={}", &cursor[..cursor.len() - 2]),
+            "cut short or changed",
+        ),
+        (
+            format!("sort=name&cursor={cursor}"),
+            "sort=waste and dir=desc",
+        ),
+        (format!("mode=periodic&cursor={cursor}"), "other filters"),
+    ];
+    for (query, says) in cases {
+        let (status, link, body) = get_list(&s, &format!("/api/v1/guests?{query}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert_eq!(link, "", "{query}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{query}: {message}");
+    }
+}

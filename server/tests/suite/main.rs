@@ -16,6 +16,7 @@ mod api;
 mod bindings;
 mod blind_spots;
 mod browser;
+mod compression;
 mod current;
 mod demo;
 mod disk_full;

@@ -1,0 +1,470 @@
+//! Which guests a list shows and in what order: the filters and sort columns the `/guests` page
+//! and `GET /api/v1/guests` share, and the key a page of the list resumes after. Pure: it
+//! filters and orders what the analysis produced.
+//!
+//! The order is total: a column, then the most waste, the most host CPU (the ranking's own
+//! order, `fleet::rank`), the name, and the guest id, so that each guest has one place and a
+//! page can resume after a key (a keyset cursor) rather than at an offset that moves when a
+//! guest ahead of it does.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::analysed::AnalysedGuest;
+use crate::domain::GuestId;
+
+/// The filters of a guest list. Empty values mean "any".
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, utoipa::IntoParams)]
+#[serde(default)]
+#[into_params(parameter_in = Query)]
+pub struct GuestFilter {
+    /// Name or UUID contains this (any case).
+    pub q: String,
+    /// The hypervisor host's name, exactly.
+    pub host: String,
+    /// The hypervisor (`qemu`, `cloud-hypervisor`, ...), exactly.
+    pub hypervisor: String,
+    /// The tick mode (`periodic`, `tickless`, `polling`, ...), or `wasteful`: every guest that
+    /// ticks or polls while idle.
+    pub mode: String,
+    /// The distribution the guest reported, exactly.
+    pub distro: String,
+    /// The kernel release the guest reported, exactly.
+    pub kernel: String,
+    /// The kernel's tick rate in Hz (as the guest reported it, else as measured), or `unknown`.
+    pub hz: String,
+}
+
+/// The `mode` filter value that matches every guest that ticks or polls while idle.
+pub const WASTEFUL: &str = "wasteful";
+
+impl GuestFilter {
+    pub fn keeps(&self, g: &AnalysedGuest) -> bool {
+        let is = |wanted: &str, value: &str| wanted.is_empty() || wanted == value;
+        let q = self.q.trim().to_lowercase();
+        let mode_matches = if self.mode == WASTEFUL {
+            g.verdict.classification.mode.is_wasteful()
+        } else {
+            is(&self.mode, mode(g))
+        };
+        is(&self.host, &g.host)
+            && is(&self.hypervisor, &g.hypervisor)
+            && mode_matches
+            && is(&self.hz, &hz(g))
+            && is(&self.distro, &distro(g))
+            && is(&self.kernel, &kernel(g))
+            && (q.is_empty()
+                || g.name.to_lowercase().contains(&q)
+                || g.uuid.as_deref().is_some_and(|u| u.contains(&q)))
+    }
+}
+
+pub fn mode(g: &AnalysedGuest) -> &'static str {
+    g.verdict.classification.mode.as_str()
+}
+
+/// The guest's tick rate: CONFIG_HZ as it reported it, else the rate its wake-ups match.
+pub fn hz(g: &AnalysedGuest) -> String {
+    hz_text(hz_of(g))
+}
+
+/// The guest's tick rate: CONFIG_HZ as it reported it, else the rate its wake-ups match.
+pub fn hz_of(g: &AnalysedGuest) -> Option<u32> {
+    g.kernel
+        .as_ref()
+        .and_then(|k| k.config_hz)
+        .or(g.verdict.classification.estimated_hz)
+}
+
+/// [`hz_of`] as the `hz` filter and the overview write it: the number, or `unknown`.
+pub fn hz_text(hz: Option<u32>) -> String {
+    hz.map_or("unknown".into(), |hz| hz.to_string())
+}
+
+pub fn distro(g: &AnalysedGuest) -> String {
+    g.kernel
+        .as_ref()
+        .and_then(|k| k.distro.clone())
+        .unwrap_or_default()
+}
+
+pub fn kernel(g: &AnalysedGuest) -> String {
+    g.kernel
+        .as_ref()
+        .and_then(|k| k.kernel_release.clone())
+        .unwrap_or_default()
+}
+
+/// The distinct values of a field, sorted, for a filter's choices.
+pub fn choices(
+    guests: &[Arc<AnalysedGuest>],
+    field: impl Fn(&AnalysedGuest) -> String,
+) -> Vec<String> {
+    let mut values: Vec<String> = guests
+        .iter()
+        .map(|g| field(g))
+        .filter(|v| !v.is_empty())
+        .collect();
+    values.sort();
+    values.dedup();
+    values
+}
+
+/// The columns a list sorts by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Column {
+    Name,
+    Host,
+    Hypervisor,
+    Vcpus,
+    Cpu,
+    Wakeups,
+    Mode,
+    Waste,
+    Distro,
+    Kernel,
+    /// The guest id: the one order no report changes.
+    Id,
+}
+
+impl Column {
+    pub const ALL: [Column; 11] = [
+        Column::Name,
+        Column::Host,
+        Column::Hypervisor,
+        Column::Vcpus,
+        Column::Cpu,
+        Column::Wakeups,
+        Column::Mode,
+        Column::Waste,
+        Column::Distro,
+        Column::Kernel,
+        Column::Id,
+    ];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Column::Name => "name",
+            Column::Host => "host",
+            Column::Hypervisor => "hypervisor",
+            Column::Vcpus => "vcpus",
+            Column::Cpu => "cpu",
+            Column::Wakeups => "wakeups",
+            Column::Mode => "mode",
+            Column::Waste => "waste",
+            Column::Distro => "distro",
+            Column::Kernel => "kernel",
+            Column::Id => "id",
+        }
+    }
+
+    pub fn parse(key: &str) -> Option<Column> {
+        Column::ALL.into_iter().find(|c| c.key() == key)
+    }
+
+    /// Figures read best largest first; names and ids in ascending order.
+    pub fn descending_by_default(self) -> bool {
+        matches!(
+            self,
+            Column::Vcpus | Column::Cpu | Column::Wakeups | Column::Waste
+        )
+    }
+
+    /// The value of this column a guest sorts by.
+    fn value(self, g: &AnalysedGuest) -> KeyValue {
+        let cpu = |g: &AnalysedGuest| g.verdict.rates.map_or(-1.0, |r| r.host_cpu_pct);
+        let wakeups = |g: &AnalysedGuest| g.verdict.rates.map_or(-1.0, |r| r.wakeups_per_vcpu_s);
+        match self {
+            Column::Name => KeyValue::Text(g.name.to_lowercase()),
+            Column::Host => KeyValue::Text(g.host.clone()),
+            Column::Hypervisor => KeyValue::Text(g.hypervisor.clone()),
+            Column::Vcpus => KeyValue::Integer(i64::from(g.vcpus)),
+            Column::Cpu => KeyValue::Number(cpu(g)),
+            Column::Wakeups => KeyValue::Number(wakeups(g)),
+            Column::Mode => KeyValue::Text(mode(g).to_string()),
+            Column::Waste => KeyValue::Number(g.wasted_cpu_pct()),
+            Column::Distro => KeyValue::Text(distro(g)),
+            Column::Kernel => KeyValue::Text(kernel(g)),
+            Column::Id => KeyValue::Integer(g.id.0),
+        }
+    }
+
+    /// Whether `value` is of the kind this column sorts by (a key read back from a client).
+    pub fn holds(self, value: &KeyValue) -> bool {
+        let kind = match self {
+            Column::Vcpus | Column::Id => KeyValue::Integer(0),
+            Column::Cpu | Column::Wakeups | Column::Waste => KeyValue::Number(0.0),
+            _ => KeyValue::Text(String::new()),
+        };
+        std::mem::discriminant(&kind) == std::mem::discriminant(value)
+    }
+}
+
+/// A column's value in a sort key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyValue {
+    Text(String),
+    Number(f64),
+    Integer(i64),
+}
+
+impl KeyValue {
+    fn cmp(&self, other: &KeyValue) -> Ordering {
+        match (self, other) {
+            (KeyValue::Text(a), KeyValue::Text(b)) => a.cmp(b),
+            (KeyValue::Number(a), KeyValue::Number(b)) => a.total_cmp(b),
+            (KeyValue::Integer(a), KeyValue::Integer(b)) => a.cmp(b),
+            // Keys of one order are all of one kind (`Column::holds`); any fixed answer would do.
+            (a, b) => a.rank().cmp(&b.rank()),
+        }
+    }
+
+    fn rank(&self) -> u8 {
+        match self {
+            KeyValue::Text(_) => 0,
+            KeyValue::Number(_) => 1,
+            KeyValue::Integer(_) => 2,
+        }
+    }
+}
+
+/// Where a guest stands in an order: its column's value, then what breaks ties.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SortKey {
+    pub value: KeyValue,
+    pub wasted_cpu_pct: f64,
+    /// Host CPU in % of a core, 0 when unknown (as `fleet::rank` counts it).
+    pub host_cpu_pct: f64,
+    pub name: String,
+    pub id: GuestId,
+}
+
+/// A column and a direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Order {
+    pub column: Column,
+    pub descending: bool,
+}
+
+impl Default for Order {
+    /// The ranking: most waste first.
+    fn default() -> Self {
+        Order::by(Column::Waste)
+    }
+}
+
+impl Order {
+    /// By `column` in its natural direction.
+    pub fn by(column: Column) -> Order {
+        Order {
+            column,
+            descending: column.descending_by_default(),
+        }
+    }
+
+    pub fn key(&self, g: &AnalysedGuest) -> SortKey {
+        SortKey {
+            value: self.column.value(g),
+            wasted_cpu_pct: g.wasted_cpu_pct(),
+            host_cpu_pct: g.verdict.rates.map_or(0.0, |r| r.host_cpu_pct),
+            name: g.name.clone(),
+            id: g.id,
+        }
+    }
+
+    /// The order of two keys: the column (turned round if descending), then ties as the
+    /// ranking breaks them (most waste, most host CPU, name), then the id: two guests are
+    /// never equal.
+    pub fn compare(&self, a: &SortKey, b: &SortKey) -> Ordering {
+        let by_column = a.value.cmp(&b.value);
+        let by_column = if self.descending {
+            by_column.reverse()
+        } else {
+            by_column
+        };
+        by_column
+            .then_with(|| b.wasted_cpu_pct.total_cmp(&a.wasted_cpu_pct))
+            .then_with(|| b.host_cpu_pct.total_cmp(&a.host_cpu_pct))
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| a.id.cmp(&b.id))
+    }
+
+    /// The guests `filter` keeps that come after `after` (all of them without it), in this
+    /// order.
+    pub fn sorted<'a>(
+        &self,
+        guests: &'a [Arc<AnalysedGuest>],
+        filter: &GuestFilter,
+        after: Option<&SortKey>,
+    ) -> Vec<&'a Arc<AnalysedGuest>> {
+        let mut keyed: Vec<(SortKey, &Arc<AnalysedGuest>)> = guests
+            .iter()
+            .filter(|g| filter.keeps(g))
+            .map(|g| (self.key(g), g))
+            .filter(|(key, _)| after.is_none_or(|after| self.compare(key, after).is_gt()))
+            .collect();
+        keyed.sort_by(|(a, _), (b, _)| self.compare(a, b));
+        keyed.into_iter().map(|(_, g)| g).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{analyse_host, test_window};
+
+    fn guest(id: i64, name: &str, cpu_pct: f64, wakeups: f64) -> Arc<AnalysedGuest> {
+        let mut window = test_window(1, cpu_pct, wakeups, None);
+        window.uses_kvm = Some(false);
+        let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
+        Arc::new(AnalysedGuest {
+            id: GuestId(id),
+            name: name.into(),
+            uuid: None,
+            host: format!("hv-{}", id % 3),
+            host_id: crate::domain::HostId(1),
+            hypervisor: "qemu".into(),
+            management: None,
+            vcpus: 1 + (id % 4) as u32,
+            pid: 1000 + id,
+            boot_args: None,
+            uses_kvm: None,
+            cpu_source: None,
+            last_seen_ms: 0,
+            intervals: 6,
+            window_s: 60.0,
+            analysed_ms: 0,
+            kernel: None,
+            verdict,
+        })
+    }
+
+    /// Many ties: few distinct names and figures.
+    fn fleet() -> Vec<Arc<AnalysedGuest>> {
+        (1..=40)
+            .map(|i| {
+                let (cpu, wakeups) = [(0.3, 20.0), (4.1, 2935.0), (5.3, 650.0)][i as usize % 3];
+                guest(i, ["a", "B", "c", "a"][i as usize % 4], cpu, wakeups)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn resuming_after_each_key_walks_every_order_once() {
+        let guests = fleet();
+        for column in Column::ALL {
+            for descending in [false, true] {
+                let order = Order { column, descending };
+                let all = order.sorted(&guests, &GuestFilter::default(), None);
+                assert_eq!(all.len(), guests.len(), "{order:?}");
+                // Each guest is strictly after the one before: no two are equal.
+                for pair in all.windows(2) {
+                    assert!(
+                        order
+                            .compare(&order.key(pair[0]), &order.key(pair[1]))
+                            .is_lt(),
+                        "{order:?}"
+                    );
+                }
+                // Pages of 7, each resumed after the last key of the one before.
+                let mut walked = Vec::new();
+                let mut after: Option<SortKey> = None;
+                loop {
+                    let page: Vec<_> = order
+                        .sorted(&guests, &GuestFilter::default(), after.as_ref())
+                        .into_iter()
+                        .take(7)
+                        .collect();
+                    let Some(last) = page.last() else { break };
+                    after = Some(order.key(last));
+                    walked.extend(page.iter().map(|g| g.id));
+                }
+                let ids: Vec<GuestId> = all.iter().map(|g| g.id).collect();
+                assert_eq!(walked, ids, "{order:?}");
+                assert!(order.column.holds(&order.key(all[0]).value), "{order:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn guests_that_stay_put_are_walked_once_while_others_move() {
+        let order = Order::default();
+        let filter = GuestFilter::default();
+        let mut guests = fleet();
+        let first: Vec<GuestId> = order
+            .sorted(&guests, &filter, None)
+            .into_iter()
+            .take(7)
+            .map(|g| g.id)
+            .collect();
+        let after = order.key(order.sorted(&guests, &filter, None)[6]);
+        // Between two pages: a guest already sent drops to the bottom, one not yet sent jumps
+        // to the top, one leaves and one arrives.
+        let sent = first[2];
+        let sorted = order.sorted(&guests, &filter, None);
+        let unsent = sorted[20].id;
+        let left = sorted[30].id;
+        // Another guest's figures, and a name that sorts first or last among its ties.
+        let like = |model: &AnalysedGuest, id: GuestId, name: &str| {
+            let mut g = model.clone();
+            g.id = id;
+            g.name = name.into();
+            Arc::new(g)
+        };
+        let (top, bottom) = (sorted[0].clone(), sorted[sorted.len() - 1].clone());
+        for g in guests.iter_mut() {
+            if g.id == sent {
+                *g = like(&bottom, sent, "zzz");
+            } else if g.id == unsent {
+                *g = like(&top, unsent, "0");
+            }
+        }
+        guests.retain(|g| g.id != left);
+        guests.push(guest(99, "new", 5.3, 650.0));
+        let rest: Vec<GuestId> = order
+            .sorted(&guests, &filter, Some(&after))
+            .into_iter()
+            .map(|g| g.id)
+            .collect();
+        let moved = [sent, unsent, left, GuestId(99)];
+        let walked: Vec<GuestId> = first.iter().chain(&rest).copied().collect();
+        for g in fleet().iter().filter(|g| !moved.contains(&g.id)) {
+            let times = walked.iter().filter(|&&id| id == g.id).count();
+            assert_eq!(
+                times, 1,
+                "{:?} stayed put and was walked {times} times",
+                g.id
+            );
+        }
+        // What the documentation says of the others.
+        assert!(!rest.contains(&unsent), "it moved before the cursor");
+        assert!(
+            rest.contains(&sent),
+            "it moved after the cursor: sent again"
+        );
+        assert!(!rest.contains(&left));
+        assert!(rest.contains(&GuestId(99)));
+    }
+
+    #[test]
+    fn the_default_order_is_the_rankings() {
+        let guests = fleet();
+        let mut ranked = guests.clone();
+        crate::fleet::analysed::rank(&mut ranked);
+        let sorted = Order::default().sorted(&guests, &GuestFilter::default(), None);
+        let waste_cpu_name = |g: &AnalysedGuest| {
+            (
+                g.wasted_cpu_pct(),
+                g.verdict.rates.map(|r| r.host_cpu_pct),
+                g.name.clone(),
+            )
+        };
+        assert_eq!(
+            sorted.iter().map(|g| waste_cpu_name(g)).collect::<Vec<_>>(),
+            ranked.iter().map(|g| waste_cpu_name(g)).collect::<Vec<_>>()
+        );
+    }
+}
