@@ -41,6 +41,7 @@ fi
 # The code's map holds (docs/architecture.md): no import circle, no child importing its parent,
 # no module importing a higher layer. Layers lowest first, as the map lists them.
 python3 scripts/module-cycles.py --self-test
+python3 scripts/capacity.py --self-test
 python3 scripts/module-cycles.py server/src --layers "$(cat scripts/server-layers.txt)"
 python3 scripts/module-cycles.py agent/src
 

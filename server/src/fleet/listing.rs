@@ -7,7 +7,9 @@
 //! page can resume after a key (a keyset cursor) rather than at an offset that moves when a
 //! guest ahead of it does.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -43,7 +45,13 @@ pub const WASTEFUL: &str = "wasteful";
 impl GuestFilter {
     pub fn keeps(&self, g: &AnalysedGuest) -> bool {
         let is = |wanted: &str, value: &str| wanted.is_empty() || wanted == value;
-        let q = self.q.trim().to_lowercase();
+        // Nothing is allocated for a filter left empty: this runs for every guest of the fleet.
+        let q = self.q.trim();
+        let q = if q.is_empty() {
+            String::new()
+        } else {
+            q.to_lowercase()
+        };
         let mode_matches = if self.mode == WASTEFUL {
             g.verdict.classification.mode.is_wasteful()
         } else {
@@ -52,9 +60,9 @@ impl GuestFilter {
         is(&self.host, &g.host)
             && is(&self.hypervisor, &g.hypervisor)
             && mode_matches
-            && is(&self.hz, &hz(g))
-            && is(&self.distro, &distro(g))
-            && is(&self.kernel, &kernel(g))
+            && (self.hz.is_empty() || self.hz == hz(g))
+            && is(&self.distro, distro_of(g))
+            && is(&self.kernel, kernel_of(g))
             && (q.is_empty()
                 || g.name.to_lowercase().contains(&q)
                 || g.uuid.as_deref().is_some_and(|u| u.contains(&q)))
@@ -83,32 +91,43 @@ pub fn hz_text(hz: Option<u32>) -> String {
     hz.map_or("unknown".into(), |hz| hz.to_string())
 }
 
-pub fn distro(g: &AnalysedGuest) -> String {
+/// The distribution the guest reported, empty when none.
+pub fn distro_of(g: &AnalysedGuest) -> &str {
     g.kernel
         .as_ref()
-        .and_then(|k| k.distro.clone())
+        .and_then(|k| k.distro.as_deref())
         .unwrap_or_default()
+}
+
+/// The kernel release the guest reported, empty when none.
+pub fn kernel_of(g: &AnalysedGuest) -> &str {
+    g.kernel
+        .as_ref()
+        .and_then(|k| k.kernel_release.as_deref())
+        .unwrap_or_default()
+}
+
+pub fn distro(g: &AnalysedGuest) -> String {
+    distro_of(g).to_string()
 }
 
 pub fn kernel(g: &AnalysedGuest) -> String {
-    g.kernel
-        .as_ref()
-        .and_then(|k| k.kernel_release.clone())
-        .unwrap_or_default()
+    kernel_of(g).to_string()
 }
 
-/// The distinct values of a field, sorted, for a filter's choices.
-pub fn choices(
-    guests: &[Arc<AnalysedGuest>],
-    field: impl Fn(&AnalysedGuest) -> String,
+/// The distinct values of a field, sorted, for a filter's choices. Values are borrowed from
+/// the guests while they are told apart: one `String` per distinct value, not one per guest.
+pub fn choices<'a>(
+    guests: &'a [Arc<AnalysedGuest>],
+    field: impl Fn(&'a AnalysedGuest) -> Cow<'a, str>,
 ) -> Vec<String> {
-    let mut values: Vec<String> = guests
+    let distinct: HashSet<Cow<'a, str>> = guests
         .iter()
         .map(|g| field(g))
         .filter(|v| !v.is_empty())
         .collect();
+    let mut values: Vec<String> = distinct.into_iter().map(Cow::into_owned).collect();
     values.sort();
-    values.dedup();
     values
 }
 

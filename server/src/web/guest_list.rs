@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fleet::AnalysedGuest;
 pub use crate::fleet::listing::{
-    Column, GuestFilter, Order, WASTEFUL, choices, distro, hz, kernel, mode,
+    Column, GuestFilter, Order, WASTEFUL, choices, distro, distro_of, hz, kernel, kernel_of, mode,
 };
 
 /// Rows per page.

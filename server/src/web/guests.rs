@@ -5,6 +5,7 @@ use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
+use std::borrow::Cow;
 
 use super::error::PageError;
 use super::frame::Frame;
@@ -68,39 +69,43 @@ pub async fn guests(
     let Query(query) = query
         .map_err(|e| AppError::BadRequest(format!("this view's address is not valid: {e}")))?;
     let guests = state.fleet.ranked(state.clock.now_ms()).await;
-    let filter = |param, label, chosen: &str, field: fn(&AnalysedGuest) -> String| {
-        let mut choices = guest_list::choices(&guests, field);
-        // A value no active guest has (a silent host's) still shows as the one applied.
-        if !chosen.is_empty() && !choices.iter().any(|c| c == chosen) {
-            choices.insert(0, chosen.to_string());
-        }
-        Filter {
-            param,
-            label,
-            choices,
-            chosen: chosen.to_string(),
-        }
-    };
+    let filter =
+        |param, label, chosen: &str, field: for<'a> fn(&'a AnalysedGuest) -> Cow<'a, str>| {
+            let mut choices = guest_list::choices(&guests, field);
+            // A value no active guest has (a silent host's) still shows as the one applied.
+            if !chosen.is_empty() && !choices.iter().any(|c| c == chosen) {
+                choices.insert(0, chosen.to_string());
+            }
+            Filter {
+                param,
+                label,
+                choices,
+                chosen: chosen.to_string(),
+            }
+        };
     let filters = vec![
-        filter("host", "Host", &query.filter.host, |g| g.host.clone()),
+        filter("host", "Host", &query.filter.host, |g| {
+            Cow::Borrowed(&g.host)
+        }),
         filter("hypervisor", "Hypervisor", &query.filter.hypervisor, |g| {
-            g.hypervisor.clone()
+            Cow::Borrowed(&g.hypervisor)
         }),
         {
             let mut modes = filter("mode", "Tick mode", &query.filter.mode, |g| {
-                guest_list::mode(g).to_string()
+                Cow::Borrowed(guest_list::mode(g))
             });
             modes.choices.insert(0, guest_list::WASTEFUL.to_string());
             modes
         },
-        filter("hz", "Kernel HZ", &query.filter.hz, guest_list::hz),
-        filter(
-            "distro",
-            "Distribution",
-            &query.filter.distro,
-            guest_list::distro,
-        ),
-        filter("kernel", "Kernel", &query.filter.kernel, guest_list::kernel),
+        filter("hz", "Kernel HZ", &query.filter.hz, |g| {
+            Cow::Owned(guest_list::hz(g))
+        }),
+        filter("distro", "Distribution", &query.filter.distro, |g| {
+            Cow::Borrowed(guest_list::distro_of(g))
+        }),
+        filter("kernel", "Kernel", &query.filter.kernel, |g| {
+            Cow::Borrowed(guest_list::kernel_of(g))
+        }),
     ];
     let labels = [
         (Column::Name, "Guest"),
