@@ -451,7 +451,7 @@ async fn one(
         .guest(id, now)
         .await?
         .ok_or_else(|| AppError::NotFound(format!("no guest {id}")))?;
-    let change = fleet::changes(&state.db, Some(id), now).await?.remove(&id);
+    let change = state.fleet.change(id, now).await?;
     let history =
         fleet::History::load(&state.db, guest.id, now - fleet::WASTE_SO_FAR_MS, now + 1).await?;
     let so_far = history.waste_so_far(&guest, now);

@@ -21,6 +21,11 @@ use crate::db::{Db, GuestScope, StoredFacts, StoredGuest};
 use crate::domain::{GuestId, HostId};
 use crate::error::AppResult;
 
+/// How long after a change each report of its host measures it again while it has no figures;
+/// past that (a guest busy since its reboot) it is measured at most once a minute, like one
+/// whose figures are still settling.
+pub const FIRST_FIGURES_WITHIN_MS: i64 = 5 * 60 * 1000;
+
 /// The analysed guests of every host, and their ranking.
 #[derive(Default)]
 pub struct Current {
@@ -52,6 +57,8 @@ struct HostState {
     changes_ticket: u64,
     /// Whether a last change's figures can still move (measured before it settled).
     unsettled: bool,
+    /// The latest last change without figures yet (too little idle time after it so far).
+    unmeasured_at_ms: Option<i64>,
 }
 
 /// What [`Current::apply`] did with a stored report.
@@ -203,6 +210,11 @@ impl Current {
         let pending: Vec<(GuestId, i64)> = last.iter().map(|(g, (at, _))| (*g, *at)).collect();
         let (measured, settled) = changes::measure_changes(db, last, now_ms, &settled).await?;
         let unsettled = pending.iter().any(|key| !settled.contains_key(key));
+        let unmeasured_at_ms = pending
+            .iter()
+            .filter(|key| !measured.contains_key(&key.0) && !settled.contains_key(key))
+            .map(|(_, at_ms)| *at_ms)
+            .max();
         let mut state = self.write();
         if let Some(host) = state.hosts.get_mut(&host_id)
             && host.changes_ticket <= ticket
@@ -211,8 +223,20 @@ impl Current {
             host.changes = measured;
             host.settled = settled;
             host.unsettled = unsettled;
+            host.unmeasured_at_ms = unmeasured_at_ms;
         }
         Ok(())
+    }
+
+    /// Whether any of a host's guests has a change made less than [`FIRST_FIGURES_WITHIN_MS`]
+    /// before `now_ms` that has no figures yet: each report may bring the idle time after it
+    /// that its first figures need.
+    pub fn has_unmeasured_changes(&self, host_id: HostId, now_ms: i64) -> bool {
+        self.read()
+            .hosts
+            .get(&host_id)
+            .and_then(|host| host.unmeasured_at_ms)
+            .is_some_and(|at_ms| now_ms < at_ms + FIRST_FIGURES_WITHIN_MS)
     }
 
     /// Whether any of a host's guests has a change whose figures can still move (measured less
@@ -271,6 +295,15 @@ impl Current {
             .get(&guest_id)
             .filter(|g| g.last_seen_ms >= since_ms)
             .cloned()
+    }
+
+    /// One guest's last change as measured here: `None` when the guest's host is not held (the
+    /// caller reads the database), `Some(None)` when it is but has no measured change.
+    pub fn change(&self, guest_id: GuestId) -> Option<Option<Change>> {
+        let state = self.read();
+        let host = state.by_id.get(&guest_id)?.host_id;
+        let host = state.hosts.get(&host)?;
+        Some(host.changes.get(&guest_id).copied())
     }
 
     /// The last kernel or command-line change of each active guest, measured (see

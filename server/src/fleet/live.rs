@@ -55,7 +55,12 @@ impl LiveFleet {
             }
             Applied::Analysed { changed: true } => self.refresher.ask(host_id, received_ms),
             Applied::Analysed { changed: false } => {
-                if self.current.has_unsettled_changes(host_id) {
+                // A change still waiting for the idle time its first figures need is measured
+                // on each report, so that it shows as soon as it can; one that has figures is
+                // measured again at most once a minute until they settle.
+                if self.current.has_unmeasured_changes(host_id, received_ms) {
+                    self.refresher.ask(host_id, received_ms);
+                } else if self.current.has_unsettled_changes(host_id) {
                     self.refresher
                         .ask_at_most_every_minute(host_id, received_ms);
                 }
@@ -108,6 +113,17 @@ impl LiveFleet {
     /// The active guests' last kernel or command-line changes, measured, by guest.
     pub async fn changes(&self, now_ms: i64) -> HashMap<GuestId, Change> {
         self.current.changes(now_ms)
+    }
+
+    /// One guest's last kernel or command-line change, measured: the same figure the ranking's
+    /// realised savings count, read from the database only for a guest not held here.
+    pub async fn change(&self, guest_id: GuestId, now_ms: i64) -> AppResult<Option<Change>> {
+        if let Some(change) = self.current.change(guest_id) {
+            return Ok(change);
+        }
+        Ok(super::changes::changes(&self.db, Some(guest_id), now_ms)
+            .await?
+            .remove(&guest_id))
     }
 
     /// One guest as the ranking has it; a guest that stopped reporting is analysed from its

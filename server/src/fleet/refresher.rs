@@ -1,9 +1,9 @@
 //! Measuring kernel and command-line changes off the report's path.
 //!
 //! A change is measured over the hour around it, from the database: too much to read on every
-//! report. A report that stored a change asks for its host's changes to be measured; a host whose
-//! last change has not settled yet (its "after" side still grows) is measured again at most once
-//! a minute. One worker measures the hosts asked for, each once however often it was asked
+//! report. A report that stored a change asks for its host's changes to be measured, and so does
+//! each report while that change has no figures yet; a host whose last change has not settled
+//! yet (its "after" side still grows) is measured again at most once a minute. One worker measures the hosts asked for, each once however often it was asked
 //! meanwhile. Nobody waits for it: pages show the last measurement. A reader that must see a
 //! measurement of what it just stored (a test) waits with [`Refresher::caught_up`].
 

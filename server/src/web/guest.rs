@@ -51,7 +51,7 @@ pub async fn guest(
     let events = state.db.facts_history(id).await?;
     let charts = charts(&guest, &history, &events, range, now);
     let so_far = history.waste_so_far(&guest, now);
-    let change = fleet::changes(&state.db, Some(id), now).await?.remove(&id);
+    let change = state.fleet.change(id, now).await?;
     let silences = silences_in_force(&state.db, now).await?;
     let alerts = state
         .db
