@@ -441,12 +441,26 @@ pub fn fleet_report(seq: u64) -> Value {
 /// The guest rule a new database comes with (the first rule), made to fire after `duration_s`,
 /// enabled or not.
 pub async fn set_guest_rule(db: &Db, duration_s: i64, enabled: bool) {
+    set_guest_rule_with_threshold(db, duration_s, enabled, None).await;
+}
+
+/// As `set_guest_rule`, and with `threshold_pct` (wasted % of a core) in place of the default's
+/// 2 % when given.
+pub async fn set_guest_rule_with_threshold(
+    db: &Db,
+    duration_s: i64,
+    enabled: bool,
+    threshold_pct: Option<f64>,
+) {
     let rule = db.alert_rules().await.unwrap().remove(0);
     assert_eq!(rule.kind, "guest_waste");
     let id = rule.id;
     let mut new = tickscope_server::db::NewRule::from(rule);
     new.duration_s = duration_s;
     new.enabled = enabled;
+    if let Some(threshold) = threshold_pct {
+        new.threshold = threshold;
+    }
     db.save_alert_rule(Some(id), &new, "test", 0).await.unwrap();
 }
 
