@@ -768,6 +768,18 @@ async fn two_days(s: &Server, now_ms: i64) {
                 sample("quiet", 2, 0.4 + 1.0 / 30.0, 38.0, None),
             ]
         });
+        // Every hour the ticker's guest probe says how idle it was, so that the history read
+        // for the export holds idle readings too (the all-guests query once decoded them
+        // wrongly, and no stored reading meant no row to fail on).
+        let mut report = report;
+        if seq % 30 == 0 {
+            report["guests"][0]["facts"] = json!({
+                "source": "probe_channel", "received_ms": end_ms - 1000,
+                "facts": {"collected_ms": end_ms - 1000, "kernel_release": "6.1.0",
+                          "cmdline": "quiet nohz=off", "idle_fraction": 0.99,
+                          "idle_measured_s": 60.0, "cpus": 1}
+            });
+        }
         let valid = ingest::validate(serde_json::from_value(report).unwrap(), end_ms).unwrap();
         s.state.store_report(&valid, token, end_ms).await.unwrap();
     }

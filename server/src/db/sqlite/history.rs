@@ -64,10 +64,10 @@ impl Db {
             }
         }
         let readings = sqlx::query_as(
-            "SELECT guest_id, received_ms, measured_ms, idle_fraction
+            "SELECT guest_id, source, received_ms, measured_ms, idle_fraction
              FROM guest_idle_readings
              WHERE guest_id IN (SELECT value FROM json_each(?)) AND received_ms >= ?
-             ORDER BY guest_id, received_ms",
+             ORDER BY guest_id, received_ms, source",
         )
         .bind(&ids)
         .bind(from_ms - reach_ms)
