@@ -247,7 +247,7 @@ async fn guest_page_shows_figures_evidence_and_suggestions() {
 #[tokio::test]
 async fn the_database_runs_in_wal_mode() {
     let s = server().await;
-    assert_eq!(s.db.journal_mode().await.unwrap(), "wal");
+    assert_eq!(s.db.journal_mode().await.unwrap().as_deref(), Some("wal"));
 }
 
 #[tokio::test]

@@ -15,15 +15,15 @@ use crate::db::error::StoreResult;
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
 #[derive(Clone)]
-pub struct Db {
+pub struct SqliteDb {
     pub(super) pool: SqlitePool,
     /// The database file, to ask its file system for free space.
     path: Arc<PathBuf>,
 }
 
-impl Db {
+impl SqliteDb {
     /// Opens (creating if needed) the database file and brings its schema up to date.
-    pub async fn open(path: &Path) -> StoreResult<Db> {
+    pub async fn open(path: &Path) -> StoreResult<SqliteDb> {
         let options = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
             .create_if_missing(true)
@@ -37,7 +37,7 @@ impl Db {
             .connect_with(options)
             .await?;
         MIGRATOR.run(&pool).await?;
-        Ok(Db {
+        Ok(SqliteDb {
             pool,
             path: Arc::new(path.to_path_buf()),
         })

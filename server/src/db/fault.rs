@@ -1,0 +1,48 @@
+//! Which database failures are the storage's (a full disk, a read-only file, a lock held too
+//! long, a database server that is down) rather than a bug: those pass, they are answered "retry
+//! later", and nothing was written. Each backend reads its own error codes (`sqlite/fault.rs`,
+//! `postgres/fault.rs`).
+
+use sqlx::postgres::PgDatabaseError;
+use sqlx::sqlite::SqliteError;
+
+use super::error::StoreError;
+use super::{postgres, sqlite};
+
+/// A failure of the storage underneath the database, not of the request or of the server's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StorageFault {
+    /// No space left for the database or its log.
+    Full,
+    /// The database cannot be written or read now: a read-only file, mount or server, an I/O
+    /// error, a lock held past its timeout, no free connection in time, the connection to the
+    /// database server lost.
+    Unavailable,
+}
+
+/// What kind of storage fault `error` is, if it is one.
+fn storage_fault(error: &sqlx::Error) -> Option<StorageFault> {
+    match error {
+        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) => Some(StorageFault::Unavailable),
+        sqlx::Error::Database(e) => {
+            if let Some(e) = e.try_downcast_ref::<SqliteError>() {
+                sqlite::storage_fault(e)
+            } else if let Some(e) = e.try_downcast_ref::<PgDatabaseError>() {
+                postgres::storage_fault(e)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match storage_fault(&e) {
+            Some(StorageFault::Full) => StoreError::Full(e),
+            Some(StorageFault::Unavailable) => StoreError::Unavailable(e),
+            None => StoreError::Backend(e),
+        }
+    }
+}
