@@ -38,7 +38,7 @@ pub use facts::{FactsEventRow, FactsRow, FactsSpanRow, IDLE_READINGS_KEPT_MS, St
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use history::{GuestFactsSpanRow, GuestRollupRow, StoredHistories};
 pub use hosts::HostRow;
-pub use postgres::MIGRATOR as POSTGRES_MIGRATOR;
+pub use postgres::{MIGRATOR as POSTGRES_MIGRATOR, WRITE_LOCK as POSTGRES_WRITE_LOCK};
 #[cfg(feature = "test-support")]
 pub use reports::RawSample;
 pub use reports::{ReportToStore, StoreOutcome, StoredGuest};

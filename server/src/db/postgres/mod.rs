@@ -19,4 +19,4 @@ mod totals;
 mod users;
 
 pub use fault::storage_fault;
-pub use store::{MIGRATOR, PgDb};
+pub use store::{MIGRATOR, PgDb, WRITE_LOCK};

@@ -18,7 +18,7 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/pos
 /// the database: the operations read what they are about to change (the last admin, a host's
 /// running totals, an alert's state) and must not interleave with another server's write of
 /// the same rows. Readers never take it.
-const WRITE_LOCK: i64 = 0x7469_636b_7363_6f70;
+pub const WRITE_LOCK: i64 = 0x7469_636b_7363_6f70;
 
 #[derive(Clone)]
 pub struct PgDb {
