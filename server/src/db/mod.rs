@@ -18,6 +18,7 @@ mod fault;
 mod guests;
 mod history;
 mod hosts;
+mod migrate_data;
 mod operations;
 mod postgres;
 mod reports;
@@ -38,6 +39,7 @@ pub use facts::{FactsEventRow, FactsRow, FactsSpanRow, IDLE_READINGS_KEPT_MS, St
 pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 pub use history::{GuestFactsSpanRow, GuestRollupRow, StoredHistories};
 pub use hosts::HostRow;
+pub use migrate_data::{TableCopy, migrate_data};
 pub use postgres::{MIGRATOR as POSTGRES_MIGRATOR, WRITE_LOCK as POSTGRES_WRITE_LOCK};
 #[cfg(feature = "test-support")]
 pub use reports::RawSample;

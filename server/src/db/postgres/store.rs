@@ -22,7 +22,7 @@ pub const WRITE_LOCK: i64 = 0x7469_636b_7363_6f70;
 
 #[derive(Clone)]
 pub struct PgDb {
-    pub(super) pool: PgPool,
+    pub(in crate::db) pool: PgPool,
 }
 
 pub(super) type WriteTx = Transaction<'static, Postgres>;

@@ -16,7 +16,7 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
 #[derive(Clone)]
 pub struct SqliteDb {
-    pub(super) pool: SqlitePool,
+    pub(in crate::db) pool: SqlitePool,
     /// The database file, to ask its file system for free space.
     path: Arc<PathBuf>,
 }
