@@ -154,6 +154,7 @@ forward! {
         pub async fn acknowledge_alert(&self, id: AlertId, by: &str, now_ms: i64) -> StoreResult<bool>;
         /// Silences that have not ended by `now_ms`, soonest ending first.
         pub async fn silences(&self, now_ms: i64) -> StoreResult<Vec<SilenceRow>>;
+        #[allow(clippy::too_many_arguments)]
         pub async fn insert_silence(&self, rule_id: Option<RuleId>, pattern: &str, starts_ms: i64, ends_ms: i64, reason: &str, by: &str, now_ms: i64) -> StoreResult<SilenceId>;
         /// Ends a silence now; `false` if there is no such silence still running.
         pub async fn expire_silence(&self, id: SilenceId, now_ms: i64) -> StoreResult<bool>;
