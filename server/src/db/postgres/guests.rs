@@ -38,14 +38,20 @@ pub(super) fn scope_condition(scope: &GuestScope, first: usize) -> (String, Vec<
 }
 
 /// The samples of each guest's window: `$1` is the window's length, the condition's parameters
-/// start at `$2` (`scope_condition(scope, 2)`). PostgreSQL picks the join order itself and
-/// looks each guest's window up in `samples_guest_received`.
+/// start at `$2` (`scope_condition(scope, 2)`). Each guest's window is looked up in
+/// `samples_guest_received` by a lateral subquery that `OFFSET 0` keeps from being flattened:
+/// as a plain join, on 30 days of one-minute samples of 40 guests (1.7 million rows), the
+/// planner chose a hash join over every sample (273 ms) instead of a lookup per guest (0.9 ms).
 pub(super) fn window_sql(condition: &str) -> String {
     format!(
         "SELECT s.guest_id, s.received_ms, s.length_ms, s.vcpus, s.host_cpu_s, s.vcpu_wakeups,
                 s.wakeups_source = 'vcpu_threads' AS from_vcpu_threads
          FROM guests g
-         JOIN samples s ON s.guest_id = g.id AND s.received_ms > g.last_seen_ms - $1
+         CROSS JOIN LATERAL (
+             SELECT * FROM samples s
+             WHERE s.guest_id = g.id AND s.received_ms > g.last_seen_ms - $1
+             OFFSET 0
+         ) s
          WHERE {condition}
          ORDER BY g.id, s.received_ms, s.id"
     )
@@ -155,8 +161,11 @@ impl PgDb {
         let sql = format!(
             "SELECT r.guest_id, r.source, r.received_ms, r.measured_ms, r.idle_fraction
              FROM guests g
-             JOIN guest_idle_readings r ON r.guest_id = g.id
-                  AND r.received_ms > g.last_seen_ms - $1
+             CROSS JOIN LATERAL (
+                 SELECT * FROM guest_idle_readings r
+                 WHERE r.guest_id = g.id AND r.received_ms > g.last_seen_ms - $1
+                 OFFSET 0
+             ) r
              WHERE {condition}
              ORDER BY g.id, r.received_ms, r.source COLLATE \"C\""
         );

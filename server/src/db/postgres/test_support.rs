@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 
+use super::guests::{scope_condition, window_sql};
 use super::rollups::{GUESTS_WITH_SAMPLES_BEFORE, ROLLUPS_BETWEEN};
 use super::store::PgDb;
 use crate::db::error::StoreResult;
@@ -18,40 +19,6 @@ use crate::domain::{GuestId, ReportId};
 
 /// PostgreSQL's SQLSTATE for a command the role has no right to run.
 const INSUFFICIENT_PRIVILEGE: &str = "42501";
-
-/// The window query of `window_intervals` (postgres/guests.rs) for `scope`, with its binds
-/// after the window length (`$1`). A copy, since that file keeps its SQL to itself: it must be
-/// kept the same as the one `window_intervals` runs.
-fn window_sql(scope: GuestScope) -> (String, Vec<i64>) {
-    let (condition, binds) = match scope {
-        GuestScope::Active { since_ms } => ("g.last_seen_ms >= $2", vec![since_ms]),
-        GuestScope::Host {
-            host_id,
-            guest_id: Some(guest_id),
-            active_since_ms,
-        } => (
-            "g.host_id = $2 AND (g.last_seen_ms >= $3 OR g.id = $4)",
-            vec![host_id.0, active_since_ms, guest_id.0],
-        ),
-        GuestScope::Host {
-            host_id,
-            guest_id: None,
-            active_since_ms,
-        } => (
-            "g.host_id = $2 AND g.last_seen_ms >= $3",
-            vec![host_id.0, active_since_ms],
-        ),
-    };
-    let sql = format!(
-        "SELECT s.guest_id, s.received_ms, s.length_ms, s.vcpus, s.host_cpu_s, s.vcpu_wakeups,
-                s.wakeups_source = 'vcpu_threads' AS from_vcpu_threads
-         FROM guests g
-         JOIN samples s ON s.guest_id = g.id AND s.received_ms > g.last_seen_ms - $1
-         WHERE {condition}
-         ORDER BY g.id, s.received_ms, s.id"
-    );
-    (sql, binds)
-}
 
 impl PgDb {
     /// On PostgreSQL: a checkpoint, every page changed so far written to the data files, so
@@ -179,9 +146,9 @@ impl PgDb {
     /// the lines): the tests check that it looks the window up in `samples_guest_received`
     /// rather than scanning every sample ever stored.
     pub async fn window_query_plan(&self, scope: GuestScope) -> StoreResult<Vec<String>> {
-        let (sql, binds) = window_sql(scope);
+        let (condition, binds) = scope_condition(&scope, 2);
         let binds: Vec<i64> = std::iter::once(0).chain(binds).collect();
-        self.plan(&sql, &binds).await
+        self.plan(&window_sql(&condition), &binds).await
     }
 
     /// PostgreSQL's plan for `tokens_by_hash_prefix` (see [`PgDb::plan`]), for the test that
