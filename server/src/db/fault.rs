@@ -6,19 +6,8 @@
 use sqlx::postgres::PgDatabaseError;
 use sqlx::sqlite::SqliteError;
 
-use super::error::StoreError;
+use super::error::{StorageFault, StoreError};
 use super::{postgres, sqlite};
-
-/// A failure of the storage underneath the database, not of the request or of the server's code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum StorageFault {
-    /// No space left for the database or its log.
-    Full,
-    /// The database cannot be written or read now: a read-only file, mount or server, an I/O
-    /// error, a lock held past its timeout, no free connection in time, the connection to the
-    /// database server lost.
-    Unavailable,
-}
 
 /// What kind of storage fault `error` is, if it is one.
 fn storage_fault(error: &sqlx::Error) -> Option<StorageFault> {

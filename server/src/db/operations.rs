@@ -2,6 +2,9 @@
 //! (`sqlite/`, `postgres/`) fulfils with a method of the same name and signature. [`Db`] forwards
 //! each call to the backend it was opened on; a backend that lacks one does not compile.
 
+#[cfg(feature = "test-support")]
+use std::collections::HashMap;
+
 use super::alerts::{
     AlertRow, AlertWrite, NewReceiver, NewRule, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
     RuleRow, SilenceRow,
@@ -11,8 +14,12 @@ use super::facts::{FactsEventRow, FactsRow, FactsSpanRow, StoredFacts};
 use super::guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 use super::history::StoredHistories;
 use super::hosts::HostRow;
+#[cfg(feature = "test-support")]
+use super::reports::RawSample;
 use super::reports::{ReportToStore, StoreOutcome};
 use super::rollups::RollupRow;
+#[cfg(feature = "test-support")]
+use super::rollups::StoredCounts;
 use super::store::{Backend, Db};
 use super::tokens::{TokenListRow, TokenRow};
 use super::totals::ProcessTotalsRow;
@@ -189,7 +196,7 @@ forward! {
         /// even one another token reports for (an admin replacing a host's token); without it, the
         /// first report binds it, to a host no other token has.
         pub async fn insert_token(&self, name: &str, role: TokenRole, sha256_hex: &str, host_name: Option<&str>, now_ms: i64) -> StoreResult<TokenId>;
-        /// The tokens whose hash starts with `prefix` (its first [`LOOKUP_PREFIX_CHARS`] hex
+        /// The tokens whose hash starts with `prefix` (its first [`LOOKUP_PREFIX_CHARS`](super::LOOKUP_PREFIX_CHARS) hex
         /// digits): the caller compares the whole hash itself, in constant time.
         pub async fn tokens_by_hash_prefix(&self, prefix: &str) -> StoreResult<Vec<TokenRow>>;
         /// Every token, newest first.
@@ -210,37 +217,41 @@ forward! {
         pub async fn set_role(&self, user_id: UserId, role: UserRole) -> StoreResult<()>;
         /// Removes a user (whose sessions then lead nowhere); refused for the last admin.
         pub async fn delete_user(&self, user_id: UserId) -> StoreResult<()>;
-}
-
-#[cfg(feature = "test-support")]
-mod test_support {
-    use std::collections::HashMap;
-
-    use super::super::reports::RawSample;
-    use super::super::rollups::StoredCounts;
-    use super::*;
-
-    forward! {
-        /// Copies the write-ahead log into the database file and empties it.
+        // Tests and benchmarks only (the `test-support` feature)
+        /// Writes out what the database holds only in its log, so that a benchmark measures what
+        /// comes next alone (SQLite empties its write-ahead log; PostgreSQL checkpoints).
+        #[cfg(feature = "test-support")]
         pub async fn checkpoint(&self) -> StoreResult<()>;
-        /// Rebuilds the database file without its free pages (after a retention deleted much).
+        /// Rebuilds the tables without their free space (after a retention deleted much), so that
+        /// a size measured next is what the live rows take.
+        #[cfg(feature = "test-support")]
         pub async fn vacuum(&self) -> StoreResult<()>;
         /// The sequence numbers of one agent run's reports, in the order they were stored.
+        #[cfg(feature = "test-support")]
         pub async fn report_sequence(&self, run_id: &str) -> StoreResult<Vec<i64>>;
         /// Inserts sample rows as they are, in one transaction, with the statement ingest uses.
+        #[cfg(feature = "test-support")]
         pub async fn insert_raw_samples(&self, rows: &[RawSample]) -> StoreResult<()>;
         /// Every guest's id by (host name, guest name).
+        #[cfg(feature = "test-support")]
         pub async fn guest_ids_by_name(&self) -> StoreResult<HashMap<(String, String), GuestId>>;
         /// Some stored report's id.
+        #[cfg(feature = "test-support")]
         pub async fn any_report_id(&self) -> StoreResult<ReportId>;
-        /// SQLite's plan for [`SqliteDb::window_intervals`], one line per step: the tests check that it
-        /// looks the window up by index rather than scanning every sample ever stored.
+        /// The database's plan for [`Db::window_intervals`], one line per step, in its own
+        /// wording: the tests check that it looks the window up by index rather than scanning
+        /// every sample ever stored.
+        #[cfg(feature = "test-support")]
         pub async fn window_query_plan(&self, scope: GuestScope) -> StoreResult<Vec<String>>;
-        /// SQLite's plan for [`SqliteDb::tokens_by_hash_prefix`], for the test that it uses its index.
+        /// The database's plan for [`Db::tokens_by_hash_prefix`], for the test that it uses its
+        /// index.
+        #[cfg(feature = "test-support")]
         pub async fn token_lookup_plan(&self) -> StoreResult<Vec<String>>;
-        /// SQLite's plans for the retention's search for guests to roll up and for a guest's
-        /// rollups, one line per step: the tests check that both go through an index.
+        /// The database's plans for the retention's search for guests to roll up and for a
+        /// guest's rollups, one line per step: the tests check that both go through an index.
+        #[cfg(feature = "test-support")]
         pub async fn rollup_query_plans(&self) -> StoreResult<Vec<String>>;
+        #[cfg(feature = "test-support")]
+        /// Rows in each table that holds the fleet's history.
         pub async fn stored_counts(&self) -> StoreResult<StoredCounts>;
-    }
 }

@@ -3,7 +3,7 @@
 
 use sqlx::postgres::PgDatabaseError;
 
-use crate::db::fault::StorageFault;
+use crate::db::error::StorageFault;
 
 /// Class 53 (insufficient resources: `53100` disk full), class 08 (connection exception), class
 /// 57P (the server shutting down or starting), `25006` (a read-only transaction: a hot standby),

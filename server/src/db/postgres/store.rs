@@ -22,7 +22,9 @@ pub const WRITE_LOCK: i64 = 0x7469_636b_7363_6f70;
 
 #[derive(Clone)]
 pub struct PgDb {
-    pub(in crate::db) pool: PgPool,
+    /// `pub` only as far as this backend's type reaches, which is `db/` (`migrate_data` reads
+    /// and writes whole tables through it).
+    pub pool: PgPool,
 }
 
 pub(super) type WriteTx = Transaction<'static, Postgres>;

@@ -3,7 +3,7 @@
 use sqlx::error::DatabaseError;
 use sqlx::sqlite::SqliteError;
 
-use crate::db::fault::StorageFault;
+use crate::db::error::StorageFault;
 
 // SQLite's primary result codes (https://www.sqlite.org/rescode.html); sqlx reports the extended
 // code, whose low byte is the primary one.

@@ -16,7 +16,9 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
 #[derive(Clone)]
 pub struct SqliteDb {
-    pub(in crate::db) pool: SqlitePool,
+    /// `pub` only as far as this backend's type reaches, which is `db/` (`migrate_data` reads
+    /// and writes whole tables through it).
+    pub pool: SqlitePool,
     /// The database file, to ask its file system for free space.
     path: Arc<PathBuf>,
 }
