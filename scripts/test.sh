@@ -22,10 +22,12 @@ cd "$(dirname "$0")/.."
 # (server/tests/suite/alertmanager.rs).
 # ansible-core, python3-yaml and poppler-utils: the export tests read the plan's inventory with
 # ansible-inventory and PyYAML and the printed demo plan with pdftotext (server/tests/suite/exports.rs).
+# postgresql (15): the suite runs a second time on PostgreSQL, on a throwaway cluster
+# (scripts/postgres.sh).
 packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl
     systemd adduser strace libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod
     linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils
-    prometheus-alertmanager prometheus ansible-core python3-yaml poppler-utils)
+    prometheus-alertmanager prometheus ansible-core python3-yaml poppler-utils postgresql)
 as_root=()
 [ "$(id -u)" -eq 0 ] || as_root=(sudo)
 missing=()
@@ -60,5 +62,13 @@ cargo test -p tickscope-server --lib --bins -- --include-ignored
 cargo test -p tickscope-server --doc
 cargo test -p tickscope-server --test suite -- --include-ignored --skip real_guests:: --skip libvirt::
 cargo test -p tickscope-server --test suite -- --include-ignored --test-threads=1 real_guests:: libvirt::
+# The same suite on PostgreSQL: each test makes a database of its own on a throwaway cluster
+# (server/tests/suite/common/database.rs). The guest-booting tests measure guests, not storage:
+# they run on SQLite only.
+pg_dir=$(mktemp -d /tmp/tickscope-pg.XXXXXX)
+trap 'scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir"' EXIT
+pg_url=$(scripts/postgres.sh start "$pg_dir")
+TICKSCOPE_TEST_POSTGRES=$pg_url \
+    cargo test -p tickscope-server --test suite -- --include-ignored --skip real_guests:: --skip libvirt::
 scripts/schemathesis.sh
 scripts/packages.sh

@@ -1,7 +1,7 @@
 //! `tickscope-server`: stores what the agents measure and serves the dashboard and API.
 
 use std::num::NonZeroU32;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -10,7 +10,7 @@ use tracing_subscriber::EnvFilter;
 use tickscope_server::alerts::alertmanager::AlertmanagerOptions;
 use tickscope_server::analysis::cost::CostModel;
 use tickscope_server::auth::{self, Role, UserRole};
-use tickscope_server::db::Db;
+use tickscope_server::db::{Db, DbUrl};
 use tickscope_server::http::admission::AdmissionLimits;
 use tickscope_server::http::listener::{self, ConnectionLimits};
 use tickscope_server::retention::Retention;
@@ -111,6 +111,17 @@ enum Command {
     Token {
         #[command(subcommand)]
         command: TokenCommand,
+    },
+    /// Copy an SQLite installation into a new PostgreSQL database, verified table by table
+    /// (row counts and SHA-256 of the rows); nothing is committed unless every table matches.
+    /// Stop the server first. Sessions are not copied: users log in again.
+    MigrateData {
+        /// The SQLite database: a path or sqlite://PATH.
+        #[arg(long)]
+        from: DbUrl,
+        /// The PostgreSQL database, created and empty: postgres://USER:PASSWORD@HOST/DATABASE.
+        #[arg(long)]
+        to: DbUrl,
     },
 }
 
@@ -231,27 +242,34 @@ struct AlertmanagerArgs {
 
 #[derive(clap::Args)]
 struct DbArg {
-    /// SQLite database file; created on first use.
+    /// The database: an SQLite file (a path or sqlite://PATH; created on first use), or a
+    /// PostgreSQL database (postgres://USER:PASSWORD@HOST/DATABASE; see the README's install
+    /// section).
     #[arg(long = "db", env = "TICKSCOPE_DB")]
-    path: Option<PathBuf>,
+    url: Option<DbUrl>,
+    /// Connections kept to PostgreSQL at most (SQLite keeps its own 8).
+    #[arg(long = "db-pool", env = "TICKSCOPE_DB_POOL", default_value_t = 16)]
+    pool: u32,
 }
 
 impl DbArg {
-    fn path(&self, demo: bool) -> PathBuf {
-        self.path.clone().unwrap_or_else(|| {
-            PathBuf::from(if demo {
+    fn url(&self, demo: bool) -> DbUrl {
+        self.url.clone().unwrap_or_else(|| {
+            DbUrl::Sqlite(PathBuf::from(if demo {
                 "tickscope-demo.db"
             } else {
                 "tickscope.db"
-            })
+            }))
         })
     }
-}
 
-async fn open_db(path: &Path) -> Result<Db> {
-    Db::open(path)
-        .await
-        .with_context(|| format!("cannot open the database {}", path.display()))
+    /// Opens the database this names (`demo` picks the demo's default file).
+    async fn open(&self, demo: bool) -> Result<Db> {
+        let url = self.url(demo);
+        Db::connect(&url, self.pool)
+            .await
+            .with_context(|| format!("cannot open the database {url}"))
+    }
 }
 
 #[tokio::main]
@@ -364,7 +382,7 @@ async fn main() -> Result<()> {
             retention.check().map_err(|e| anyhow::anyhow!("{e}"))?;
             serve(
                 &listen,
-                &db.path(demo),
+                &db,
                 options,
                 (alert_every, alertmanagers),
                 retention,
@@ -374,6 +392,7 @@ async fn main() -> Result<()> {
             .await
         }
         Command::User { command } => user_command(command).await,
+        Command::MigrateData { from, to } => migrate_data(&from, &to).await,
         Command::Token {
             command:
                 TokenCommand::Add {
@@ -389,7 +408,7 @@ async fn main() -> Result<()> {
                 RoleArg::Viewer => Role::Viewer,
                 RoleArg::Guest => Role::Guest,
             };
-            let db = open_db(&db.path(false)).await?;
+            let db = db.open(false).await?;
             if let Some(count) = count {
                 if role != Role::Agent {
                     anyhow::bail!("--count makes agent tokens, one per host");
@@ -446,7 +465,7 @@ async fn user_command(command: UserCommand) -> Result<()> {
             let name = auth::user_name(&name).map_err(|e| anyhow::anyhow!("user {e}"))?;
             let password = read_password(&name)?;
             let hash = auth::hash_password(&password).map_err(clear)?;
-            let db = open_db(&db.path(false)).await?;
+            let db = db.open(false).await?;
             db.insert_user(&name, role, &hash, clock::now_ms())
                 .await
                 .map_err(clear_store)?;
@@ -454,7 +473,7 @@ async fn user_command(command: UserCommand) -> Result<()> {
             println!("Created {} user {name:?}.", role.as_str());
         }
         UserCommand::Passwd { name, db } => {
-            let db = open_db(&db.path(false)).await?;
+            let db = db.open(false).await?;
             let user = db
                 .user_by_name(&name)
                 .await?
@@ -469,7 +488,7 @@ async fn user_command(command: UserCommand) -> Result<()> {
             );
         }
         UserCommand::Remove { name, db } => {
-            let db = open_db(&db.path(false)).await?;
+            let db = db.open(false).await?;
             let user = db
                 .user_by_name(&name)
                 .await?
@@ -479,7 +498,7 @@ async fn user_command(command: UserCommand) -> Result<()> {
             println!("Removed user {:?}.", user.name);
         }
         UserCommand::List { db } => {
-            let db = open_db(&db.path(false)).await?;
+            let db = db.open(false).await?;
             println!("{:<24} {:<8} last login", "name", "role");
             for user in db.users().await? {
                 let last = user.last_login_ms.map_or("never".to_string(), |ms| {
@@ -515,23 +534,56 @@ fn read_password(name: &str) -> Result<String> {
     Ok(line.trim_end_matches(['\r', '\n']).to_string())
 }
 
+async fn migrate_data(from: &DbUrl, to: &DbUrl) -> Result<()> {
+    if !matches!(from, DbUrl::Sqlite(_)) || !matches!(to, DbUrl::Postgres(_)) {
+        anyhow::bail!(
+            "migrate-data copies an SQLite database (--from) into a PostgreSQL one (--to)"
+        );
+    }
+    let source = Db::connect(from, 1)
+        .await
+        .with_context(|| format!("cannot open {from}"))?;
+    let target = Db::connect(to, 2)
+        .await
+        .with_context(|| format!("cannot open {to}"))?;
+    let started = std::time::Instant::now();
+    let copies = tickscope_server::db::migrate_data(&source, &target)
+        .await
+        .with_context(|| format!("nothing was copied from {from} to {to}"))?;
+    println!(
+        "{:<20} {:>12}  sha256 (the same on both sides)",
+        "table", "rows"
+    );
+    for copy in &copies {
+        println!("{:<20} {:>12}  {}", copy.table, copy.rows, copy.sha256_hex);
+    }
+    println!(
+        "copied and verified {} rows in {} tables in {:.1} s",
+        copies.iter().map(|c| c.rows).sum::<u64>(),
+        copies.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 async fn serve(
     listen: &str,
-    db_path: &Path,
+    db_arg: &DbArg,
     options: Options,
     (alert_every, alertmanagers): (std::time::Duration, AlertmanagerOptions),
     retention: Retention,
     tls: Option<(PathBuf, PathBuf)>,
     limits: ConnectionLimits,
 ) -> Result<()> {
-    let db = open_db(db_path).await?;
+    let demo = options.demo;
+    let db_url = db_arg.url(demo);
+    let db = db_arg.open(demo).await?;
     // A database that opens but cannot be written (a read-only file or mount, a full disk)
     // would answer every report 5xx while looking healthy: refuse to start instead.
     db.probe_write(clock::now_ms()).await.map_err(|e| {
         anyhow::anyhow!(
-            "cannot write the database {}: {e}; check the free space and the permissions of \
-             the file, its directory and the mount",
-            db_path.display()
+            "cannot write the database {db_url}: {e}; check the free space and the permissions \
+             of the file, its directory and the mount, or the database server and its role"
         )
     })?;
     // Before anything else starts, so that a wrong certificate stops the server at once.
@@ -539,12 +591,12 @@ async fn serve(
         .map(|(cert, key)| tickscope_server::http::tls::acceptor(&cert, &key))
         .transpose()?;
     tracing::info!(
-        db = %db_path.display(),
-        journal_mode = %db.journal_mode().await?,
+        db = %db_url,
+        database = %db.describe().await?,
         "database ready"
     );
     // Sessions that lapsed are deleted hourly; a lapsed one is refused anyway.
-    let store = db.session_store();
+    let store = tickscope_server::auth::session_store::Sessions::new(db.session_store());
     tokio::spawn(async move {
         use tower_sessions::session_store::ExpiredDeletion;
         let hourly = tokio::time::Duration::from_secs(3600);
@@ -552,7 +604,6 @@ async fn serve(
             tracing::warn!(error = %e, "lapsed sessions are no longer deleted");
         }
     });
-    let demo = options.demo;
     let state = AppState::new(db.clone(), options)
         .await
         .context("cannot read the saved settings or analyse the fleet")?;

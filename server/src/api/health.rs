@@ -32,11 +32,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
                     .probe_write(now_ms)
                     .await
                     .map_err(|e| e.to_string());
-                let readiness = judge(
-                    probe,
-                    state.db.free_bytes().ok(),
-                    state.storage.fault(now_ms),
-                );
+                let readiness = judge(probe, state.db.free_bytes(), state.storage.fault(now_ms));
                 *cached = Some((now_ms, readiness.clone()));
                 readiness
             }

@@ -1,4 +1,5 @@
-//! Where dashboard sessions are kept: the database, through tower-sessions' SQLite store, except
+//! Where dashboard sessions are kept: the database, through tower-sessions' SQLite or PostgreSQL
+//! store, except
 //! that a session the database cannot save now does not cost the visitor the page.
 //!
 //! Every page saves its session, to move the session's expiry on. When the disk is full that
@@ -9,38 +10,56 @@
 
 use async_trait::async_trait;
 use tower_sessions::session::{Id, Record};
-use tower_sessions::session_store::{self, SessionStore};
-use tower_sessions_sqlx_store::SqliteStore;
+use tower_sessions::session_store::{self, ExpiredDeletion, SessionStore};
+
+use crate::db::SessionStoreBackend;
 
 #[derive(Debug, Clone)]
 pub struct Sessions {
-    inner: SqliteStore,
+    inner: SessionStoreBackend,
 }
 
 impl Sessions {
-    pub fn new(inner: SqliteStore) -> Sessions {
+    pub fn new(inner: SessionStoreBackend) -> Sessions {
         Sessions { inner }
     }
+}
+
+/// Calls the same method of whichever store the database has.
+macro_rules! on_store {
+    ($store:expr, $s:ident => $call:expr) => {
+        match $store {
+            SessionStoreBackend::Sqlite($s) => $call,
+            SessionStoreBackend::Postgres($s) => $call,
+        }
+    };
 }
 
 #[async_trait]
 impl SessionStore for Sessions {
     async fn create(&self, record: &mut Record) -> session_store::Result<()> {
-        self.inner.create(record).await
+        on_store!(&self.inner, s => s.create(record).await)
     }
 
     async fn save(&self, record: &Record) -> session_store::Result<()> {
-        if let Err(e) = self.inner.save(record).await {
+        if let Err(e) = on_store!(&self.inner, s => s.save(record).await) {
             tracing::warn!(error = %e, "a session could not be saved; the page is served anyway");
         }
         Ok(())
     }
 
     async fn load(&self, session_id: &Id) -> session_store::Result<Option<Record>> {
-        self.inner.load(session_id).await
+        on_store!(&self.inner, s => s.load(session_id).await)
     }
 
     async fn delete(&self, session_id: &Id) -> session_store::Result<()> {
-        self.inner.delete(session_id).await
+        on_store!(&self.inner, s => s.delete(session_id).await)
+    }
+}
+
+#[async_trait]
+impl ExpiredDeletion for Sessions {
+    async fn delete_expired(&self) -> session_store::Result<()> {
+        on_store!(&self.inner, s => s.delete_expired().await)
     }
 }

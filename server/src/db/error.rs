@@ -35,6 +35,17 @@ pub enum StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// A failure of the storage underneath the database, not of the request or of the server's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageFault {
+    /// No space left for the database or its log.
+    Full,
+    /// The database cannot be written or read now: a read-only file, mount or server, an I/O
+    /// error, a lock held past its timeout, no free connection in time, the connection to the
+    /// database server lost.
+    Unavailable,
+}
+
 impl StoreError {
     /// The same failure again, for each caller one failed operation answers (a batch of
     /// reports): sqlx's errors cannot be cloned, so the copy keeps the kind and the message.

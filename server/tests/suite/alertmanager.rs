@@ -17,11 +17,12 @@ use axum::extract::State;
 use axum::routing::post;
 use serde_json::{Value, json};
 
+use common::database::TestDb;
 use common::guest;
 use common::processes::{Processes, add_token, free_port, start_server};
 use tickscope_server::alerts::labels::{LabelSet, fingerprint};
 use tickscope_server::clock::now_ms;
-use tickscope_server::db::{Db, NewRule};
+use tickscope_server::db::NewRule;
 
 const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
 const WASTE_RULE: &str = "Idle guest burning CPU";
@@ -183,9 +184,9 @@ async fn alerts_reach_a_real_alertmanager_grouped_resolved_and_silenced_there() 
     // The database: an agent token; the guest rule fires at once for `web-*`; a second rule,
     // likewise, for `late-*`; and a tickscope silence on late-2, which must not matter to
     // Alertmanager.
-    let db_path = dir.path().join("tickscope.db");
+    let db_path = TestDb::new(dir.path(), "tickscope.db").await;
     let token = add_token(&db_path, "agent");
-    let db = Db::open(&db_path).await.unwrap();
+    let db = db_path.open().await;
     let mut waste = NewRule::from(db.alert_rules().await.unwrap().remove(0));
     waste.duration_s = 0;
     waste.scope = "name".into();

@@ -1,6 +1,8 @@
 //! The HTTP API and pages, called in-process through the router against a real SQLite file.
 
 use crate::common;
+use crate::common::database::{RawDb, backend};
+use tickscope_server::db::BackendKind;
 
 use axum::http::{Method, StatusCode};
 use serde_json::json;
@@ -247,7 +249,12 @@ async fn guest_page_shows_figures_evidence_and_suggestions() {
 #[tokio::test]
 async fn the_database_runs_in_wal_mode() {
     let s = server().await;
-    assert_eq!(s.db.journal_mode().await.unwrap(), "wal");
+    let expected = match crate::common::database::backend() {
+        tickscope_server::db::BackendKind::Sqlite => Some("wal"),
+        // PostgreSQL has no journal mode to set: none is reported.
+        tickscope_server::db::BackendKind::Postgres => None,
+    };
+    assert_eq!(s.db.journal_mode().await.unwrap().as_deref(), expected);
 }
 
 #[tokio::test]
@@ -365,18 +372,24 @@ async fn a_report_that_fails_halfway_through_storing_leaves_nothing_behind() {
     let s = server().await;
     // Make the database itself refuse the third guest's sample, after the host, the report and
     // the first guests were written in the same transaction.
-    let pool =
-        sqlx::SqlitePool::connect(&format!("sqlite:{}", s.dir.path().join("t.db").display()))
-            .await
-            .unwrap();
-    sqlx::query(
-        "CREATE TRIGGER refuse_ticker2 BEFORE INSERT ON samples
-         WHEN (SELECT name FROM guests WHERE id = NEW.guest_id) = 'ticker-2'
-         BEGIN SELECT RAISE(ABORT, 'refused by test'); END",
+    let mut raw = RawDb::connect(&s.test_db).await;
+    raw.execute(
+        &["CREATE TRIGGER refuse_ticker2 BEFORE INSERT ON samples
+           WHEN (SELECT name FROM guests WHERE id = NEW.guest_id) = 'ticker-2'
+           BEGIN SELECT RAISE(ABORT, 'refused by test'); END"],
+        &[
+            "CREATE FUNCTION refuse_ticker2() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF (SELECT name FROM guests WHERE id = NEW.guest_id) = 'ticker-2' THEN
+                     RAISE EXCEPTION 'refused by test';
+                 END IF;
+                 RETURN NEW;
+             END $$",
+            "CREATE TRIGGER refuse_ticker2 BEFORE INSERT ON samples
+             FOR EACH ROW EXECUTE FUNCTION refuse_ticker2()",
+        ],
     )
-    .execute(&pool)
-    .await
-    .unwrap();
+    .await;
     let reply = s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
     assert_eq!(
         reply.status,
@@ -390,24 +403,19 @@ async fn a_report_that_fails_halfway_through_storing_leaves_nothing_behind() {
         reply.body
     );
     assert_eq!(s.stored().await, (0, 0));
-    let hosts: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hosts")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    let guests: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM guests")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let hosts = raw.count("hosts").await;
+    let guests = raw.count("guests").await;
     assert_eq!(
         (hosts, guests),
         (0, 0),
         "a half-stored report left rows behind"
     );
     // Once the database accepts it again, the same report is stored whole: nothing was marked seen.
-    sqlx::query("DROP TRIGGER refuse_ticker2")
-        .execute(&pool)
-        .await
-        .unwrap();
+    raw.execute(
+        &["DROP TRIGGER refuse_ticker2"],
+        &["DROP TRIGGER refuse_ticker2 ON samples"],
+    )
+    .await;
     let reply = s.post_report(Some(&s.agent_token), &fleet_report(1)).await;
     assert_eq!(reply.json()["status"], "stored");
     assert_eq!(s.stored().await, (1, 3));
@@ -592,27 +600,57 @@ async fn the_analysis_window_is_looked_up_by_index_not_scanned() {
         },
     ] {
         let plan = s.db.window_query_plan(scope).await.unwrap();
-        assert!(
-            plan.iter().any(|step| step.starts_with("SEARCH s USING")
-                && step.contains("samples_guest_received")),
-            "{plan:?}"
-        );
-        assert!(
-            !plan.iter().any(|step| step.starts_with("SCAN s")),
-            "{plan:?}"
-        );
+        eprintln!("{plan:#?}");
+        match backend() {
+            BackendKind::Sqlite => {
+                assert!(
+                    plan.iter().any(|step| step.starts_with("SEARCH s USING")
+                        && step.contains("samples_guest_received")),
+                    "{plan:?}"
+                );
+                assert!(
+                    !plan.iter().any(|step| step.starts_with("SCAN s")),
+                    "{plan:?}"
+                );
+            }
+            BackendKind::Postgres => {
+                assert!(
+                    postgres_looks_up(&plan, "samples_guest_received", "guest_id = g.id"),
+                    "{plan:?}"
+                );
+                assert!(
+                    !plan.iter().any(|step| step.contains("Seq Scan on samples")),
+                    "{plan:?}"
+                );
+            }
+        }
     }
+}
+
+/// Whether a PostgreSQL plan (`EXPLAIN` lines) scans `index` with a condition on `condition`:
+/// an index scan without one reads the whole index.
+fn postgres_looks_up(plan: &[String], index: &str, condition: &str) -> bool {
+    plan.iter().enumerate().any(|(i, step)| {
+        step.contains(&format!("using {index}"))
+            && plan[i + 1..]
+                .iter()
+                .take_while(|detail| !detail.contains("->"))
+                .any(|detail| detail.contains("Index Cond") && detail.contains(condition))
+    })
 }
 
 #[tokio::test]
 async fn a_token_is_found_by_its_hash_prefix_through_an_index_and_only_by_its_whole_hash() {
     let s = server().await;
     let plan = s.db.token_lookup_plan().await.unwrap();
-    assert!(
-        plan.iter()
+    eprintln!("{plan:#?}");
+    let uses_index = match backend() {
+        BackendKind::Sqlite => plan
+            .iter()
             .any(|step| step.contains("USING INDEX tokens_lookup_prefix")),
-        "{plan:?}"
-    );
+        BackendKind::Postgres => postgres_looks_up(&plan, "tokens_lookup_prefix", "substr"),
+    };
+    assert!(uses_index, "{plan:?}");
     // A token whose hash shares the first 16 hex digits but not the rest is refused: the
     // prefix only finds candidates.
     let real = tickscope_server::auth::token_hash(&s.viewer_token);

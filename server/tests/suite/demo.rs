@@ -1,15 +1,15 @@
 //! The demo fleet behind the README's first command.
 
+use crate::common::database::open_test_db;
 use tickscope_server::analysis::tick_mode::TickMode;
 use tickscope_server::clock::now_ms;
-use tickscope_server::db::Db;
 use tickscope_server::demo;
 use tickscope_server::state::{AppState, Options};
 
 #[tokio::test]
 async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(&dir.path().join("demo.db")).await.unwrap();
+    let db = open_test_db(dir.path()).await;
     let state = AppState::new(db, Options::default()).await.unwrap();
     demo::start(&state).await.unwrap();
     let guests = state.fleet.ranked(now_ms()).await;
@@ -39,7 +39,7 @@ async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
 #[tokio::test]
 async fn demo_refuses_a_database_real_agents_report_to() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(&dir.path().join("real.db")).await.unwrap();
+    let db = open_test_db(dir.path()).await;
     let token = tickscope_server::auth::new_token().unwrap();
     let token_id = db
         .insert_token(

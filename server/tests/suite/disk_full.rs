@@ -200,6 +200,9 @@ fn facts() -> Value {
 #[tokio::test]
 #[ignore = "mounts a tmpfs: needs root (scripts/test.sh)"]
 async fn after_the_disk_fills_everything_works_again_once_space_is_freed() {
+    if crate::common::database::sqlite_only("a full disk under the SQLite file") {
+        return;
+    }
     let disk = SmallDisk::mount("24m", false);
     let db_path = disk.path().join("t.db");
     let agent_token = add_token(&db_path, "agent");
@@ -338,6 +341,9 @@ fn serve_and_fail(db_path: &Path, user: Option<&str>) -> String {
 #[tokio::test]
 #[ignore = "mounts a tmpfs and changes user: needs root (scripts/test.sh)"]
 async fn a_database_that_cannot_be_written_refuses_to_start_saying_why() {
+    if crate::common::database::sqlite_only("a read-only SQLite file") {
+        return;
+    }
     // The common mistake: `token add` run as root made the file, the service runs as its own
     // user. SQLite opens a file it may not write read-only, without a word.
     let dir = tempfile::tempdir().unwrap();

@@ -364,7 +364,7 @@ fn hostile_login_names_cannot_forge_colour_or_reverse_a_line_of_the_real_servers
     let dir = tempfile::tempdir().unwrap();
     let mut processes = Processes::default();
     // The default log level: TICKSCOPE_LOG unset.
-    let (url, log) = start_server_with_log(&dir.path().join("t.db"), &[], &[], &mut processes);
+    let (url, log) = start_server_with_log(dir.path().join("t.db"), &[], &[], &mut processes);
     let forged = "INFO tickscope_server::web::login: logged in user=alice";
     let names = [
         format!("mallory\n{forged}"),

@@ -5,12 +5,12 @@
 //! writer.
 
 use crate::common;
+use crate::common::database::RawDb;
 
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use sqlx::Connection;
 
 use common::{guest, manual_clock, server, server_with_clock};
 use tickscope_server::auth;
@@ -281,7 +281,7 @@ async fn guests_that_come_back_after_the_active_limit_are_read_again() {
     );
 }
 
-/// While the writer waits for the database (another process holds its write lock), pages and
+/// While the writer waits for the database (another connection holds its write lock), pages and
 /// the API answer from the fleet as it is; the report is stored, and shown, once the lock goes.
 #[tokio::test]
 async fn a_reader_never_waits_for_the_writer() {
@@ -291,16 +291,8 @@ async fn a_reader_never_waits_for_the_writer() {
         .await;
     assert_eq!(first.status, 200, "{}", first.body);
 
-    let mut other = sqlx::SqliteConnection::connect(&format!(
-        "sqlite://{}",
-        s.dir.path().join("t.db").display()
-    ))
-    .await
-    .unwrap();
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut other)
-        .await
-        .unwrap();
+    let mut other = RawDb::connect(&s.test_db).await;
+    other.hold_write_lock().await;
     let mut r = common::fleet_report(2);
     r["guests"]
         .as_array_mut()
@@ -329,7 +321,7 @@ async fn a_reader_never_waits_for_the_writer() {
         _ = std::future::ready(()) => {}
     }
 
-    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    other.release().await;
     let stored = report.await;
     assert_eq!(stored.status, 200, "{}", stored.body);
     // Acknowledged means shown: no wait for an analysis after the answer.

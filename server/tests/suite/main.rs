@@ -30,6 +30,7 @@ mod incremental;
 mod libvirt;
 mod login;
 mod metrics;
+mod migrate_data;
 mod migrations;
 mod openapi;
 mod outage;

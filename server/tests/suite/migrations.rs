@@ -39,6 +39,9 @@ async fn run(pool: &SqlitePool, sql: &str) {
 
 #[tokio::test]
 async fn reports_are_keyed_per_host_after_0010_and_keep_their_rows_and_samples() {
+    if crate::common::database::sqlite_only("SQLite migration 0010") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.db");
     let pool = database_at(&path, 9).await;

@@ -12,10 +12,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::database::TestDb;
 use common::processes::{
     Processes, add_token, agent_binary, free_port, start_server, wait_for_count,
 };
-use tickscope_server::db::Db;
 
 fn start_agent(url: &str, token: &str, spool: &Path, interval: &str, extra: &[&str]) -> Child {
     Command::new(agent_binary())
@@ -37,7 +37,7 @@ fn start_agent(url: &str, token: &str, spool: &Path, interval: &str, extra: &[&s
         .expect("the agent binary is built (cargo build --workspace)")
 }
 
-fn start_server_on(db: &Path, port: u16) -> Child {
+fn start_server_on(db: &TestDb, port: u16) -> Child {
     Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
         .arg(db)
@@ -79,9 +79,9 @@ fn drained(spool: &Path) {
     }
 }
 
-fn stored(db: &Path, run_id: &str) -> (Vec<i64>, i64) {
+fn stored(db: &TestDb, run_id: &str) -> (Vec<i64>, i64) {
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let db = Db::open(db).await.unwrap();
+        let db = db.open().await;
         let seqs = db.report_sequence(run_id).await.unwrap();
         let dropped = db
             .hosts()
@@ -96,9 +96,9 @@ fn stored(db: &Path, run_id: &str) -> (Vec<i64>, i64) {
 }
 
 /// Reports stored in the database, from every run.
-fn stored_count(db: &Path) -> usize {
+fn stored_count(db: &TestDb) -> usize {
     tokio::runtime::Runtime::new().unwrap().block_on(async {
-        let db = Db::open(db).await.unwrap();
+        let db = db.open().await;
         let (reports, _) = db.count_reports_and_samples().await.unwrap();
         db.close().await;
         reports as usize
@@ -121,7 +121,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 #[ignore = "runs the real binaries for about 20 s; run by scripts/test.sh"]
 fn reports_made_while_the_server_is_down_arrive_once_each_in_order() {
     let work = tempfile::tempdir().unwrap();
-    let db = work.path().join("t.db");
+    let db = TestDb::new_blocking(work.path(), "t.db");
     let spool = work.path().join("spool");
     let token = add_token(&db, "agent");
     let port = free_port();
@@ -153,7 +153,7 @@ fn reports_made_while_the_server_is_down_arrive_once_each_in_order() {
 #[ignore = "runs the real binaries for about 15 s; run by scripts/test.sh"]
 fn a_spool_full_during_an_outage_drops_the_oldest_and_says_so() {
     let work = tempfile::tempdir().unwrap();
-    let db = work.path().join("t.db");
+    let db = TestDb::new_blocking(work.path(), "t.db");
     let spool = work.path().join("spool");
     let token = add_token(&db, "agent");
     let port = free_port();
@@ -199,7 +199,7 @@ fn a_spool_full_during_an_outage_drops_the_oldest_and_says_so() {
 #[ignore = "runs the real binaries for about 20 s; run by scripts/test.sh"]
 fn an_agent_killed_again_and_again_loses_and_repeats_nothing() {
     let work = tempfile::tempdir().unwrap();
-    let db = work.path().join("t.db");
+    let db = TestDb::new_blocking(work.path(), "t.db");
     let spool = work.path().join("spool");
     let token = add_token(&db, "agent");
     let mut processes = Processes::default();
@@ -274,7 +274,7 @@ fn an_agent_killed_again_and_again_loses_and_repeats_nothing() {
 #[ignore = "runs the real binaries for about 20 s; run by scripts/test.sh"]
 fn a_server_killed_under_load_loses_no_acknowledged_report_and_stores_none_twice() {
     let work = tempfile::tempdir().unwrap();
-    let db = work.path().join("t.db");
+    let db = TestDb::new_blocking(work.path(), "t.db");
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     // Three agents, each with its own token, host and spool, every 0.2 s: 15 reports a second.

@@ -5,14 +5,15 @@ use crate::common;
 
 use std::process::Command;
 
+use common::database::TestDb;
 use common::processes::{Processes, agent_binary, start_server};
-use tickscope_server::db::{Db, GuestScope};
+use tickscope_server::db::GuestScope;
 
 #[tokio::test]
 #[ignore = "runs the agent binary; run by scripts/test.sh"]
 async fn a_simulated_fleet_reports_every_host_and_guest() {
     let work = tempfile::tempdir().unwrap();
-    let db_path = work.path().join("sim.db");
+    let db_path = TestDb::new(work.path(), "sim.db").await;
     let tokens = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
         .args([
             "token", "add", "sim-host", "--role", "agent", "--count", "3", "--db",
@@ -83,7 +84,7 @@ async fn a_simulated_fleet_reports_every_host_and_guest() {
     );
     assert!(field("p99") <= field("max"), "{stdout}");
 
-    let db = Db::open(&db_path).await.unwrap();
+    let db = db_path.open().await;
     let (reports, samples) = db.count_reports_and_samples().await.unwrap();
     assert_eq!(reports as u64, taken);
     assert!(samples > 0);

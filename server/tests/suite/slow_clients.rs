@@ -124,7 +124,7 @@ fn seventy_slow_bodies_keep_nobody_waiting() {
 fn first_answer(raw: &[u8]) -> String {
     let work = tempfile::tempdir().unwrap();
     let mut processes = Processes::default();
-    let url = start_server(&work.path().join("t.db"), &[], &mut processes);
+    let url = start_server(work.path().join("t.db"), &[], &mut processes);
     let mut s = connect(&url);
     s.write_all(raw).unwrap();
     let mut answer = [0; 512];

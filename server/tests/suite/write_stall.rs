@@ -15,7 +15,7 @@ fn a_client_that_never_reads_its_answers_is_cut_off_after_the_write_timeout() {
     let work = tempfile::tempdir().unwrap();
     let mut processes = Processes::default();
     let url = start_server(
-        &work.path().join("t.db"),
+        work.path().join("t.db"),
         &["--write-timeout", "2", "--header-timeout", "120"],
         &mut processes,
     );

@@ -1,6 +1,6 @@
 //! Alert rules, alerts, silences, receivers and the notification outbox, in SQLite.
 
-use super::store::Db;
+use super::store::SqliteDb;
 use crate::db::alerts::{
     AlertRow, AlertWrite, NewReceiver, NewRule, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
     RuleRow, SilenceRow,
@@ -16,7 +16,7 @@ const ALERT_COLUMNS: &str =
     a.subject_name, a.host_name, a.state, a.active_ms, a.fired_ms, a.resolved_ms, a.value,
     a.evaluated_ms, a.acked_by, a.acked_ms, a.labels_json, a.annotations_json";
 
-impl Db {
+impl SqliteDb {
     pub async fn alert_rules(&self) -> StoreResult<Vec<RuleRow>> {
         Ok(sqlx::query_as(
             "SELECT id, name, kind, scope, scope_value, threshold, duration_s, severity, enabled,

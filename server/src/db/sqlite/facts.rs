@@ -2,7 +2,7 @@
 
 use sqlx::SqliteConnection;
 
-use super::store::Db;
+use super::store::SqliteDb;
 use crate::db::error::{StoreError, StoreResult};
 use crate::db::facts::{FactsEventRow, FactsRow, FactsSpanRow, StoredFacts};
 use crate::db::facts::{IDLE_READING_MIN_GAP_MS, IDLE_READINGS_KEPT_MS, MAX_EVENTS_PER_SOURCE};
@@ -131,7 +131,7 @@ pub(super) async fn record_facts(
     })
 }
 
-impl Db {
+impl SqliteDb {
     /// Stores facts a guest probe posted itself with a guest token. The token is bound to the
     /// first guest UUID it reports for, and refused for any other, so one guest cannot write
     /// facts for its neighbours; and a UUID another token in use is bound to is refused to a new
@@ -269,7 +269,7 @@ impl Db {
         .await?)
     }
 
-    /// [`Db::fact_changes`] of one host's guests.
+    /// [`SqliteDb::fact_changes`] of one host's guests.
     pub async fn fact_changes_of_host(
         &self,
         host_id: HostId,

@@ -1,6 +1,6 @@
 //! Guests, their samples and idle readings for the analysis windows, in SQLite.
 
-use super::store::Db;
+use super::store::SqliteDb;
 use crate::db::error::StoreResult;
 use crate::db::guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 use crate::domain::{GuestId, HostId};
@@ -45,7 +45,7 @@ pub(super) fn window_sql(condition: &str) -> String {
     )
 }
 
-impl Db {
+impl SqliteDb {
     /// The guests in `scope`.
     pub async fn guests_in(&self, scope: GuestScope) -> StoreResult<Vec<GuestRow>> {
         let (condition, binds) = scope.condition();
@@ -170,8 +170,8 @@ mod tests {
     use super::*;
 
     /// A database with one host and one guest whose stored hypervisor is `name`.
-    async fn db_with_guest_of(dir: &tempfile::TempDir, name: &str) -> Db {
-        let db = Db::open(&dir.path().join("t.db")).await.unwrap();
+    async fn db_with_guest_of(dir: &tempfile::TempDir, name: &str) -> SqliteDb {
+        let db = SqliteDb::open(&dir.path().join("t.db")).await.unwrap();
         sqlx::query(
             "INSERT INTO hosts (id, name, cpus, kernel, agent_version, first_seen_ms,
                 last_report_ms) VALUES (1, 'hv1', 4, '6.1', '0.1', 0, 0)",

@@ -1,6 +1,6 @@
 //! Many guests' stored history at once, in SQLite.
 
-use super::store::Db;
+use super::store::SqliteDb;
 use crate::db::error::{StoreError, StoreResult};
 use crate::db::guests::IntervalRow;
 use crate::db::history::StoredHistories;
@@ -23,11 +23,11 @@ fn unpack_sample(guest_id: GuestId, text: &str) -> Option<IntervalRow> {
     })
 }
 
-impl Db {
+impl SqliteDb {
     /// The samples of `guest_ids` received in [from_ms, to_ms), the idle readings that can cover
     /// them (received from `reach_ms` before `from_ms` on), their rollups starting in the span
-    /// and every set of facts they reported: what [`Db::samples_between`],
-    /// [`Db::rollups_between`] and [`Db::facts_spans`] give for one guest, for all of them in
+    /// and every set of facts they reported: what [`SqliteDb::samples_between`],
+    /// [`SqliteDb::rollups_between`] and [`SqliteDb::facts_spans`] give for one guest, for all of them in
     /// four queries.
     pub async fn histories_between(
         &self,

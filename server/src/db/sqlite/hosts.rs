@@ -1,10 +1,10 @@
 //! Hosts, in SQLite.
 
-use super::store::Db;
+use super::store::SqliteDb;
 use crate::db::error::StoreResult;
 use crate::db::hosts::HostRow;
 
-impl Db {
+impl SqliteDb {
     /// Every host that ever reported, by name.
     pub async fn hosts(&self) -> StoreResult<Vec<HostRow>> {
         Ok(sqlx::query_as(

@@ -1,4 +1,4 @@
-//! The SQLite backend: [`Db`] and every statement it runs, one file per aggregate.
+//! The SQLite backend: [`SqliteDb`] and every statement it runs, one file per aggregate.
 
 mod alerts;
 mod facts;
@@ -17,4 +17,5 @@ mod totals;
 mod users;
 mod write_tx;
 
-pub use store::{Db, MIGRATOR};
+pub use fault::storage_fault;
+pub use store::{MIGRATOR, SqliteDb};

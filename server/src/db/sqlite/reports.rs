@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use sqlx::{QueryBuilder, Sqlite};
 
-use super::store::Db;
+use super::store::SqliteDb;
 use super::write_tx::WriteTx;
 use crate::db::error::{StoreError, StoreResult};
 use crate::db::guests::{GuestRow, IntervalRow};
@@ -42,7 +42,7 @@ struct UpsertedGuest {
 /// Guests written per statement: 19 values each, well under SQLite's 32,766 variables.
 const ROWS_PER_STATEMENT: usize = 1000;
 
-impl Db {
+impl SqliteDb {
     /// Stores a batch of reports in one transaction (group commit): one fsync for all of them
     /// instead of one each. Each report is stored whole or not at all (a savepoint each): a
     /// duplicate or a refused report leaves the others alone. `plan` decides each guest's
@@ -77,7 +77,7 @@ impl Db {
         Ok(outcomes)
     }
 
-    /// Stores one report in a transaction of its own: [`Db::store_reports`] with a batch of one.
+    /// Stores one report in a transaction of its own: [`SqliteDb::store_reports`] with a batch of one.
     pub async fn store_report(
         &self,
         report: &ValidReport,
@@ -97,7 +97,7 @@ impl Db {
     }
 }
 
-/// Stores one report inside the batch's transaction (see [`Db::store_reports`]).
+/// Stores one report inside the batch's transaction (see [`SqliteDb::store_reports`]).
 async fn store_one(
     tx: &mut WriteTx,
     item: &ReportToStore<'_>,
@@ -378,7 +378,7 @@ async fn store_one(
     })
 }
 
-impl Db {
+impl SqliteDb {
     /// Rows in the reports and samples tables, for checking that refused input stored nothing.
     pub async fn count_reports_and_samples(&self) -> StoreResult<(i64, i64)> {
         sqlx::query_as("SELECT (SELECT COUNT(*) FROM reports), (SELECT COUNT(*) FROM samples)")
@@ -388,7 +388,7 @@ impl Db {
     }
 }
 
-impl Db {
+impl SqliteDb {
     /// Hosts whose name does not match a SQL LIKE pattern: the demo refuses to mix its simulated
     /// hosts into a database that real agents report to.
     pub async fn count_hosts_not_like(&self, pattern: &str) -> StoreResult<i64> {

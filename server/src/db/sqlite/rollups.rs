@@ -2,7 +2,7 @@
 
 use sqlx::{QueryBuilder, Sqlite};
 
-use super::store::Db;
+use super::store::SqliteDb;
 use crate::analysis::history::Summary;
 use crate::db::error::{StoreError, StoreResult};
 use crate::db::rollups::{FIVE_MINUTES_MS, HOUR_MS, RollupRow};
@@ -29,7 +29,7 @@ const ADD_TO_EXISTING_ROLLUP: &str = " ON CONFLICT (guest_id, resolution_ms, sta
     min_cpu_pct = MIN(COALESCE(min_cpu_pct, excluded.min_cpu_pct), COALESCE(excluded.min_cpu_pct, min_cpu_pct)),
     max_cpu_pct = MAX(COALESCE(max_cpu_pct, excluded.max_cpu_pct), COALESCE(excluded.max_cpu_pct, max_cpu_pct))";
 
-impl Db {
+impl SqliteDb {
     /// Guests with raw samples received before `before_ms`.
     pub async fn guests_with_samples_before(&self, before_ms: i64) -> StoreResult<Vec<GuestId>> {
         Ok(sqlx::query_scalar(GUESTS_WITH_SAMPLES_BEFORE)

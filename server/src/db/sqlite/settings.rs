@@ -1,9 +1,9 @@
 //! Settings an admin saves, in SQLite.
 
-use super::store::Db;
+use super::store::SqliteDb;
 use crate::db::error::StoreResult;
 
-impl Db {
+impl SqliteDb {
     /// A setting's stored value, if an admin ever saved it.
     pub async fn setting(&self, name: &str) -> StoreResult<Option<String>> {
         Ok(

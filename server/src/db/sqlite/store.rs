@@ -15,15 +15,17 @@ use crate::db::error::StoreResult;
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
 #[derive(Clone)]
-pub struct Db {
-    pub(super) pool: SqlitePool,
+pub struct SqliteDb {
+    /// `pub` only as far as this backend's type reaches, which is `db/` (`migrate_data` reads
+    /// and writes whole tables through it).
+    pub pool: SqlitePool,
     /// The database file, to ask its file system for free space.
     path: Arc<PathBuf>,
 }
 
-impl Db {
+impl SqliteDb {
     /// Opens (creating if needed) the database file and brings its schema up to date.
-    pub async fn open(path: &Path) -> StoreResult<Db> {
+    pub async fn open(path: &Path) -> StoreResult<SqliteDb> {
         let options = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
             .create_if_missing(true)
@@ -37,7 +39,7 @@ impl Db {
             .connect_with(options)
             .await?;
         MIGRATOR.run(&pool).await?;
-        Ok(Db {
+        Ok(SqliteDb {
             pool,
             path: Arc::new(path.to_path_buf()),
         })

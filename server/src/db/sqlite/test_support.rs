@@ -7,14 +7,14 @@ use std::collections::HashMap;
 
 use super::guests::window_sql;
 use super::rollups::{GUESTS_WITH_SAMPLES_BEFORE, ROLLUPS_BETWEEN};
-use super::store::Db;
+use super::store::SqliteDb;
 use crate::db::error::StoreResult;
 use crate::db::guests::GuestScope;
 use crate::db::reports::RawSample;
 use crate::db::rollups::StoredCounts;
 use crate::domain::{GuestId, ReportId};
 
-impl Db {
+impl SqliteDb {
     /// Copies the write-ahead log into the database file and empties it.
     pub async fn checkpoint(&self) -> StoreResult<()> {
         sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -83,7 +83,7 @@ impl Db {
             .await?)
     }
 
-    /// SQLite's plan for [`Db::window_intervals`], one line per step: the tests check that it
+    /// SQLite's plan for [`SqliteDb::window_intervals`], one line per step: the tests check that it
     /// looks the window up by index rather than scanning every sample ever stored.
     pub async fn window_query_plan(&self, scope: GuestScope) -> StoreResult<Vec<String>> {
         let (condition, binds) = scope.condition();
@@ -100,7 +100,7 @@ impl Db {
             .collect())
     }
 
-    /// SQLite's plan for [`Db::tokens_by_hash_prefix`], for the test that it uses its index.
+    /// SQLite's plan for [`SqliteDb::tokens_by_hash_prefix`], for the test that it uses its index.
     pub async fn token_lookup_plan(&self) -> StoreResult<Vec<String>> {
         let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(
             "EXPLAIN QUERY PLAN SELECT id, name, role, revoked_ms, sha256_hex FROM tokens

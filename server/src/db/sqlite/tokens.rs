@@ -1,11 +1,11 @@
 //! Tokens, in SQLite.
 
-use super::store::Db;
+use super::store::SqliteDb;
 use crate::db::error::StoreResult;
 use crate::db::tokens::{TokenListRow, TokenRow};
 use crate::domain::{TokenId, TokenRole};
 
-impl Db {
+impl SqliteDb {
     /// Stores a new token's hash. `host_name` binds an agent token to one host from the start,
     /// even one another token reports for (an admin replacing a host's token); without it, the
     /// first report binds it, to a host no other token has.

@@ -1,10 +1,10 @@
 //! VM process running totals, in SQLite.
 
-use super::store::Db;
+use super::store::SqliteDb;
 use crate::db::error::StoreResult;
 use crate::db::totals::ProcessTotalsRow;
 
-impl Db {
+impl SqliteDb {
     /// The latest totals of every guest reported since `since_ms` whose agent sends totals.
     pub async fn process_totals(&self, since_ms: i64) -> StoreResult<Vec<ProcessTotalsRow>> {
         Ok(sqlx::query_as(

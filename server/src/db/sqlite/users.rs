@@ -1,11 +1,11 @@
 //! Dashboard users, in SQLite.
 
-use super::store::Db;
+use super::store::SqliteDb;
 use crate::db::error::{StoreError, StoreResult};
 use crate::db::users::UserRow;
 use crate::domain::{UserId, UserRole};
 
-impl Db {
+impl SqliteDb {
     /// Adds a user; a name already taken is refused.
     pub async fn insert_user(
         &self,

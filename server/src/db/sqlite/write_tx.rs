@@ -15,7 +15,7 @@ use std::ops::{Deref, DerefMut};
 use sqlx::pool::PoolConnection;
 use sqlx::{Sqlite, SqliteConnection};
 
-use super::store::Db;
+use super::store::SqliteDb;
 use crate::db::error::StoreResult;
 
 pub struct WriteTx {
@@ -23,7 +23,7 @@ pub struct WriteTx {
     ended: bool,
 }
 
-impl Db {
+impl SqliteDb {
     /// Begins a write transaction. IMMEDIATE takes SQLite's write lock up front, so two writers
     /// queue behind each other (busy timeout) instead of one failing at its first write.
     pub(super) async fn begin_write(&self) -> StoreResult<WriteTx> {

@@ -1,6 +1,8 @@
-//! Helpers shared by the HTTP tests: a server on a temporary SQLite file, called in-process.
+//! Helpers shared by the HTTP tests: a server on a test's own database (SQLite, or PostgreSQL
+//! when the suite runs on it: `database.rs`), called in-process.
 #![allow(dead_code)]
 
+pub mod database;
 pub mod processes;
 
 use std::sync::Arc;
@@ -20,6 +22,8 @@ use tickscope_server::{app, clock};
 
 pub struct Server {
     pub dir: tempfile::TempDir,
+    /// Where `db` is, for a test that reaches under the server (`database::RawDb`).
+    pub test_db: database::TestDb,
     pub db: Db,
     pub state: AppState,
     pub router: Router,
@@ -46,7 +50,8 @@ pub fn manual_clock() -> Arc<ManualClock> {
 /// webhook group's, a login throttle's, a cache's) instead of sleeping through it.
 pub async fn server_with_clock(options: Options, clock: SharedClock) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(&dir.path().join("t.db")).await.unwrap();
+    let test_db = database::TestDb::new(dir.path(), "t.db").await;
+    let db = test_db.open().await;
     let mut tokens = vec![];
     for role in ["agent", "viewer"] {
         let token = auth::new_token().unwrap();
@@ -66,6 +71,7 @@ pub async fn server_with_clock(options: Options, clock: SharedClock) -> Server {
         .unwrap();
     Server {
         dir,
+        test_db,
         db,
         router: app::router(state.clone()),
         state,

@@ -1,5 +1,6 @@
 //! The real binaries as child processes, for the end-to-end tests (real guests, the browser).
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -85,7 +86,7 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// Starts the server on a free port with `args` after `serve`, and returns its base URL.
-pub fn start_server(db: &Path, args: &[&str], processes: &mut Processes) -> String {
+pub fn start_server(db: impl AsRef<OsStr>, args: &[&str], processes: &mut Processes) -> String {
     start_server_with_log(db, args, &[("TICKSCOPE_LOG", "info")], processes).0
 }
 
@@ -95,7 +96,7 @@ pub type ServerLog = std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>;
 /// Starts the server like [`start_server`], with `env` set, and also returns its log, which
 /// fills as the server writes it.
 pub fn start_server_with_log(
-    db: &Path,
+    db: impl AsRef<OsStr>,
     args: &[&str],
     env: &[(&str, &str)],
     processes: &mut Processes,
@@ -147,7 +148,7 @@ pub fn start_server_with_log(
     (url, log)
 }
 
-pub fn add_token(db: &Path, role: &str) -> String {
+pub fn add_token(db: impl AsRef<OsStr>, role: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
         .args([
             "token",

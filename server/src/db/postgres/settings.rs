@@ -1,0 +1,39 @@
+//! Settings an admin saves, in PostgreSQL: the SQLite statements with `$n` parameters (the
+//! upsert is the same `ON CONFLICT ... DO UPDATE`).
+
+use super::store::PgDb;
+use crate::db::error::StoreResult;
+
+impl PgDb {
+    /// A setting's stored value, if an admin ever saved it.
+    pub async fn setting(&self, name: &str) -> StoreResult<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT value FROM settings WHERE name = $1")
+                .bind(name)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    pub async fn save_setting(
+        &self,
+        name: &str,
+        value: &str,
+        by: &str,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        // One statement, as on SQLite: it needs no write lock (nothing is read first).
+        sqlx::query(
+            "INSERT INTO settings (name, value, updated_ms, updated_by) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value,
+                updated_ms = excluded.updated_ms, updated_by = excluded.updated_by",
+        )
+        .bind(name)
+        .bind(value)
+        .bind(now_ms)
+        .bind(by)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,90 @@
+//! The PostgreSQL store: a pool of connections to one database, its migrations, and the write
+//! transaction every write goes through.
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Transaction};
+use tower_sessions_sqlx_store::PostgresStore;
+
+use crate::db::error::StoreResult;
+
+/// The migrations in `migrations/postgres/`, embedded in the binary and run at start-up (sqlx
+/// holds an advisory lock while it runs them, so servers starting together take turns).
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// The advisory lock every write transaction takes first ("tickscope" in ASCII, as a number).
+/// Writes are serialised as SQLite's `BEGIN IMMEDIATE` serialises them, across every server on
+/// the database: the operations read what they are about to change (the last admin, a host's
+/// running totals, an alert's state) and must not interleave with another server's write of
+/// the same rows. Readers never take it.
+pub const WRITE_LOCK: i64 = 0x7469_636b_7363_6f70;
+
+#[derive(Clone)]
+pub struct PgDb {
+    /// `pub` only as far as this backend's type reaches, which is `db/` (`migrate_data` reads
+    /// and writes whole tables through it).
+    pub pool: PgPool,
+}
+
+pub(super) type WriteTx = Transaction<'static, Postgres>;
+
+impl PgDb {
+    /// Connects to the database `url` names (at most `max_connections` at once) and brings its
+    /// schema, and the session store's, up to date.
+    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<PgDb> {
+        let options: PgConnectOptions = url.parse()?;
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            // As SQLite's busy timeout: a request that cannot get a connection in 5 s is
+            // answered "retry later" rather than left waiting.
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with(options.application_name("tickscope-server"))
+            .await?;
+        MIGRATOR.run(&pool).await?;
+        PostgresStore::new(pool.clone()).migrate().await?;
+        Ok(PgDb { pool })
+    }
+
+    /// Begins a write transaction, holding the write lock until it ends.
+    pub(super) async fn begin_write(&self) -> StoreResult<WriteTx> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(WRITE_LOCK)
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+
+    /// Commits one write, to learn whether the database can be written now (a server that is
+    /// down, read-only or out of space).
+    pub async fn probe_write(&self, now_ms: i64) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO write_probe (id, at_ms) VALUES (1, $1)
+             ON CONFLICT (id) DO UPDATE SET at_ms = excluded.at_ms",
+        )
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// tower-sessions' PostgreSQL store on this database (its own schema, `tower_sessions`).
+    pub fn session_store(&self) -> PostgresStore {
+        PostgresStore::new(self.pool.clone())
+    }
+
+    /// The server's version, for the start-up log.
+    pub async fn version(&self) -> StoreResult<String> {
+        let version: String = sqlx::query_scalar("SELECT version()")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(version)
+    }
+}

@@ -1,0 +1,70 @@
+//! Tokens, in PostgreSQL: the same statements as SQLite's, in `$n` parameters; the hash-prefix
+//! lookup matches the expression index `tokens_lookup_prefix` (`substr(sha256_hex, 1, 16)`).
+
+use super::store::PgDb;
+use crate::db::error::StoreResult;
+use crate::db::tokens::{TokenListRow, TokenRow};
+use crate::domain::{TokenId, TokenRole};
+
+impl PgDb {
+    /// Stores a new token's hash. `host_name` binds an agent token to one host from the start,
+    /// even one another token reports for (an admin replacing a host's token); without it, the
+    /// first report binds it, to a host no other token has.
+    pub async fn insert_token(
+        &self,
+        name: &str,
+        role: TokenRole,
+        sha256_hex: &str,
+        host_name: Option<&str>,
+        now_ms: i64,
+    ) -> StoreResult<TokenId> {
+        let id = sqlx::query_scalar(
+            "INSERT INTO tokens (name, role, sha256_hex, host_name, created_ms)
+             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(name)
+        .bind(role)
+        .bind(sha256_hex)
+        .bind(host_name)
+        .bind(now_ms)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(id)
+    }
+
+    /// The tokens whose hash starts with `prefix` (its first [`LOOKUP_PREFIX_CHARS`] hex
+    /// digits): the caller compares the whole hash itself, in constant time.
+    ///
+    /// [`LOOKUP_PREFIX_CHARS`]: crate::db::tokens::LOOKUP_PREFIX_CHARS
+    pub async fn tokens_by_hash_prefix(&self, prefix: &str) -> StoreResult<Vec<TokenRow>> {
+        // The very expression of the index, so that PostgreSQL uses it.
+        Ok(sqlx::query_as(
+            "SELECT id, name, role, revoked_ms, sha256_hex FROM tokens
+             WHERE substr(sha256_hex, 1, 16) = $1",
+        )
+        .bind(prefix)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Every token, newest first.
+    pub async fn tokens(&self) -> StoreResult<Vec<TokenListRow>> {
+        Ok(sqlx::query_as(
+            "SELECT id, name, role, host_name, guest_uuid, created_ms, last_used_ms, revoked_ms
+             FROM tokens ORDER BY id DESC",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Revokes a token from now on; false when there is no such token or it was revoked before.
+    pub async fn revoke_token(&self, id: TokenId, now_ms: i64) -> StoreResult<bool> {
+        let done =
+            sqlx::query("UPDATE tokens SET revoked_ms = $1 WHERE id = $2 AND revoked_ms IS NULL")
+                .bind(now_ms)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
