@@ -209,6 +209,33 @@ def read_proc(pid):
     return ticks / CLOCK_TICKS, status_kib(status, "VmRSS"), status_kib(status, "VmHWM")
 
 
+def postgres_cpu_seconds():
+    """CPU seconds so far of the PostgreSQL server processes on this machine (the database's
+    share of the work when the server keeps its data there). A backend that ended takes its
+    count with it: the pool's connections stay, so the difference over a measurement holds."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() != "postgres":
+                    continue
+            with open(f"/proc/{pid}/stat") as f:
+                total += cpu_ticks(f.read())
+        except OSError:
+            continue
+    return total / CLOCK_TICKS
+
+
+def psql(url, sql):
+    """Runs `sql` with psql on `url`, returns its output (unaligned, tuples only)."""
+    done = subprocess.run(["psql", url, "-qtAc", sql], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise StepFailed(f"psql {sql!r}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
 # ---------------------------------------------------------------- HTTP
 
 
@@ -444,8 +471,15 @@ def run_fleet(guests, config, binaries, processes):
     threads = config["threads"] or min(500, max(4, hosts // 10))
     server_bin, agent_bin = binaries
     result = {"guests": hosts * per_host, "hosts": hosts, "threads": threads}
+    postgres = config["postgres"]
     with tempfile.TemporaryDirectory(prefix="tickscope-capacity-") as work:
-        db = os.path.join(work, "capacity.db")
+        if postgres:
+            # A database of its own on the PostgreSQL server CAPACITY_POSTGRES names.
+            name = f"capacity_{hosts * per_host}_{os.getpid()}_{int(time.time())}"
+            psql(f"{postgres}/postgres", f"CREATE DATABASE {name}")
+            db = f"{postgres}/{name}"
+        else:
+            db = os.path.join(work, "capacity.db")
         log_path = os.path.join(work, "server.log")
         say(f"{hosts * per_host:,} guests ({hosts:,} hosts x {per_host}): tokens, user")
         t = time.monotonic()
@@ -503,6 +537,7 @@ def run_fleet(guests, config, binaries, processes):
         say(f"  measuring {measure:.0f} s while the fleet reports")
         cpu0, _, _ = read_proc(server.pid)
         sim_cpu0, _, _ = read_proc(sim.pid)
+        pg_cpu0 = postgres_cpu_seconds() if postgres else None
         result["load_at_start"] = os.getloadavg()[0]
         t0 = time.monotonic()
         watch = Watch(server.pid)
@@ -517,6 +552,9 @@ def run_fleet(guests, config, binaries, processes):
         result["busy"] = busy
         result["server_cpu_cores"] = (cpu1 - cpu0) / elapsed
         result["sim_cpu_cores"] = (sim_cpu1 - sim_cpu0) / elapsed
+        result["postgres_cpu_cores"] = (
+            (postgres_cpu_seconds() - pg_cpu0) / elapsed if postgres else None
+        )
         result["rss_mib"] = max(watch.max_rss_kib, rss or 0) / 1024
         result["hwm_mib"] = (hwm or 0) / 1024
 
@@ -561,10 +599,14 @@ def run_fleet(guests, config, binaries, processes):
         result["idle_rss_mib"] = max(watch.max_rss_kib, rss or 0) / 1024
         result["idle_hwm_mib"] = (hwm or 0) / 1024
         server.stop()
-        result["db_mib"] = sum(
-            os.path.getsize(os.path.join(work, n)) for n in os.listdir(work)
-            if n.startswith("capacity.db")
-        ) / 2**20
+        if postgres:
+            result["db_mib"] = int(psql(db, "SELECT pg_database_size(current_database())")) / 2**20
+            psql(f"{postgres}/postgres", f"DROP DATABASE {name}")
+        else:
+            result["db_mib"] = sum(
+                os.path.getsize(os.path.join(work, n)) for n in os.listdir(work)
+                if n.startswith("capacity.db")
+            ) / 2**20
     return result
 
 
@@ -591,6 +633,7 @@ def report(r, config):
         ("server VmHWM (MiB)", fmt(r["hwm_mib"]), fmt(r["idle_hwm_mib"]),
          ratio(r["hwm_mib"], r["idle_hwm_mib"])),
         ("simulator CPU (cores)", fmt(r["sim_cpu_cores"], 3), "—", "—"),
+        ("PostgreSQL CPU (cores)", fmt(r["postgres_cpu_cores"], 2), "—", "—"),
         ("reports in the window, latency p50 (ms)", fmt(lat.get("p50")), "—", "—"),
         ("reports in the window, latency p99 (ms)", fmt(lat.get("p99")), "—", "—"),
         ("reports in the window: taken / due", f"{lat.get('count', 0):,.0f} / "
@@ -683,6 +726,9 @@ def main(argv):
         "every_s": env_number("CAPACITY_PROBE_EVERY_S", 1.0),
         "threads": env_number("CAPACITY_THREADS", 0, int),
         "start_deadline_s": env_number("CAPACITY_START_DEADLINE_S", 300.0),
+        # A PostgreSQL server (postgres://USER:PASSWORD@HOST:PORT, a role that may create
+        # databases) to keep the data in instead of an SQLite file.
+        "postgres": os.environ.get("CAPACITY_POSTGRES", "").rstrip("/"),
     }
     if config["warm_up_s"] < 2 * config["interval_s"]:
         say(f"warning: a warm-up of {config['warm_up_s']:g} s is under two intervals")

@@ -9,7 +9,9 @@
 # Environment (seconds unless said): CAPACITY_WARM_UP_S (30), CAPACITY_MEASURE_S (60),
 # CAPACITY_IDLE_S (30), CAPACITY_INTERVAL_S (10), CAPACITY_GUESTS_PER_HOST (20),
 # CAPACITY_PROBE_EVERY_S (1), CAPACITY_THREADS (simulator threads; default hosts/10, 4 to 500),
-# CAPACITY_START_DEADLINE_S (300). About 8 minutes for the default fleets on 2 cores, plus
+# CAPACITY_START_DEADLINE_S (300), CAPACITY_POSTGRES (a PostgreSQL server URL, a role that may
+# create databases: each fleet then keeps its data in a new database there, and the table adds
+# PostgreSQL's own CPU; scripts/postgres.sh starts a throwaway one). About 8 minutes for the default fleets on 2 cores, plus
 # the release build; a quick check:
 #
 #   CAPACITY_WARM_UP_S=20 CAPACITY_MEASURE_S=30 CAPACITY_IDLE_S=15 scripts/capacity.sh 2000
