@@ -15,8 +15,11 @@ const BOOT: &str = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9";
 /// Report `seq` of a 10 s agent, for one VM whose process started at `start_ticks`: `cpu_s` and
 /// `wakeups` in the interval, `cpu_total` and `wakeups_total` since the process started.
 fn report(seq: u64, start_ticks: u64, interval: (f64, u64), totals: (f64, u64)) -> Value {
-    let base = tickscope_server::clock::now_ms() - 3_600_000;
-    let end = base + (seq as i64 + 1) * 10_000;
+    // One base for every report, read once: read per report, a millisecond passing between two
+    // made the gap between them 30,001 ms instead of 30,000 (a test run failed so).
+    static BASE_MS: std::sync::LazyLock<i64> =
+        std::sync::LazyLock::new(|| tickscope_server::clock::now_ms() - 3_600_000);
+    let end = *BASE_MS + (seq as i64 + 1) * 10_000;
     json!({
         "agent": {"id": "machine-1", "run_id": "run-1", "version": "0.1.0"},
         "seq": seq,
