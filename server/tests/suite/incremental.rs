@@ -335,3 +335,30 @@ async fn a_reader_never_waits_for_the_writer() {
         .await;
     assert!(page.body.contains("newcomer"), "{}", page.body);
 }
+
+/// A write lock held past the busy timeout (5 s: another connection, a stuck writer) makes a
+/// report wait that long and no longer: it is answered "retry later" with nothing stored, on
+/// either backend, and stored whole once the lock goes.
+#[tokio::test]
+async fn a_write_lock_held_too_long_is_answered_retry_later() {
+    let s = server().await;
+    let mut other = RawDb::connect(&s.test_db).await;
+    other.hold_write_lock().await;
+    let reply = s
+        .post_report(Some(&s.agent_token), &common::fleet_report(1))
+        .await;
+    assert_eq!(reply.status, 503, "{}", reply.body);
+    assert_eq!(
+        reply.json()["error"]["code"],
+        "unavailable",
+        "{}",
+        reply.body
+    );
+    other.release().await;
+    assert_eq!(s.stored().await, (0, 0));
+    let again = s
+        .post_report(Some(&s.agent_token), &common::fleet_report(1))
+        .await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(s.stored().await.0, 1);
+}

@@ -14,10 +14,11 @@ use crate::db::error::StoreResult;
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
 /// The advisory lock every write transaction takes first ("tickscope" in ASCII, as a number).
-/// Writes are serialised as SQLite's `BEGIN IMMEDIATE` serialises them, across every server on
-/// the database: the operations read what they are about to change (the last admin, a host's
-/// running totals, an alert's state) and must not interleave with another server's write of
-/// the same rows. Readers never take it.
+/// Writes are serialised as SQLite's `BEGIN IMMEDIATE` serialises them: an operation that reads
+/// what it is about to change inside its transaction (the last admin, a host's running totals)
+/// cannot interleave with another connection's write of the same rows. Readers never take it.
+/// It does not make a read-decide-write that spans several operations atomic (the alert
+/// evaluation reads the open alerts, then writes): that is why one server runs the jobs.
 pub const WRITE_LOCK: i64 = 0x7469_636b_7363_6f70;
 
 #[derive(Clone)]
@@ -46,9 +47,15 @@ impl PgDb {
         Ok(PgDb { pool })
     }
 
-    /// Begins a write transaction, holding the write lock until it ends.
+    /// Begins a write transaction, holding the write lock until it ends. A writer waits for the
+    /// lock at most 5 s, as SQLite's busy timeout: then the lock wait fails (SQLSTATE 55P03),
+    /// the caller is told "retry later" and nothing was written, instead of queueing without
+    /// end while each waiter holds a pooled connection.
     pub(super) async fn begin_write(&self) -> StoreResult<WriteTx> {
         let mut tx = self.pool.begin().await?;
+        sqlx::query("SET LOCAL lock_timeout = '5s'")
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
             .bind(WRITE_LOCK)
             .execute(&mut *tx)
