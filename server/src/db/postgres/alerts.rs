@@ -75,13 +75,17 @@ impl PgDb {
 
     /// Deletes a rule with its alerts and their notifications still waiting.
     pub async fn delete_alert_rule(&self, id: RuleId) -> StoreResult<()> {
+        // Under the write lock: the cascade locks alerts and notifications in another order
+        // than the evaluation's writes do, which could deadlock with them.
+        let mut tx = self.begin_write().await?;
         let done = sqlx::query("DELETE FROM alert_rules WHERE id = $1")
             .bind(id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound("there is no such rule".into()));
         }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -381,13 +385,17 @@ impl PgDb {
 
     /// Deletes a receiver with the notifications still waiting for it.
     pub async fn delete_receiver(&self, id: ReceiverId) -> StoreResult<()> {
+        // Under the write lock: the cascade locks alerts and notifications in another order
+        // than the evaluation's writes do, which could deadlock with them.
+        let mut tx = self.begin_write().await?;
         let done = sqlx::query("DELETE FROM receivers WHERE id = $1")
             .bind(id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound("there is no such receiver".into()));
         }
+        tx.commit().await?;
         Ok(())
     }
 

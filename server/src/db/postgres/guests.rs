@@ -185,7 +185,9 @@ impl PgDb {
         )
     }
 
-    /// A guest's newest samples, newest stored first.
+    /// A guest's newest samples, newest stored first. Ordered by `received_ms` first so that
+    /// `samples_guest_received` gives the order: by `id` alone, once the table is analysed,
+    /// PostgreSQL may walk the whole primary key backwards looking for the guest's rows.
     pub async fn recent_samples(
         &self,
         guest_id: GuestId,
@@ -193,7 +195,7 @@ impl PgDb {
     ) -> StoreResult<Vec<SampleRow>> {
         Ok(sqlx::query(
             "SELECT end_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups, wakeups_source
-             FROM samples WHERE guest_id = $1 ORDER BY id DESC LIMIT $2",
+             FROM samples WHERE guest_id = $1 ORDER BY received_ms DESC, id DESC LIMIT $2",
         )
         .bind(guest_id)
         .bind(limit)
