@@ -531,3 +531,37 @@ async fn repeated_wrong_passwords_hold_a_name_back_known_or_not() {
         StatusCode::SEE_OTHER
     );
 }
+
+/// User names are one whatever their ASCII case, and only their ASCII case, on either backend:
+/// SQLite's NOCASE folds A-Z only, and PostgreSQL is made to do the same whatever its locale.
+#[tokio::test]
+async fn user_names_fold_ascii_case_only() {
+    use tickscope_server::db::StoreError;
+    use tickscope_server::domain::UserRole;
+    let s = server().await;
+    let hash = tickscope_server::auth::hash_password("a long enough password").unwrap();
+    s.db.insert_user("Alice", UserRole::Viewer, &hash, 0)
+        .await
+        .unwrap();
+    let taken = s.db.insert_user("ALICE", UserRole::Viewer, &hash, 0).await;
+    assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
+    assert_eq!(
+        s.db.user_by_name("aLiCe").await.unwrap().unwrap().name,
+        "Alice"
+    );
+    // Beyond ASCII, case is not folded: two users.
+    s.db.insert_user("Jürgen", UserRole::Viewer, &hash, 0)
+        .await
+        .unwrap();
+    s.db.insert_user("JÜRGEN", UserRole::Viewer, &hash, 0)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.db.user_by_name("jÜrgen").await.unwrap().unwrap().name,
+        "JÜRGEN"
+    );
+    assert_eq!(
+        s.db.user_by_name("JüRGEN").await.unwrap().unwrap().name,
+        "Jürgen"
+    );
+}

@@ -1,5 +1,5 @@
-//! Dashboard users, in PostgreSQL: names compare as `lower(name)`, the expression of the unique
-//! index that stands for SQLite's `COLLATE NOCASE` column, and the last-admin checks run under
+//! Dashboard users, in PostgreSQL: names compare as `lower(name COLLATE "C")` (ASCII letters
+//! folded only), the expression of the unique index that stands for SQLite's `COLLATE NOCASE`, and the last-admin checks run under
 //! the write lock, because under READ COMMITTED two demotions (or removals) of two different
 //! admins would each count the other still there and leave none.
 
@@ -20,8 +20,8 @@ impl PgDb {
         // The conflict target names the index's expression: a name taken in another case is
         // taken.
         let inserted: Option<UserId> = sqlx::query_scalar(
-            "INSERT INTO users (name, role, password_hash, created_ms) VALUES ($1, $2, $3, $4)
-             ON CONFLICT ((lower(name))) DO NOTHING RETURNING id",
+            r#"INSERT INTO users (name, role, password_hash, created_ms) VALUES ($1, $2, $3, $4)
+               ON CONFLICT ((lower(name COLLATE "C"))) DO NOTHING RETURNING id"#,
         )
         .bind(name)
         .bind(role)
@@ -34,8 +34,8 @@ impl PgDb {
 
     pub async fn user_by_name(&self, name: &str) -> StoreResult<Option<UserRow>> {
         Ok(sqlx::query_as(
-            "SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users
-             WHERE lower(name) = lower($1)",
+            r#"SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users
+               WHERE lower(name COLLATE "C") = lower($1 COLLATE "C")"#,
         )
         .bind(name)
         .fetch_optional(&self.pool)
@@ -67,7 +67,7 @@ impl PgDb {
         // whatever the database's own collation.
         Ok(sqlx::query_as(
             r#"SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users
-               ORDER BY lower(name) COLLATE "C""#,
+               ORDER BY lower(name COLLATE "C") COLLATE "C""#,
         )
         .fetch_all(&self.pool)
         .await?)
