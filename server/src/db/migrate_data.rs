@@ -36,8 +36,13 @@ const TABLES: &[(&str, &str)] = &[
     ("write_probe", "id"),
 ];
 
-/// Tables whose rows say the database is in use: the target must have none.
-const IN_USE_TABLES: &[&str] = &["tokens", "hosts", "users", "reports", "receivers"];
+/// Tables a fresh PostgreSQL database may hold rows in: the schema's default alert rules, and
+/// the probe row a server writes at start. The copy replaces both; any other row means the
+/// database is in use.
+const REPLACED_TABLES: &[&str] = &["alert_rules", "write_probe"];
+
+/// SQLite's own tables and those the server does not copy (sessions: users log in again).
+const NOT_COPIED: &[&str] = &["_sqlx_migrations", "sqlite_sequence", "tower_sessions"];
 
 /// Rows per INSERT: PostgreSQL takes at most 65,535 parameters in a statement.
 const MAX_ROWS_PER_INSERT: usize = 1000;
@@ -234,6 +239,44 @@ async fn insert_rows(
     Ok(())
 }
 
+/// Refuses a source that PostgreSQL would refuse row by row, before anything is copied: a table
+/// this copy does not know, or a row whose foreign key points nowhere (SQLite checks none when
+/// its retention deletes old reports).
+async fn check_source(snapshot: &mut sqlx::SqliteConnection) -> StoreResult<()> {
+    let tables: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .fetch_all(&mut *snapshot)
+            .await?;
+    let unknown: Vec<&String> = tables
+        .iter()
+        .filter(|t| {
+            !NOT_COPIED.contains(&t.as_str()) && !TABLES.iter().any(|(known, _)| known == t)
+        })
+        .collect();
+    if !unknown.is_empty() {
+        return Err(StoreError::Corrupt(format!(
+            "the SQLite database has tables this migrate-data does not know: {unknown:?}"
+        )));
+    }
+    let dangling: Vec<(String, String, i64)> = sqlx::query_as(
+        r#"SELECT "table", parent, COUNT(*) FROM pragma_foreign_key_check
+           GROUP BY "table", parent ORDER BY "table", parent"#,
+    )
+    .fetch_all(&mut *snapshot)
+    .await?;
+    if !dangling.is_empty() {
+        let list: Vec<String> = dangling
+            .iter()
+            .map(|(table, parent, rows)| format!("{rows} row(s) of {table} point to no {parent}"))
+            .collect();
+        return Err(StoreError::Corrupt(format!(
+            "the SQLite database has rows PostgreSQL would refuse: {}; nothing was copied",
+            list.join(", ")
+        )));
+    }
+    Ok(())
+}
+
 /// Copies everything `from` (SQLite) holds into `to` (a PostgreSQL database with the schema and
 /// no data yet), verifies the copy, and commits it; or returns why not, having written nothing.
 pub async fn migrate_data(from: &Db, to: &Db) -> StoreResult<Vec<TableCopy>> {
@@ -243,7 +286,15 @@ pub async fn migrate_data(from: &Db, to: &Db) -> StoreResult<Vec<TableCopy>> {
         ));
     };
     let mut tx = target.pool.begin().await?;
-    for table in IN_USE_TABLES {
+    // A server started on the target meanwhile waits until the copy is committed.
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(super::postgres::WRITE_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    for &(table, _) in TABLES {
+        if REPLACED_TABLES.contains(&table) {
+            continue;
+        }
         let rows: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
             .fetch_one(&mut *tx)
             .await?;
@@ -254,13 +305,15 @@ pub async fn migrate_data(from: &Db, to: &Db) -> StoreResult<Vec<TableCopy>> {
             )));
         }
     }
-    // The schema's own default rules give way to the installation's.
-    sqlx::query("DELETE FROM alert_rules")
-        .execute(&mut *tx)
-        .await?;
+    for table in REPLACED_TABLES {
+        sqlx::query(&format!("DELETE FROM {table}"))
+            .execute(&mut *tx)
+            .await?;
+    }
 
     // One read transaction: every table as of the same instant, even if something writes.
     let mut snapshot = source.pool.begin().await?;
+    check_source(&mut snapshot).await?;
     let mut copies = Vec::new();
     for &(table, key) in TABLES {
         let columns: Vec<(String, ColumnType)> = sqlx::query_as::<_, (String, String)>(
@@ -274,6 +327,20 @@ pub async fn migrate_data(from: &Db, to: &Db) -> StoreResult<Vec<TableCopy>> {
         .into_iter()
         .map(|(name, pg_type)| Ok((name, column_type(&pg_type)?)))
         .collect::<StoreResult<_>>()?;
+        let mut in_sqlite: Vec<String> =
+            sqlx::query_scalar("SELECT name FROM pragma_table_info(?)")
+                .bind(table)
+                .fetch_all(&mut *snapshot)
+                .await?;
+        let mut in_postgres: Vec<String> = columns.iter().map(|(n, _)| n.clone()).collect();
+        in_sqlite.sort();
+        in_postgres.sort();
+        if in_sqlite != in_postgres {
+            return Err(StoreError::Corrupt(format!(
+                "{table} has the columns {in_sqlite:?} in SQLite and {in_postgres:?} in \
+                 PostgreSQL: this migrate-data does not know how to copy it"
+            )));
+        }
         let list = columns
             .iter()
             .map(|(n, _)| n.as_str())
@@ -326,11 +393,19 @@ pub async fn migrate_data(from: &Db, to: &Db) -> StoreResult<Vec<TableCopy>> {
             )));
         }
         if key == "id" && table != "write_probe" {
-            // The next id PostgreSQL makes comes after the highest copied.
+            // The next id PostgreSQL makes comes after the highest copied, and after the
+            // highest SQLite ever gave (AUTOINCREMENT tables never reuse a deleted row's id).
+            let given: Option<i64> =
+                sqlx::query_scalar("SELECT seq FROM sqlite_sequence WHERE name = ?")
+                    .bind(table)
+                    .fetch_optional(&mut *snapshot)
+                    .await?;
             sqlx::query(&format!(
                 "SELECT setval(pg_get_serial_sequence('{table}', 'id'),
-                               COALESCE((SELECT MAX(id) FROM {table}), 0) + 1, false)"
+                               GREATEST(COALESCE((SELECT MAX(id) FROM {table}), 0), $1) + 1,
+                               false)"
             ))
+            .bind(given.unwrap_or(0))
             .execute(&mut *tx)
             .await?;
         }

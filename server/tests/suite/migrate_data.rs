@@ -89,6 +89,13 @@ fn a_demo_installation_moves_to_postgresql_and_shows_the_same_fleet() {
     });
 
     let target = TestDb::new_blocking(dir.path(), "unused");
+    // A server started on the new database once, as an admin checking the URL would: its
+    // schema's default rules and its start-up probe row are there, and are replaced.
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let db = target.open().await;
+        db.probe_write(now_ms).await.unwrap();
+        db.close().await;
+    });
     let copied = migrate(&sqlite, &target);
     let stdout = String::from_utf8_lossy(&copied.stdout);
     assert!(
