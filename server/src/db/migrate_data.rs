@@ -8,8 +8,6 @@
 
 use futures_util::TryStreamExt;
 use sha2::{Digest, Sha256};
-use sqlx::postgres::PgRow;
-use sqlx::sqlite::SqliteRow;
 use sqlx::{Postgres, QueryBuilder, Row};
 
 use super::error::{StoreError, StoreResult};
@@ -122,45 +120,18 @@ fn decode_error(table: &str, column: &str, e: sqlx::Error) -> StoreError {
     StoreError::Corrupt(format!("{table}.{column} does not read as expected: {e}"))
 }
 
-fn read_sqlite(
-    row: &SqliteRow,
-    table: &str,
-    columns: &[(String, ColumnType)],
-) -> StoreResult<Vec<Value>> {
-    columns
-        .iter()
-        .enumerate()
-        .map(|(i, (name, kind))| {
-            let e = |e| decode_error(table, name, e);
-            Ok(match kind {
-                ColumnType::Int => row.try_get::<Option<i64>, _>(i).map_err(e)?.map(Value::Int),
-                ColumnType::Float => row
-                    .try_get::<Option<f64>, _>(i)
-                    .map_err(e)?
-                    .map(Value::Float),
-                ColumnType::Text => row
-                    .try_get::<Option<String>, _>(i)
-                    .map_err(e)?
-                    .map(Value::Text),
-                ColumnType::Bool => row
-                    .try_get::<Option<bool>, _>(i)
-                    .map_err(e)?
-                    .map(Value::Bool),
-                ColumnType::Bytes => row
-                    .try_get::<Option<Vec<u8>>, _>(i)
-                    .map_err(e)?
-                    .map(Value::Bytes),
-            }
-            .unwrap_or(Value::Null))
-        })
-        .collect()
-}
-
-fn read_postgres(
-    row: &PgRow,
-    table: &str,
-    columns: &[(String, ColumnType)],
-) -> StoreResult<Vec<Value>> {
+/// A row's values by the columns' PostgreSQL types, from either database: the same reading of
+/// both sides is what makes their checksums comparable.
+fn read_row<R>(row: &R, table: &str, columns: &[(String, ColumnType)]) -> StoreResult<Vec<Value>>
+where
+    R: Row,
+    usize: sqlx::ColumnIndex<R>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> f64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Vec<u8>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
     columns
         .iter()
         .enumerate()
@@ -355,7 +326,7 @@ pub async fn migrate_data(from: &Db, to: &Db) -> StoreResult<Vec<TableCopy>> {
         let select = format!("SELECT {list} FROM {table} ORDER BY {key}");
         let mut rows = sqlx::query(&select).fetch(&mut *snapshot);
         while let Some(row) = rows.try_next().await? {
-            let values = read_sqlite(&row, table, &columns)?;
+            let values = read_row(&row, table, &columns)?;
             values.iter().for_each(|v| v.hash_into(&mut source_hash));
             source_rows += 1;
             batch.push(values);
@@ -376,7 +347,7 @@ pub async fn migrate_data(from: &Db, to: &Db) -> StoreResult<Vec<TableCopy>> {
         let mut target_rows = 0u64;
         let mut copied = sqlx::query(&readback).fetch(&mut *tx);
         while let Some(row) = copied.try_next().await? {
-            read_postgres(&row, table, &columns)?
+            read_row(&row, table, &columns)?
                 .iter()
                 .for_each(|v| v.hash_into(&mut target_hash));
             target_rows += 1;
