@@ -56,9 +56,12 @@ impl LiveFleet {
             Applied::Analysed { changed: true } => self.refresher.ask(host_id, received_ms),
             Applied::Analysed { changed: false } => {
                 // A change still waiting for the idle time its first figures need is measured
-                // on each report, so that it shows as soon as it can; one that has figures is
-                // measured again at most once a minute until they settle.
-                if self.current.has_unmeasured_changes(host_id, received_ms) {
+                // on each report, so that it shows as soon as it can (also while the first
+                // measurement of a change runs, which may not have seen this report); one that
+                // has figures is measured again at most once a minute until they settle.
+                if self.current.has_unmeasured_changes(host_id, received_ms)
+                    || self.refresher.outstanding(host_id)
+                {
                     self.refresher.ask(host_id, received_ms);
                 } else if self.current.has_unsettled_changes(host_id) {
                     self.refresher

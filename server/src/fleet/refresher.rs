@@ -7,7 +7,7 @@
 //! meanwhile. Nobody waits for it: pages show the last measurement. A reader that must see a
 //! measurement of what it just stored (a test) waits with [`Refresher::caught_up`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, watch};
@@ -34,8 +34,28 @@ struct Queue {
     measured_ms: HashMap<HostId, i64>,
     /// Hosts the limit held back, each as of the latest time it was asked for.
     held_back: HashMap<HostId, i64>,
+    /// Hosts being measured now: a report stored meanwhile may not be in what they read.
+    measuring: HashSet<HostId>,
     /// Requests so far.
     asked: u64,
+}
+
+impl Queue {
+    /// Takes every host asked for; they are being measured until [`Queue::finished`].
+    fn take(&mut self) -> (HashMap<HostId, i64>, u64) {
+        let hosts = std::mem::take(&mut self.hosts);
+        self.measuring.extend(hosts.keys().copied());
+        (hosts, self.asked)
+    }
+
+    fn finished(&mut self, host_id: HostId) {
+        self.measuring.remove(&host_id);
+    }
+
+    /// Whether a measurement of `host_id` is asked for or running.
+    fn outstanding(&self, host_id: HostId) -> bool {
+        self.hosts.contains_key(&host_id) || self.measuring.contains(&host_id)
+    }
 }
 
 impl Refresher {
@@ -51,10 +71,7 @@ impl Refresher {
             loop {
                 worker.wake.notified().await;
                 loop {
-                    let (hosts, asked) = {
-                        let mut queue = worker.lock();
-                        (std::mem::take(&mut queue.hosts), queue.asked)
-                    };
+                    let (hosts, asked) = worker.lock().take();
                     if hosts.is_empty() {
                         break;
                     }
@@ -75,6 +92,7 @@ impl Refresher {
                                 tracing::error!(host_id = host_id.0, error = %e, "measuring the host's kernel changes panicked")
                             }
                         }
+                        worker.lock().finished(host_id);
                     }
                     worker.done.send_replace(asked);
                 }
@@ -118,6 +136,13 @@ impl Refresher {
         self.ask(host_id, at_ms);
     }
 
+    /// Whether a measurement of `host_id` is asked for or running: one that is running may have
+    /// read the database before a report stored now, so a change it finds without figures must
+    /// be measured again with what that report brought.
+    pub fn outstanding(&self, host_id: HostId) -> bool {
+        self.lock().outstanding(host_id)
+    }
+
     /// Forgets when silent hosts were last measured.
     pub fn forget(&self, keep: impl Fn(HostId) -> bool) {
         let mut queue = self.lock();
@@ -136,5 +161,26 @@ impl Refresher {
         let asked = self.lock().asked;
         let mut done = self.done.subscribe();
         let _ = done.wait_for(|&d| d >= asked).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_is_outstanding_from_its_request_until_its_measurement_finished() {
+        let (a, b) = (HostId(1), HostId(2));
+        let mut queue = Queue::default();
+        assert!(!queue.outstanding(a));
+        queue.hosts.insert(a, 10);
+        queue.asked += 1;
+        assert!(queue.outstanding(a) && !queue.outstanding(b));
+        let (taken, asked) = queue.take();
+        assert_eq!((taken, asked), (HashMap::from([(a, 10)]), 1));
+        // Taken is not done: a report stored now may not be in what is being read.
+        assert!(queue.outstanding(a));
+        queue.finished(a);
+        assert!(!queue.outstanding(a));
     }
 }
