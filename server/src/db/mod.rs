@@ -12,6 +12,7 @@
 //! database; every function is exercised by the tests against a real database of each kind.
 
 mod alerts;
+pub mod cluster;
 pub mod error;
 mod facts;
 mod fault;
@@ -46,7 +47,7 @@ pub use reports::RawSample;
 pub use reports::{ReportToStore, StoreOutcome, StoredGuest};
 pub use rollups::{FIVE_MINUTES_MS, HOUR_MS, RollupRow, StoredCounts};
 pub use sqlite::MIGRATOR;
-pub use store::{BackendKind, Db, SessionStoreBackend};
+pub use store::{BackendKind, ChangeListener, Db, LeaseSession, SessionStoreBackend};
 pub use tokens::{LOOKUP_PREFIX_CHARS, TokenListRow, TokenRow};
 pub use totals::ProcessTotalsRow;
 pub use url::DbUrl;

@@ -7,8 +7,9 @@ use std::path::Path;
 
 use tower_sessions_sqlx_store::{PostgresStore, SqliteStore};
 
+use super::cluster::Heard;
 use super::error::StoreResult;
-use super::postgres::PgDb;
+use super::postgres::{PgChangeListener, PgDb, PgLeaseSession};
 use super::sqlite::SqliteDb;
 use super::url::DbUrl;
 
@@ -104,11 +105,64 @@ impl Db {
         }
     }
 
+    /// A session for the lease that picks the one server running the background jobs; `None`
+    /// when this database serves one server only (SQLite), which then always holds it.
+    pub async fn lease_session(&self) -> StoreResult<Option<LeaseSession>> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(None),
+            Backend::Postgres(db) => Ok(Some(LeaseSession(db.lease_session().await?))),
+        }
+    }
+
+    /// Listens to the changes other servers on this database store; `None` when no other server
+    /// can share it (SQLite).
+    pub async fn listen_changes(&self) -> StoreResult<Option<ChangeListener>> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(None),
+            Backend::Postgres(db) => Ok(Some(ChangeListener(db.listen_changes().await?))),
+        }
+    }
+
+    /// Sends a ping every listener of changes hears (nothing on SQLite).
+    pub async fn ping_listeners(&self) -> StoreResult<()> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(()),
+            Backend::Postgres(db) => db.ping().await,
+        }
+    }
+
     /// SQLite's journal mode in force (for tests); `None` on PostgreSQL.
     pub async fn journal_mode(&self) -> StoreResult<Option<String>> {
         match &self.backend {
             Backend::Sqlite(db) => Ok(Some(db.journal_mode().await?)),
             Backend::Postgres(_) => Ok(None),
         }
+    }
+}
+
+/// A connection of its own that holds the lease while it lives (PostgreSQL: a session advisory
+/// lock, released by the database when the session ends, the holder's process killed included).
+pub struct LeaseSession(PgLeaseSession);
+
+impl LeaseSession {
+    /// Takes the lease if nobody holds it: `true` if this session holds it now.
+    pub async fn try_take(&mut self) -> StoreResult<bool> {
+        self.0.try_take().await
+    }
+
+    /// Answers only while the session (and so the lease, once taken) is alive.
+    pub async fn check(&mut self) -> StoreResult<()> {
+        self.0.check().await
+    }
+}
+
+/// The changes other servers announce, as they commit.
+pub struct ChangeListener(PgChangeListener);
+
+impl ChangeListener {
+    /// The next change another server announced (its own are skipped), or news that some
+    /// may have been missed. An error: the database cannot be reached now.
+    pub async fn next(&mut self) -> StoreResult<Heard> {
+        self.0.next().await
     }
 }

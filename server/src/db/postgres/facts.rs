@@ -194,6 +194,11 @@ impl PgDb {
             .execute(&mut *tx)
             .await?;
         let stored = record_facts(&mut tx, guest_id, facts, now_ms).await?;
+        let host_id: HostId = sqlx::query_scalar("SELECT host_id FROM guests WHERE id = $1")
+            .bind(guest_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        self.announce_hosts(&mut tx, vec![host_id]).await?;
         tx.commit().await?;
         Ok(stored)
     }

@@ -3,6 +3,7 @@
 //! `= ANY($1)` for lists, `ON CONFLICT`), on the schema of `migrations/postgres/`.
 
 mod alerts;
+mod cluster;
 mod facts;
 mod fault;
 mod guests;
@@ -18,5 +19,6 @@ mod tokens;
 mod totals;
 mod users;
 
+pub use cluster::{PgChangeListener, PgLeaseSession};
 pub use fault::storage_fault;
 pub use store::{MIGRATOR, PgDb, WRITE_LOCK};

@@ -106,6 +106,15 @@ impl PgDb {
                 .await?;
             outcomes.push(outcome);
         }
+        // The other servers read these hosts again once this commits.
+        let hosts = outcomes
+            .iter()
+            .filter_map(|o| match o {
+                Ok(StoreOutcome::Stored { host_id, .. }) => Some(*host_id),
+                _ => None,
+            })
+            .collect();
+        self.announce_hosts(&mut tx, hosts).await?;
         tx.commit().await?;
         Ok(outcomes)
     }

@@ -2,6 +2,7 @@
 //! upsert is the same `ON CONFLICT ... DO UPDATE`).
 
 use super::store::PgDb;
+use crate::db::cluster::ClusterChange;
 use crate::db::error::StoreResult;
 
 impl PgDb {
@@ -22,7 +23,9 @@ impl PgDb {
         by: &str,
         now_ms: i64,
     ) -> StoreResult<()> {
-        // One statement, as on SQLite: it needs no write lock (nothing is read first).
+        // No write lock (nothing is read first); a transaction so that the other servers
+        // hear of the setting exactly when it is committed.
+        let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO settings (name, value, updated_ms, updated_by) VALUES ($1, $2, $3, $4)
              ON CONFLICT (name) DO UPDATE SET value = excluded.value,
@@ -32,8 +35,11 @@ impl PgDb {
         .bind(value)
         .bind(now_ms)
         .bind(by)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        self.announce(&mut *tx, ClusterChange::Setting(name.to_string()))
+            .await?;
+        tx.commit().await?;
         Ok(())
     }
 }

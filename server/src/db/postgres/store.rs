@@ -7,6 +7,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 use tower_sessions_sqlx_store::PostgresStore;
 
+use crate::db::cluster::Origin;
 use crate::db::error::StoreResult;
 
 /// The migrations in `migrations/postgres/`, embedded in the binary and run at start-up (sqlx
@@ -26,6 +27,8 @@ pub struct PgDb {
     /// `pub` only as far as this backend's type reaches, which is `db/` (`migrate_data` reads
     /// and writes whole tables through it).
     pub pool: PgPool,
+    /// Who this server is in the changes it announces (see `db::cluster`).
+    pub(super) origin: Origin,
 }
 
 pub(super) type WriteTx = Transaction<'static, Postgres>;
@@ -44,7 +47,10 @@ impl PgDb {
             .await?;
         MIGRATOR.run(&pool).await?;
         PostgresStore::new(pool.clone()).migrate().await?;
-        Ok(PgDb { pool })
+        Ok(PgDb {
+            pool,
+            origin: Origin::random(),
+        })
     }
 
     /// Begins a write transaction, holding the write lock until it ends. A writer waits for the
