@@ -9,12 +9,14 @@
 //! an agent's 200 means "stored", and a page read after it shows it. One writer also means the
 //! fleet is updated in commit order, so it never needs to read back what it was just told.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::clock::SharedClock;
 use crate::db::{Db, ReportToStore, StoreError, StoreOutcome, StoredFacts};
-use crate::domain::{GuestId, TokenId};
+use crate::domain::{GuestId, HostId, TokenId};
 use crate::error::{AppError, AppResult};
 use crate::fleet::LiveFleet;
 use crate::ingest::ValidReport;
@@ -33,6 +35,19 @@ const QUEUE_JOBS: usize = 4_096;
 #[derive(Clone)]
 pub struct Intake {
     jobs: mpsc::Sender<Job>,
+    elsewhere: Arc<Mutex<Elsewhere>>,
+}
+
+/// What other servers on the database stored and this one has not read yet. However often
+/// they announce a host meanwhile, it is read once: one [`Job::Reload`] waits in the queue at
+/// most, and takes everything gathered here when its turn comes.
+#[derive(Default)]
+struct Elsewhere {
+    hosts: BTreeSet<HostId>,
+    /// Announcements may have been missed (the listener's connection was lost): read every
+    /// active guest again.
+    everything: bool,
+    queued: bool,
 }
 
 enum Job {
@@ -43,6 +58,10 @@ enum Job {
         reply: oneshot::Sender<AppResult<StoreOutcome>>,
     },
     Facts(Box<FactsJob>),
+    /// Read again what other servers stored (see [`Elsewhere`]). In the writer's queue, so
+    /// that it never overlaps this server's own reports: what it reads includes every report
+    /// applied before it, and every report after it applies on top.
+    Reload,
 }
 
 struct FactsJob {
@@ -56,10 +75,28 @@ struct FactsJob {
 
 impl Intake {
     /// Starts the writer.
-    pub fn start(db: Db, fleet: LiveFleet) -> Intake {
+    pub fn start(db: Db, fleet: LiveFleet, clock: SharedClock) -> Intake {
         let (jobs, queue) = mpsc::channel(QUEUE_JOBS);
-        tokio::spawn(write_forever(db, fleet, queue));
-        Intake { jobs }
+        let elsewhere = Arc::new(Mutex::new(Elsewhere::default()));
+        tokio::spawn(write_forever(db, fleet, clock, elsewhere.clone(), queue));
+        Intake { jobs, elsewhere }
+    }
+
+    /// Has the fleet read `hosts` again (another server stored reports or facts of theirs), or
+    /// every active guest (`None`: announcements may have been missed). Returns at once.
+    pub async fn stored_elsewhere(&self, hosts: Option<&[HostId]>) -> AppResult<()> {
+        let queue = {
+            let mut elsewhere = self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
+            match hosts {
+                Some(hosts) => elsewhere.hosts.extend(hosts.iter().copied()),
+                None => elsewhere.everything = true,
+            }
+            !std::mem::replace(&mut elsewhere.queued, true)
+        };
+        if queue {
+            self.send(Job::Reload).await?;
+        }
+        Ok(())
     }
 
     /// Stores a report, brings the fleet up to date with it, and says what happened.
@@ -115,7 +152,13 @@ fn stopped() -> AppError {
     }
 }
 
-async fn write_forever(db: Db, fleet: LiveFleet, mut queue: mpsc::Receiver<Job>) {
+async fn write_forever(
+    db: Db,
+    fleet: LiveFleet,
+    clock: SharedClock,
+    elsewhere: Arc<Mutex<Elsewhere>>,
+    mut queue: mpsc::Receiver<Job>,
+) {
     let mut next: Option<Job> = None;
     loop {
         let first = match next.take() {
@@ -128,6 +171,21 @@ async fn write_forever(db: Db, fleet: LiveFleet, mut queue: mpsc::Receiver<Job>)
         match first {
             Job::Facts(job) => {
                 contained(write_facts(db.clone(), fleet.clone(), job)).await;
+            }
+            Job::Reload => {
+                let taken = {
+                    let mut elsewhere = elsewhere.lock().unwrap_or_else(|e| e.into_inner());
+                    std::mem::take(&mut *elsewhere)
+                };
+                let (fleet, now_ms) = (fleet.clone(), clock.now_ms());
+                contained(async move {
+                    let hosts = (!taken.everything).then(|| taken.hosts.into_iter().collect());
+                    if let Err(e) = fleet.stored_elsewhere(hosts, now_ms).await {
+                        // Read again with the host's next report, here or elsewhere.
+                        tracing::warn!(error = %e, "what another server stored could not be read");
+                    }
+                })
+                .await;
             }
             Job::Report { .. } => {
                 // Whatever else is waiting joins the batch, up to its limits or a job of
@@ -156,7 +214,7 @@ async fn write_forever(db: Db, fleet: LiveFleet, mut queue: mpsc::Receiver<Job>)
 fn batch_guests(job: &Job) -> usize {
     match job {
         Job::Report { report, .. } => report.guests.len().max(1),
-        Job::Facts(_) => 0,
+        Job::Facts(_) | Job::Reload => 0,
     }
 }
 

@@ -6,6 +6,7 @@ pub mod api;
 pub mod app;
 pub mod auth;
 pub mod clock;
+pub mod cluster;
 pub mod crypto;
 pub mod db;
 pub mod demo;

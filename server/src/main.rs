@@ -612,6 +612,8 @@ async fn serve(
             .await
             .context("cannot fill the demo database")?;
     }
+    // Several servers on one PostgreSQL: each follows what the others store.
+    tickscope_server::cluster::follow::spawn(state.clone());
     tickscope_server::alerts::spawn(
         axum::extract::FromRef::from_ref(&state),
         alert_every,

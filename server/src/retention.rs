@@ -8,6 +8,7 @@ use std::time::Duration;
 use axum::extract::FromRef;
 
 use crate::clock::SharedClock;
+use crate::cluster::lease::Lease;
 use crate::db::{Db, FIVE_MINUTES_MS, HOUR_MS, IDLE_READINGS_KEPT_MS};
 use crate::error::AppResult;
 use crate::fleet::{self, ANALYSIS_WINDOW_MS, AROUND_CHANGE_MS, LiveFleet};
@@ -122,20 +123,29 @@ where
     Ok(outcome)
 }
 
-/// Runs the retention every `every`, the first time soon after start.
+/// Runs the retention every `every`, the first time soon after start, while this server holds
+/// the lease.
 pub fn spawn<S>(state: S, retention: Retention, every: Duration)
 where
     S: Send + Sync + 'static,
     Db: FromRef<S>,
     LiveFleet: FromRef<S>,
     SharedClock: FromRef<S>,
+    Lease: FromRef<S>,
 {
     let clock = SharedClock::from_ref(&state);
+    let lease = Lease::from_ref(&state);
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
+            // One server of several on a database rolls up: the one holding the lease. Each
+            // forgets the hosts gone silent from its own memory.
+            if !lease.held() {
+                LiveFleet::from_ref(&state).forget_silent(clock.now_ms());
+                continue;
+            }
             match run(&state, retention, clock.now_ms()).await {
                 Ok(o) if o.guests > 0 || o.five_minute_merged > 0 || o.expired > 0 => {
                     tracing::info!(

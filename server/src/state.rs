@@ -12,6 +12,7 @@ use crate::analysis::cost::CostModel;
 use crate::alerts::AlertContext;
 use crate::auth::throttle::LoginThrottle;
 use crate::clock::{SharedClock, SystemClock};
+use crate::cluster::lease::Lease;
 use crate::db::{Db, StoreOutcome};
 use crate::domain::TokenId;
 use crate::error::{AppError, AppResult};
@@ -48,6 +49,9 @@ pub struct AppState {
     pub storage: Arc<StorageStatus>,
     /// Where "now" comes from: the wall clock, or a test's manual clock.
     pub clock: SharedClock,
+    /// Whether this server runs the jobs that must run once among the servers on its database
+    /// (the alert evaluation, the notification senders, the retention).
+    pub lease: Lease,
 }
 
 /// The name under which the settings page stores the cost model.
@@ -62,15 +66,7 @@ impl AppState {
 
     /// The same, reading the time from `clock`.
     pub async fn with_clock(db: Db, options: Options, clock: SharedClock) -> AppResult<AppState> {
-        let saved = db.setting(COST_MODEL_SETTING).await?;
-        let cost = match saved.as_deref().map(serde_json::from_str::<CostModel>) {
-            Some(Ok(model)) => model,
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "the saved cost model is unreadable; using the command line's");
-                options.cost.clone()
-            }
-            None => options.cost.clone(),
-        };
+        let cost = saved_cost_model(&db, &options.cost).await?;
         let started = std::time::Instant::now();
         let now_ms = clock.now_ms();
         let current = Current::load(&db, now_ms).await?;
@@ -80,8 +76,10 @@ impl AppState {
             "analysed the active guests"
         );
         let fleet = LiveFleet::start(db.clone(), current);
+        let lease = Lease::start(&db).await;
         Ok(AppState {
-            intake: Intake::start(db.clone(), fleet.clone()),
+            lease,
+            intake: Intake::start(db.clone(), fleet.clone(), clock.clone()),
             fleet,
             db,
             metrics: Arc::new(Metrics::default()),
@@ -121,6 +119,15 @@ impl AppState {
         self.cost.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Reads a setting another server saved and puts it in force here.
+    pub async fn setting_saved_elsewhere(&self, name: &str) -> AppResult<()> {
+        if name == COST_MODEL_SETTING {
+            let model = saved_cost_model(&self.db, &self.options.cost).await?;
+            *self.cost.write().unwrap_or_else(|e| e.into_inner()) = model;
+        }
+        Ok(())
+    }
+
     /// Stores a new cost model and puts it in force.
     pub async fn set_cost_model(&self, model: CostModel, by: &str) -> AppResult<()> {
         let json = serde_json::to_string(&model)
@@ -131,6 +138,21 @@ impl AppState {
         *self.cost.write().unwrap_or_else(|e| e.into_inner()) = model;
         Ok(())
     }
+}
+
+/// The cost model an admin saved, else `default` (the command line's).
+async fn saved_cost_model(db: &Db, default: &CostModel) -> AppResult<CostModel> {
+    let saved = db.setting(COST_MODEL_SETTING).await?;
+    Ok(
+        match saved.as_deref().map(serde_json::from_str::<CostModel>) {
+            Some(Ok(model)) => model,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "the saved cost model is unreadable; using the command line's");
+                default.clone()
+            }
+            None => default.clone(),
+        },
+    )
 }
 
 /// The parts of the state that extractors, middleware and background jobs take by themselves
@@ -219,6 +241,13 @@ impl FromRef<AppState> for AlertContext {
             metrics: state.metrics.clone(),
             notifier: state.notifier.clone(),
             clock: state.clock.clone(),
+            lease: state.lease.clone(),
         }
+    }
+}
+
+impl FromRef<AppState> for Lease {
+    fn from_ref(state: &AppState) -> Lease {
+        state.lease.clone()
     }
 }

@@ -182,7 +182,10 @@ pub fn spawn(
                         }
                     }
                 }
-                send(&state, &agent, &target, ends_ahead_ms).await;
+                // Another server on the database announces the alerts while it holds the lease.
+                if state.lease.held() {
+                    send(&state, &agent, &target, ends_ahead_ms).await;
+                }
             }
         });
     }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::clock::SharedClock;
+use crate::cluster::lease::Lease;
 use crate::db::Db;
 use crate::fleet::LiveFleet;
 use crate::metrics::Metrics;
@@ -20,4 +21,6 @@ pub struct AlertContext {
     /// Wakes the notification sender when an evaluation wrote something to the outbox.
     pub notifier: Arc<tokio::sync::Notify>,
     pub clock: SharedClock,
+    /// The evaluation and the senders run only while this server holds the lease.
+    pub lease: Lease,
 }

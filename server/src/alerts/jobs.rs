@@ -9,7 +9,9 @@ use super::evaluate::evaluate;
 use super::webhook::{self, deliver_due};
 
 /// Runs the evaluation every `every`, the webhook delivery whenever something is due, and one
-/// sender per Alertmanager, until the server stops.
+/// sender per Alertmanager, until the server stops; each only while this server holds the
+/// lease (`state.lease`), so that among several servers on one database one evaluates and
+/// notifies.
 pub fn spawn(
     state: AlertContext,
     every: Duration,
@@ -25,6 +27,9 @@ pub fn spawn(
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
+            if !evaluating.lease.held() {
+                continue;
+            }
             match evaluate(&evaluating, evaluating.clock.now_ms()).await {
                 // Alertmanager hears of a change at once, not at the next resend.
                 Ok(e) if e.transitions > 0 => changed.send_modify(|n| *n += 1),
@@ -35,6 +40,7 @@ pub fn spawn(
     });
     tokio::spawn(async move {
         loop {
+            state.lease.wait_held().await;
             if let Err(e) = deliver_due(&state).await {
                 tracing::warn!(error = %e, "notifications could not be delivered");
             }

@@ -103,6 +103,17 @@ impl Current {
     /// Reads and analyses every active guest, host by host, and measures their changes.
     pub async fn load(db: &Db, now_ms: i64) -> AppResult<Current> {
         let current = Current::default();
+        let hosts = current.reload_all(db, now_ms).await?;
+        for host_id in hosts {
+            current.measure_changes(db, host_id, now_ms).await?;
+        }
+        Ok(current)
+    }
+
+    /// Reads every active guest from the database and analyses them again, host by host;
+    /// returns the hosts read. A host held here with no active guest left is forgotten by
+    /// [`Current::forget_silent`], as always.
+    pub async fn reload_all(&self, db: &Db, now_ms: i64) -> AppResult<Vec<HostId>> {
         let scope = GuestScope::Active {
             since_ms: now_ms - ACTIVE_WITHIN_MS,
         };
@@ -112,12 +123,9 @@ impl Current {
         }
         let hosts: Vec<HostId> = by_host.keys().copied().collect();
         for (host_id, guests) in by_host {
-            current.replace_inputs(host_id, guests, now_ms);
+            self.replace_inputs(host_id, guests, now_ms);
         }
-        for host_id in hosts {
-            current.measure_changes(db, host_id, now_ms).await?;
-        }
-        Ok(current)
+        Ok(hosts)
     }
 
     /// Takes in what one report stored for a host's guests and analyses the host's active

@@ -94,6 +94,27 @@ impl LiveFleet {
         Ok(())
     }
 
+    /// Reads again what another server on the database stored: `hosts`, or every active guest
+    /// (`None`). Only the one writer calls this, between reports, so that it never overlaps
+    /// this server's own. Their changes are measured again at most once a minute: the server
+    /// that stored a change measures it at once, and the alerts read that server's figures
+    /// only when it holds the lease.
+    pub async fn stored_elsewhere(&self, hosts: Option<Vec<HostId>>, now_ms: i64) -> AppResult<()> {
+        let hosts = match hosts {
+            Some(hosts) => {
+                for &host_id in &hosts {
+                    self.current.reload_host(&self.db, host_id, now_ms).await?;
+                }
+                hosts
+            }
+            None => self.current.reload_all(&self.db, now_ms).await?,
+        };
+        for host_id in hosts {
+            self.refresher.ask_at_most_every_minute(host_id, now_ms);
+        }
+        Ok(())
+    }
+
     /// Forgets the hosts silent past the active limit (the retention calls this).
     pub fn forget_silent(&self, now_ms: i64) -> usize {
         let forgotten = self.current.forget_silent(now_ms);
