@@ -42,5 +42,6 @@ mod simulate;
 mod slow_clients;
 mod tls;
 mod totals;
+mod two_servers;
 mod visible_names;
 mod write_stall;

@@ -37,6 +37,16 @@ pub fn sqlite_only(what: &str) -> bool {
     skip
 }
 
+/// True, after saying so, when this run is on SQLite: for the tests of several servers on one
+/// database, which only PostgreSQL can be; they return early then.
+pub fn postgres_only(what: &str) -> bool {
+    let skip = backend() != BackendKind::Postgres;
+    if skip {
+        eprintln!("{what}: several servers on one database; run on PostgreSQL only");
+    }
+    skip
+}
+
 /// What `--db` takes for a test's database, and how the test opens it itself.
 #[derive(Debug, Clone)]
 pub struct TestDb {

@@ -1,0 +1,517 @@
+//! Two servers on one PostgreSQL database, as behind a load balancer: agents report to either,
+//! and both list the whole fleet; exactly one holds the lease (a PostgreSQL advisory lock) and
+//! runs the alert evaluation and the notification senders, so each alert is told once though
+//! both run. Killed, its lease passes to the other within 10 s, which goes on telling new
+//! alerts, once each, and repeats none of those told before.
+//!
+//! Several servers share a database only on PostgreSQL: without `TICKSCOPE_TEST_POSTGRES` the
+//! tests say so and pass. Ignored by `cargo test` (they run the agent binary, for about half a
+//! minute each); `scripts/test.sh` runs them.
+
+use crate::common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::State;
+use axum::routing::post;
+use serde_json::Value;
+
+use common::database::{TestDb, postgres_only};
+use common::processes::{Processes, add_token, agent_binary, start_server};
+use tickscope_agent::simulate::{Tick, random_fleet};
+use tickscope_server::alerts::labels::{fingerprint, parse_set};
+use tickscope_server::alerts::webhook::rfc3339;
+use tickscope_server::clock::now_ms;
+use tickscope_server::db::{AlertRow, Db, NewReceiver};
+
+/// The lease is taken at once by a server that finds it free; a standby retries every 2 s.
+const LEASE_PATIENCE: Duration = Duration::from_secs(10);
+/// What the lease's design states for a takeover after the holder's `kill -9`.
+const TAKEOVER_WITHIN: Duration = Duration::from_secs(10);
+/// Servers share what they stored within 2 s (stated); the agents' first reports and a loaded
+/// machine need more, never this much.
+const FLEET_PATIENCE: Duration = Duration::from_secs(30);
+/// Seconds between alert evaluations (`--alert-interval`), and between a host's reports.
+const EVERY_S: i64 = 1;
+const POLL: Duration = Duration::from_millis(200);
+
+/// A simulated fleet of its own: `tickscope-agent simulate` with hosts `{prefix}-0001` on, each
+/// with its own agent token, reporting every second until killed.
+struct Fleet {
+    prefix: &'static str,
+    seed: u64,
+}
+
+const HOSTS: usize = 3;
+const GUESTS_PER_HOST: usize = 4;
+
+impl Fleet {
+    /// Its guests as (host, name): what the agent's simulator makes of the seed.
+    fn guests(&self) -> BTreeSet<(String, String)> {
+        random_fleet(self.seed, self.prefix, HOSTS, GUESTS_PER_HOST, 0, 1)
+            .into_iter()
+            .flat_map(|host| {
+                let name = host.name;
+                host.guests.into_iter().map(move |g| (name.clone(), g.name))
+            })
+            .collect()
+    }
+
+    /// Whether one of its guests ticks at 1000 Hz or polls: waste far above any threshold
+    /// that tickless guests stay under, whatever the noise.
+    fn has_a_loud_ticker(&self) -> bool {
+        random_fleet(self.seed, self.prefix, HOSTS, GUESTS_PER_HOST, 0, 1)
+            .iter()
+            .flat_map(|host| &host.guests)
+            .any(|g| {
+                matches!(
+                    g.kernel.tick,
+                    Tick::Periodic { hz: 1000 } | Tick::Polling { .. }
+                )
+            })
+    }
+
+    /// Makes its hosts' tokens and starts it reporting to `url`; `processes` kills it.
+    fn start(&self, db: &TestDb, dir: &Path, url: &str, processes: &mut Processes) {
+        let tokens = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+            .args(["token", "add", self.prefix, "--role", "agent", "--count"])
+            .arg(HOSTS.to_string())
+            .arg("--db")
+            .arg(db)
+            .output()
+            .unwrap();
+        assert!(
+            tokens.status.success(),
+            "{}",
+            String::from_utf8_lossy(&tokens.stderr)
+        );
+        let tokens_file = dir.join(format!("{}-tokens", self.prefix));
+        std::fs::write(&tokens_file, &tokens.stdout).unwrap();
+        let simulator = Command::new(agent_binary())
+            .args(["simulate", "--server", url, "--host-prefix", self.prefix])
+            .args(["--hosts", &HOSTS.to_string()])
+            .args(["--guests-per-host", &GUESTS_PER_HOST.to_string()])
+            .args(["--interval", &EVERY_S.to_string()])
+            .args(["--seed", &self.seed.to_string()])
+            .arg("--tokens-file")
+            .arg(&tokens_file)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join(format!("{}.log", self.prefix))).unwrap())
+            .spawn()
+            .unwrap();
+        processes.add(&self.simulator(), simulator);
+    }
+
+    /// What [`Processes`] knows its simulator as.
+    fn simulator(&self) -> String {
+        format!("simulator {}", self.prefix)
+    }
+}
+
+/// What `/readyz` at `url` says of the lease: `held`, `standby`, or, when it says nothing of
+/// it, its whole answer (for the failure message).
+fn lease(url: &str) -> String {
+    let answer: Value = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent()
+        .get(format!("{url}/readyz"))
+        .call()
+        .unwrap_or_else(|e| panic!("{url}/readyz: {e}"))
+        .into_body()
+        .read_json()
+        .unwrap();
+    match answer["lease"].as_str() {
+        Some(lease) => lease.to_string(),
+        None => format!("no lease in {answer}"),
+    }
+}
+
+/// Polls `url`'s `/readyz` until it says it holds the lease; how long that took.
+fn wait_to_hold(url: &str, within: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let said = lease(url);
+        if said == "held" {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < within,
+            "{url} did not take the lease within {within:?}: /readyz says {said}"
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Polls both servers' `/readyz` until one holds the lease and the other stands by, and
+/// returns the holder's index. Both holding it at once fails at once.
+fn the_lease_holder(urls: [&str; 2]) -> usize {
+    let started = Instant::now();
+    loop {
+        let said = urls.map(lease);
+        match [said[0].as_str(), said[1].as_str()] {
+            ["held", "standby"] => return 0,
+            ["standby", "held"] => return 1,
+            ["held", "held"] => panic!("both servers hold the lease: {urls:?}"),
+            _ => {}
+        }
+        assert!(
+            started.elapsed() < LEASE_PATIENCE,
+            "no server took the lease within {LEASE_PATIENCE:?}: {urls:?} say {said:?}"
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The guests `url` lists as (host, name).
+fn listed_guests(url: &str, viewer: &str) -> BTreeSet<(String, String)> {
+    let body: Value = ureq::get(format!("{url}/api/v1/guests"))
+        .header("Authorization", &format!("Bearer {viewer}"))
+        .call()
+        .unwrap_or_else(|e| panic!("{url}/api/v1/guests: {e}"))
+        .into_body()
+        .read_json()
+        .unwrap();
+    body["guests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let text = |field: &str| g[field].as_str().unwrap().to_string();
+            (text("host"), text("name"))
+        })
+        .collect()
+}
+
+/// A webhook receiver on loopback: every body posted to it, in the order they arrived. It
+/// serves on a runtime of its own, so the test around it can block.
+struct Hook {
+    bodies: Arc<Mutex<Vec<Value>>>,
+    url: String,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Hook {
+    fn start() -> Hook {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let app = axum::Router::new()
+            .route("/hook", post(receive))
+            .with_state(bodies.clone());
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        runtime.spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Hook {
+            bodies,
+            url,
+            _runtime: runtime,
+        }
+    }
+
+    fn bodies(&self) -> Vec<Value> {
+        self.bodies.lock().unwrap().clone()
+    }
+
+    /// Polls until a notification says an alert fires on one of `fleet`'s hosts.
+    fn wait_for_firing_on(&self, fleet: &Fleet) {
+        let started = Instant::now();
+        let host_prefix = format!("{}-", fleet.prefix);
+        while !self.bodies().iter().any(|b| {
+            b["status"] == "firing"
+                && b["subject"]["host"]
+                    .as_str()
+                    .is_some_and(|h| h.starts_with(&host_prefix))
+        }) {
+            assert!(
+                started.elapsed() < FLEET_PATIENCE,
+                "no alert told firing on {host_prefix}* within {FLEET_PATIENCE:?}; told: {:?}",
+                self.bodies().iter().map(told).collect::<Vec<_>>()
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+/// A notification in short, for failure messages: `status host/guest`.
+fn told(body: &Value) -> String {
+    let subject = &body["subject"];
+    format!(
+        "{} {}/{}",
+        body["status"].as_str().unwrap_or_default(),
+        subject["host"].as_str().unwrap_or_default(),
+        subject["name"].as_str().unwrap_or_default()
+    )
+}
+
+async fn receive(State(bodies): State<Arc<Mutex<Vec<Value>>>>, Json(body): Json<Value>) {
+    bodies.lock().unwrap().push(body);
+}
+
+/// What makes a notification the telling of one transition of one alert.
+fn transition_of(body: &Value) -> (String, String, String) {
+    let text = |field: &str| body[field].as_str().unwrap_or_default().to_string();
+    (text("fingerprint"), text("status"), text("fired_at"))
+}
+
+/// Fails unless each alert (fingerprint) was told firing once and never resolved. The guests'
+/// waste stays far from the threshold and every guest stays active (15 minutes after its last
+/// report) for the whole test: an alert told twice came from two evaluators or was resent by
+/// the server that took the lease over, and one resolved was about a guest a server lost from
+/// its fleet (the survivor forgetting what the dead server's agents reported).
+fn assert_each_alert_told_firing_once(bodies: &[Value]) {
+    let mut told: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for body in bodies {
+        let (alert, status, _) = transition_of(body);
+        told.entry(alert).or_default().push(status);
+    }
+    for (alert, statuses) in &told {
+        assert_eq!(statuses, &["firing"], "alert {alert} was told {statuses:?}");
+    }
+}
+
+/// The test's own connection to the database beside the servers', on a runtime of its own (a
+/// pool belongs to the runtime that opened it), for a test that blocks.
+struct Store {
+    db: Db,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Store {
+    fn open(test_db: &TestDb) -> Store {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let db = runtime.block_on(test_db.open());
+        Store { db, runtime }
+    }
+
+    fn open_alerts(&self) -> Vec<AlertRow> {
+        self.runtime.block_on(self.db.open_alerts()).unwrap()
+    }
+}
+
+/// Fails unless every alert the database holds as firing since before `fired_before_ms` (long
+/// enough to have been sent) was told firing exactly once, and no guest has two open alerts
+/// under one rule (what a second evaluator would open).
+fn assert_firing_alerts_told_once(store: &Store, bodies: &[Value], fired_before_ms: i64) {
+    let open = store.open_alerts();
+    let mut subjects = BTreeSet::new();
+    let mut checked = 0;
+    for alert in &open {
+        assert!(
+            subjects.insert((alert.rule_id, alert.subject.clone(), alert.subject_id)),
+            "two open alerts of rule {:?} about {} {}",
+            alert.rule_id,
+            alert.subject,
+            alert.subject_name
+        );
+        let Some(fired_ms) = alert.fired_ms.filter(|&ms| ms < fired_before_ms) else {
+            continue;
+        };
+        let told = (
+            fingerprint(&parse_set(&alert.labels_json)),
+            "firing".to_string(),
+            rfc3339(fired_ms),
+        );
+        let times = bodies.iter().filter(|b| transition_of(b) == told).count();
+        checked += 1;
+        assert_eq!(
+            times, 1,
+            "the alert about {} on {} (id {:?}) was told firing {times} times",
+            alert.subject_name, alert.host_name, alert.id
+        );
+    }
+    assert!(
+        checked > 0,
+        "no alert fired before the mark: nothing was checked"
+    );
+}
+
+/// Polls until the alert evaluation has run `evaluations` more times, as the open alerts'
+/// `evaluated_ms` shows: long enough for anything told twice to have arrived.
+fn wait_for_evaluations(store: &Store, evaluations: i64) {
+    let after_ms = now_ms() + (evaluations - 1) * EVERY_S * 1000;
+    let started = Instant::now();
+    loop {
+        let open = store.open_alerts();
+        if !open.is_empty() && open.iter().all(|a| a.evaluated_ms >= after_ms) {
+            return;
+        }
+        assert!(
+            started.elapsed() < FLEET_PATIENCE,
+            "{evaluations} evaluations did not run within {FLEET_PATIENCE:?}"
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+#[test]
+#[ignore = "runs two servers and the agent's simulator on PostgreSQL; run by scripts/test.sh"]
+fn two_servers_on_one_postgresql_share_the_fleet_and_one_holds_the_lease() {
+    if postgres_only("two_servers_on_one_postgresql_share_the_fleet_and_one_holds_the_lease") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let db = TestDb::new_blocking(work.path(), "t.db");
+    let viewer = add_token(&db, "viewer");
+    let mut processes = Processes::default();
+    let urls = [
+        start_server(&db, &[], &mut processes),
+        start_server(&db, &[], &mut processes),
+    ];
+    let urls = [urls[0].as_str(), urls[1].as_str()];
+
+    // One takes the lease, the other stands by, and the standby's retries (every 2 s) do not
+    // take it from a holder that lives.
+    let holder = the_lease_holder(urls);
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(3) {
+        assert_eq!(the_lease_holder(urls), holder, "the lease moved: {urls:?}");
+        std::thread::sleep(POLL);
+    }
+
+    // Each server gets the reports of its own fleet only, as behind a load balancer that
+    // sends each agent to one of them; each must list both fleets.
+    let (east, west) = (
+        Fleet {
+            prefix: "east",
+            seed: 11,
+        },
+        Fleet {
+            prefix: "west",
+            seed: 12,
+        },
+    );
+    east.start(&db, work.path(), urls[0], &mut processes);
+    west.start(&db, work.path(), urls[1], &mut processes);
+    let expected: BTreeSet<(String, String)> =
+        east.guests().union(&west.guests()).cloned().collect();
+    let started = Instant::now();
+    loop {
+        let listed = urls.map(|url| listed_guests(url, &viewer));
+        if listed.iter().all(|l| *l == expected) {
+            break;
+        }
+        assert!(
+            started.elapsed() < FLEET_PATIENCE,
+            "after {FLEET_PATIENCE:?} the servers do not both list both fleets; the first \
+             misses {:?}, the second {:?}; the first lists more: {:?}, the second {:?}",
+            expected.difference(&listed[0]).collect::<Vec<_>>(),
+            expected.difference(&listed[1]).collect::<Vec<_>>(),
+            listed[0].difference(&expected).collect::<Vec<_>>(),
+            listed[1].difference(&expected).collect::<Vec<_>>(),
+        );
+        std::thread::sleep(POLL);
+    }
+    eprintln!(
+        "both servers list all {} guests of both fleets {:?} after the simulators started",
+        expected.len(),
+        started.elapsed()
+    );
+    // Reporting moved no lease.
+    assert_eq!(the_lease_holder(urls), holder);
+}
+
+#[test]
+#[ignore = "runs two servers and the agent's simulator on PostgreSQL; run by scripts/test.sh"]
+fn an_alert_is_delivered_once_and_the_lease_moves_when_its_holder_is_killed() {
+    if postgres_only("an_alert_is_delivered_once_and_the_lease_moves_when_its_holder_is_killed") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let hook = Hook::start();
+    let test_db = TestDb::new_blocking(work.path(), "t.db");
+    let store = Store::open(&test_db);
+    // The guest rule fires at once above 3 % of a core. The simulated guests of these seeds
+    // waste under 1.3 % or over 4.2 %, each steady within half a point (measured over a minute
+    // of their reports): the alerts never flap. Each change is told alone and at once (plain
+    // JSON, no group wait), so that each body is one transition of one alert.
+    store
+        .runtime
+        .block_on(common::set_guest_rule_with_threshold(
+            &store.db,
+            0,
+            true,
+            Some(3.0),
+        ));
+    let receiver = NewReceiver {
+        group_wait_s: 0,
+        group_interval_s: 0,
+        ..NewReceiver::new("team", &hook.url, "json")
+    };
+    store
+        .runtime
+        .block_on(store.db.insert_receiver(&receiver, 0))
+        .unwrap();
+
+    // The first server started takes the lease before the second starts: it is the one
+    // `Processes::kill` finds first (both are added as "tickscope-server").
+    let mut processes = Processes::default();
+    let every = EVERY_S.to_string();
+    let args = ["--alert-interval", every.as_str()];
+    let first = start_server(&test_db, &args, &mut processes);
+    wait_to_hold(&first, LEASE_PATIENCE);
+    let second = start_server(&test_db, &args, &mut processes);
+    assert_eq!(
+        the_lease_holder([&first, &second]),
+        0,
+        "the lease moved to the server started second"
+    );
+
+    // Each fleet reports to one server: the holder tells the alerts of guests reported to the
+    // standby as well as its own, and the standby tells none.
+    let (east, west, north) = (
+        Fleet {
+            prefix: "east",
+            seed: 21,
+        },
+        Fleet {
+            prefix: "west",
+            seed: 22,
+        },
+        Fleet {
+            prefix: "north",
+            seed: 23,
+        },
+    );
+    for fleet in [&east, &west, &north] {
+        assert!(
+            fleet.has_a_loud_ticker(),
+            "seed {} gives {} no guest to alert on",
+            fleet.seed,
+            fleet.prefix
+        );
+    }
+    east.start(&test_db, work.path(), &first, &mut processes);
+    west.start(&test_db, work.path(), &second, &mut processes);
+    hook.wait_for_firing_on(&east);
+    hook.wait_for_firing_on(&west);
+    let mark_ms = now_ms();
+    wait_for_evaluations(&store, 3);
+    let told_before_kill = hook.bodies();
+    assert_each_alert_told_firing_once(&told_before_kill);
+    assert_firing_alerts_told_once(&store, &told_before_kill, mark_ms);
+
+    // kill -9 the holder: its session ends, its advisory lock with it, and the standby's next
+    // try takes it.
+    processes.kill("tickscope-server");
+    let took = wait_to_hold(&second, TAKEOVER_WITHIN);
+    eprintln!("the standby took the lease {took:?} after the holder's kill -9");
+    // Its agents have no server left; what they reported stays in the fleet.
+    processes.kill(&east.simulator());
+
+    // A new fleet reporting to the survivor: its alerts are told, once each, and none of those
+    // told before is told again (nor resolved: the survivor kept the dead server's guests).
+    north.start(&test_db, work.path(), &second, &mut processes);
+    hook.wait_for_firing_on(&north);
+    let mark_ms = now_ms();
+    wait_for_evaluations(&store, 3);
+    let told = hook.bodies();
+    assert_each_alert_told_firing_once(&told);
+    assert_firing_alerts_told_once(&store, &told, mark_ms);
+}
