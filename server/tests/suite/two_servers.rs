@@ -415,6 +415,96 @@ fn two_servers_on_one_postgresql_share_the_fleet_and_one_holds_the_lease() {
     );
     // Reporting moved no lease.
     assert_eq!(the_lease_holder(urls), holder);
+
+    // Both analysed the same: once the fleets stop, each guest's figures agree on both (the
+    // receiving server applied each report in memory, the other read it back; the
+    // incremental and the full analysis must give one answer). Some reports first, so that
+    // the other server has read each host again more than once.
+    let reporting = Instant::now();
+    while urls.iter().any(|url| fewest_intervals(url, &viewer) < 3) {
+        assert!(
+            reporting.elapsed() < FLEET_PATIENCE,
+            "after {FLEET_PATIENCE:?} a server still has a guest with fewer than 3 intervals: \
+             {} and {}",
+            fewest_intervals(urls[0], &viewer),
+            fewest_intervals(urls[1], &viewer)
+        );
+        std::thread::sleep(POLL);
+    }
+    processes.kill(&east.simulator());
+    processes.kill(&west.simulator());
+    let stopped = Instant::now();
+    loop {
+        let analysed = urls.map(|url| analysed_guests(url, &viewer));
+        if analysed[0] == analysed[1] {
+            assert_eq!(analysed[0].len(), expected.len());
+            break;
+        }
+        assert!(
+            stopped.elapsed() < FLEET_PATIENCE,
+            "after {FLEET_PATIENCE:?} the servers analyse the stopped fleets differently: {:?}",
+            analysed[0]
+                .iter()
+                .filter(|(guest, figures)| analysed[1].get(*guest) != Some(*figures))
+                .map(|(guest, figures)| (guest, figures, analysed[1].get(guest)))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The fewest intervals any guest listed at `url` has in its window.
+fn fewest_intervals(url: &str, viewer: &str) -> i64 {
+    let body: Value = ureq::get(format!("{url}/api/v1/guests"))
+        .header("Authorization", &format!("Bearer {viewer}"))
+        .call()
+        .unwrap_or_else(|e| panic!("{url}/api/v1/guests: {e}"))
+        .into_body()
+        .read_json()
+        .unwrap();
+    body["guests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["intervals"].as_i64().unwrap())
+        .min()
+        .unwrap_or(0)
+}
+
+/// Each guest's tick mode and figures as `url` analyses it, by (host, name).
+fn analysed_guests(url: &str, viewer: &str) -> BTreeMap<(String, String), String> {
+    let body: Value = ureq::get(format!("{url}/api/v1/guests"))
+        .header("Authorization", &format!("Bearer {viewer}"))
+        .call()
+        .unwrap_or_else(|e| panic!("{url}/api/v1/guests: {e}"))
+        .into_body()
+        .read_json()
+        .unwrap();
+    body["guests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let text = |field: &str| g[field].as_str().unwrap().to_string();
+            // Six decimals: the same rows summed in another order may differ in the last bit.
+            let figure = |field: &str| format!("{:.6}", g[field].as_f64().unwrap_or(f64::NAN));
+            (
+                (text("host"), text("name")),
+                // The last report seen and the intervals in the window show each report was
+                // taken in; the simulator's figures alone may not change from one to the next.
+                format!(
+                    "last seen {} intervals {} window {} {} cpu {} wakeups {} wasted {}",
+                    g["last_seen_ms"],
+                    g["intervals"],
+                    figure("window_s"),
+                    text("tick_mode"),
+                    figure("host_cpu_pct"),
+                    figure("wakeups_per_vcpu"),
+                    figure("wasted_cpu_pct")
+                ),
+            )
+        })
+        .collect()
 }
 
 #[test]
