@@ -26,8 +26,10 @@ use common::processes::{Processes, add_token, agent_binary, start_server};
 use tickscope_agent::simulate::{Tick, random_fleet};
 use tickscope_server::alerts::labels::{fingerprint, parse_set};
 use tickscope_server::alerts::webhook::rfc3339;
+use tickscope_server::analysis::cost::CostModel;
 use tickscope_server::clock::now_ms;
 use tickscope_server::db::{AlertRow, Db, NewReceiver};
+use tickscope_server::state::{AppState, Options};
 
 /// The lease is taken at once by a server that finds it free; a standby retries every 2 s.
 const LEASE_PATIENCE: Duration = Duration::from_secs(10);
@@ -604,4 +606,57 @@ fn an_alert_is_delivered_once_and_the_lease_moves_when_its_holder_is_killed() {
     let told = hook.bodies();
     assert_each_alert_told_firing_once(&told);
     assert_firing_alerts_told_once(&store, &told, mark_ms);
+}
+
+/// A second server's state on the database of `s`, following the others as `serve` does.
+async fn second_server(s: &common::Server) -> AppState {
+    let other = AppState::new(s.test_db.open().await, Options::default())
+        .await
+        .unwrap();
+    tickscope_server::cluster::follow::spawn(other.clone());
+    other
+}
+
+/// The one server that found the lease free holds it; a second on the same database stands by.
+/// On SQLite the one server always holds it.
+#[tokio::test]
+async fn the_first_server_holds_the_lease_and_a_second_stands_by() {
+    let s = common::server().await;
+    assert!(s.state.lease.held(), "a lone server holds the lease");
+    if postgres_only("the_first_server_holds_the_lease_and_a_second_stands_by") {
+        return;
+    }
+    let other = second_server(&s).await;
+    assert!(!other.lease.held(), "a second server took a held lease");
+    assert_eq!(other.lease.state(), "standby");
+}
+
+/// A cost model an admin saves on one server is in force on the other, which prices waste
+/// with it on its pages and in its API.
+#[tokio::test]
+async fn a_cost_model_saved_on_one_server_is_in_force_on_the_other() {
+    if postgres_only("a_cost_model_saved_on_one_server_is_in_force_on_the_other") {
+        return;
+    }
+    let s = common::server().await;
+    let other = second_server(&s).await;
+    let model = CostModel {
+        watts_per_busy_core: 11.0,
+        price_per_kwh: 0.4,
+        currency: "CHF".into(),
+    };
+    assert_ne!(other.cost_model(), model);
+    s.state
+        .set_cost_model(model.clone(), "alice")
+        .await
+        .unwrap();
+    let saved = Instant::now();
+    while other.cost_model() != model {
+        assert!(
+            saved.elapsed() < FLEET_PATIENCE,
+            "the other server still prices with {:?}",
+            other.cost_model()
+        );
+        tokio::time::sleep(POLL).await;
+    }
 }
