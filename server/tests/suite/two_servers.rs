@@ -170,8 +170,8 @@ fn the_lease_holder(urls: [&str; 2]) -> usize {
     }
 }
 
-/// The guests `url` lists as (host, name).
-fn listed_guests(url: &str, viewer: &str) -> BTreeSet<(String, String)> {
+/// The guests `url` lists (`GET /api/v1/guests`).
+fn listed(url: &str, viewer: &str) -> Vec<Value> {
     let body: Value = ureq::get(format!("{url}/api/v1/guests"))
         .header("Authorization", &format!("Bearer {viewer}"))
         .call()
@@ -179,9 +179,12 @@ fn listed_guests(url: &str, viewer: &str) -> BTreeSet<(String, String)> {
         .into_body()
         .read_json()
         .unwrap();
-    body["guests"]
-        .as_array()
-        .unwrap()
+    body["guests"].as_array().unwrap().clone()
+}
+
+/// The guests `url` lists as (host, name).
+fn listed_guests(url: &str, viewer: &str) -> BTreeSet<(String, String)> {
+    listed(url, viewer)
         .iter()
         .map(|g| {
             let text = |field: &str| g[field].as_str().unwrap().to_string();
@@ -457,16 +460,7 @@ fn two_servers_on_one_postgresql_share_the_fleet_and_one_holds_the_lease() {
 
 /// The fewest intervals any guest listed at `url` has in its window.
 fn fewest_intervals(url: &str, viewer: &str) -> i64 {
-    let body: Value = ureq::get(format!("{url}/api/v1/guests"))
-        .header("Authorization", &format!("Bearer {viewer}"))
-        .call()
-        .unwrap_or_else(|e| panic!("{url}/api/v1/guests: {e}"))
-        .into_body()
-        .read_json()
-        .unwrap();
-    body["guests"]
-        .as_array()
-        .unwrap()
+    listed(url, viewer)
         .iter()
         .map(|g| g["intervals"].as_i64().unwrap())
         .min()
@@ -475,16 +469,7 @@ fn fewest_intervals(url: &str, viewer: &str) -> i64 {
 
 /// Each guest's tick mode and figures as `url` analyses it, by (host, name).
 fn analysed_guests(url: &str, viewer: &str) -> BTreeMap<(String, String), String> {
-    let body: Value = ureq::get(format!("{url}/api/v1/guests"))
-        .header("Authorization", &format!("Bearer {viewer}"))
-        .call()
-        .unwrap_or_else(|e| panic!("{url}/api/v1/guests: {e}"))
-        .into_body()
-        .read_json()
-        .unwrap();
-    body["guests"]
-        .as_array()
-        .unwrap()
+    listed(url, viewer)
         .iter()
         .map(|g| {
             let text = |field: &str| g[field].as_str().unwrap().to_string();
