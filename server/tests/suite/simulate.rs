@@ -6,7 +6,7 @@ use crate::common;
 use std::process::Command;
 
 use common::database::TestDb;
-use common::processes::{Processes, agent_binary, start_server};
+use common::processes::{Processes, agent_binary, agent_tokens_file, start_server};
 use tickscope_server::db::GuestScope;
 
 #[tokio::test]
@@ -14,21 +14,9 @@ use tickscope_server::db::GuestScope;
 async fn a_simulated_fleet_reports_every_host_and_guest() {
     let work = tempfile::tempdir().unwrap();
     let db_path = TestDb::new(work.path(), "sim.db").await;
-    let tokens = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
-        .args([
-            "token", "add", "sim-host", "--role", "agent", "--count", "3", "--db",
-        ])
-        .arg(&db_path)
-        .output()
-        .unwrap();
-    assert!(
-        tokens.status.success(),
-        "{}",
-        String::from_utf8_lossy(&tokens.stderr)
-    );
     let tokens_file = work.path().join("tokens");
-    std::fs::write(&tokens_file, &tokens.stdout).unwrap();
-    assert_eq!(String::from_utf8_lossy(&tokens.stdout).lines().count(), 3);
+    agent_tokens_file(&db_path, "sim-host", 3, &tokens_file);
+    assert_eq!(std::fs::read_to_string(&tokens_file).unwrap().lines().count(), 3);
 
     let mut processes = Processes::default();
     let url = start_server(&db_path, &[], &mut processes);

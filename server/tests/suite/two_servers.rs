@@ -22,7 +22,7 @@ use axum::routing::post;
 use serde_json::Value;
 
 use common::database::{TestDb, postgres_only};
-use common::processes::{Processes, add_token, agent_binary, start_server};
+use common::processes::{Processes, add_token, agent_binary, agent_tokens_file, start_server};
 use tickscope_agent::simulate::{Tick, random_fleet};
 use tickscope_server::alerts::labels::{fingerprint, parse_set};
 use tickscope_server::alerts::webhook::rfc3339;
@@ -80,20 +80,8 @@ impl Fleet {
 
     /// Makes its hosts' tokens and starts it reporting to `url`; `processes` kills it.
     fn start(&self, db: &TestDb, dir: &Path, url: &str, processes: &mut Processes) {
-        let tokens = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
-            .args(["token", "add", self.prefix, "--role", "agent", "--count"])
-            .arg(HOSTS.to_string())
-            .arg("--db")
-            .arg(db)
-            .output()
-            .unwrap();
-        assert!(
-            tokens.status.success(),
-            "{}",
-            String::from_utf8_lossy(&tokens.stderr)
-        );
         let tokens_file = dir.join(format!("{}-tokens", self.prefix));
-        std::fs::write(&tokens_file, &tokens.stdout).unwrap();
+        agent_tokens_file(db, self.prefix, HOSTS, &tokens_file);
         let simulator = Command::new(agent_binary())
             .args(["simulate", "--server", url, "--host-prefix", self.prefix])
             .args(["--hosts", &HOSTS.to_string()])

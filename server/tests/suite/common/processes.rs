@@ -148,6 +148,24 @@ pub fn start_server_with_log(
     (url, log)
 }
 
+/// Makes `count` agent tokens named `name-0001` on, as `token add --count` prints them (one
+/// `name token` line each, what `tickscope-agent simulate --tokens-file` reads), into `file`.
+pub fn agent_tokens_file(db: impl AsRef<OsStr>, name: &str, count: usize, file: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
+        .args(["token", "add", name, "--role", "agent", "--count"])
+        .arg(count.to_string())
+        .arg("--db")
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(file, &out.stdout).unwrap();
+}
+
 pub fn add_token(db: impl AsRef<OsStr>, role: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
         .args([
