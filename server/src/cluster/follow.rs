@@ -33,6 +33,9 @@ pub fn spawn(state: AppState) {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
+            if pinging.is_closed() {
+                return;
+            }
             if let Err(e) = pinging.ping_listeners().await {
                 tracing::debug!(error = %e, "could not ping the changes channel");
             }
@@ -47,6 +50,7 @@ async fn follow(state: AppState) {
         let mut listener = match state.db.listen_changes().await {
             Ok(Some(listener)) => listener,
             Ok(None) => return,
+            Err(_) if state.db.is_closed() => return,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot listen to the changes other servers store; trying again");
                 tokio::time::sleep(RETRY_EVERY).await;
@@ -65,6 +69,7 @@ async fn follow(state: AppState) {
         loop {
             let heard = match tokio::time::timeout(SILENT_FOR, listener.next()).await {
                 Ok(Ok(heard)) => heard,
+                Ok(Err(_)) if state.db.is_closed() => return,
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "lost the changes other servers store; listening again");
                     break;

@@ -88,6 +88,15 @@ impl Db {
         }
     }
 
+    /// Whether [`Db::close`] was called (the server is stopping): background work that fails
+    /// then stops quietly instead of retrying.
+    pub fn is_closed(&self) -> bool {
+        match &self.backend {
+            Backend::Sqlite(db) => db.pool.is_closed(),
+            Backend::Postgres(db) => db.pool.is_closed(),
+        }
+    }
+
     /// Where dashboard sessions are kept (their table comes from tower-sessions' own migration,
     /// run when the server starts).
     pub fn session_store(&self) -> SessionStoreBackend {
