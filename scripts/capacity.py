@@ -12,6 +12,12 @@ the warm-up, over the measured time, the server's and the simulator's CPU (utime
 one after another); then the simulator stops, the server is restarted on the same database and
 the same pages are read idle. Prints a table per fleet and whether the targets were met.
 
+With CAPACITY_SERVERS=2 (and CAPACITY_POSTGRES): two servers on the one PostgreSQL database,
+each with a simulator of its half of the hosts (`sim-a-*`, `sim-b-*`) and a prober of its own,
+both at once; the table sums the servers' CPU, takes the worse server's pages and the worse
+simulator's percentiles (and shows each), and compares the guests both servers list at the end
+of the ingest. Idle is server 1 alone, restarted.
+
 Standard library only. `--self-test` checks the parsing and the percentiles.
 """
 
@@ -146,6 +152,16 @@ def self_test():
         ("utime + stime", cpu_ticks(stat), 267),
         ("VmRSS", status_kib(status, "VmRSS"), 1024),
         ("no VmHWM", status_kib("Name:\tx\n", "VmHWM"), None),
+        ("hosts split in 2", split_hosts(501, 2), [251, 250]),
+        ("hosts in 1", split_hosts(500, 1), [500]),
+        ("worse latency", worse_latency([{"count": 3.0, "p50": 2.0, "p99": 9.0},
+                                         {"count": 4.0, "p50": 3.0, "p99": 5.0}]),
+         {"count": 7.0, "p50": 3.0, "p99": 9.0}),
+        ("one latency", worse_latency([{"count": 3.0, "p50": 2.0}]), {"count": 3.0, "p50": 2.0}),
+        ("log problems", log_problems("x INFO a\ny WARN b\nz ERROR c\nWARNING-free\n"),
+         ["y WARN b", "z ERROR c"]),
+        ("worst", worst([None, 3.0, 1.0]), 3.0),
+        ("worst of nothing", worst([None]), None),
     ]
     failed = [(what, got, want) for what, got, want in cases if got != want]
     for what, got, want in failed:
@@ -446,18 +462,80 @@ def probe_pages(base, session, api_token, guest_id, seconds, every_s, watch):
 
 
 class Watch:
-    """The largest VmRSS seen of a process while it is watched."""
+    """The largest VmRSS seen of each watched process (by pid) while it is watched."""
 
-    def __init__(self, pid):
-        self.pid = pid
-        self.max_rss_kib = 0
+    def __init__(self, *pids):
+        self.pids = pids
+        self.max_rss_kib = {pid: 0 for pid in pids}
 
     def __call__(self):
-        try:
-            _, rss, _ = read_proc(self.pid)
-            self.max_rss_kib = max(self.max_rss_kib, rss or 0)
-        except (OSError, ValueError):
-            pass
+        for pid in self.pids:
+            try:
+                _, rss, _ = read_proc(pid)
+                self.max_rss_kib[pid] = max(self.max_rss_kib[pid], rss or 0)
+            except (OSError, ValueError):
+                pass
+
+
+def split_hosts(hosts, parts):
+    """`hosts` split into `parts` near-equal counts, the larger first."""
+    return [hosts // parts + (1 if i < hosts % parts else 0) for i in range(parts)]
+
+
+def worse_latency(latencies):
+    """The simulators' `latency_ms` lines as one: the reports counted in all of them, and each
+    percentile the worst any simulator saw (a summary cannot be merged exactly; the worse is the
+    honest bound for a target)."""
+    if len(latencies) == 1:
+        return dict(latencies[0])
+    merged = {"count": sum(l.get("count", 0) for l in latencies)}
+    for key in ("p50", "p90", "p99", "max"):
+        values = [l[key] for l in latencies if key in l]
+        if values:
+            merged[key] = max(values)
+    return merged
+
+
+def log_problems(log_text):
+    """The server log's WARN and ERROR lines."""
+    return [line for line in log_text.splitlines() if re.search(r"\b(WARN|ERROR)\b", line)]
+
+
+def lease_of(base):
+    """What `GET /readyz` says of the lease ("held", "standby"), or "?"."""
+    try:
+        answer = request(base, "GET", "/readyz", timeout_s=5)
+        return str(json.loads(answer.text()).get("lease", "?"))
+    except (OSError, ValueError, AttributeError):
+        return "?"
+
+
+def guests_listed(base, api_token):
+    """(guests matching, totals.guests, totals.hosts) of `GET /api/v1/guests?limit=1`."""
+    answer = request(base, "GET", "/api/v1/guests?limit=1",
+                     headers={"Authorization": f"Bearer {api_token}", "Accept-Encoding": "gzip"})
+    if answer.status != 200:
+        raise StepFailed(f"GET /api/v1/guests?limit=1 on {base} answered {answer.status}")
+    body = json.loads(answer.text())
+    totals = body.get("totals", {})
+    return body.get("matching"), totals.get("guests"), totals.get("hosts")
+
+
+def guest_ids(base, api_token):
+    """Every guest id `GET /api/v1/guests` lists, walked 1000 a page with the cursor."""
+    ids, cursor = set(), None
+    while True:
+        path = "/api/v1/guests?limit=1000" + (
+            "&cursor=" + urllib.parse.quote(cursor, safe="") if cursor else "")
+        answer = request(base, "GET", path, headers={
+            "Authorization": f"Bearer {api_token}", "Accept-Encoding": "gzip"})
+        if answer.status != 200:
+            raise StepFailed(f"GET {path} on {base} answered {answer.status}")
+        body = json.loads(answer.text())
+        ids.update(g["id"] for g in body.get("guests", []))
+        cursor = body.get("next_cursor")
+        if not cursor:
+            return ids
 
 
 def run_fleet(guests, config, binaries, processes):
@@ -466,11 +544,18 @@ def run_fleet(guests, config, binaries, processes):
     interval = config["interval_s"]
     warm_up = config["warm_up_s"]
     measure = config["measure_s"]
+    n_servers = config["servers"]
+    # One simulator per server, each with its share of the hosts under a prefix of its own
+    # (the simulator has no offset: `sim-a-0001`.., `sim-b-0001`..); one server: `sim-host-*`.
+    shares = split_hosts(hosts, n_servers)
+    prefixes = ["sim-host"] if n_servers == 1 else [f"sim-{chr(ord('a') + i)}"
+                                                    for i in range(n_servers)]
     # Ten hosts a thread: the simulator keeps up while a report takes under a second (the
     # target); a slower server makes it fall behind, which the table shows (taken / due).
-    threads = config["threads"] or min(500, max(4, hosts // 10))
+    threads = [config["threads"] or min(500, max(4, share // 10)) for share in shares]
     server_bin, agent_bin = binaries
-    result = {"guests": hosts * per_host, "hosts": hosts, "threads": threads}
+    result = {"guests": hosts * per_host, "hosts": hosts, "threads": sum(threads),
+              "servers": n_servers}
     postgres = config["postgres"]
     with tempfile.TemporaryDirectory(prefix="tickscope-capacity-") as work:
         if postgres:
@@ -480,17 +565,18 @@ def run_fleet(guests, config, binaries, processes):
             db = f"{postgres}/{name}"
         else:
             db = os.path.join(work, "capacity.db")
-        log_path = os.path.join(work, "server.log")
         say(f"{hosts * per_host:,} guests ({hosts:,} hosts x {per_host}): tokens, user")
         t = time.monotonic()
-        tokens = run_tool(
-            [server_bin, "token", "add", "sim-host", "--role", "agent", "--count", str(hosts),
-             "--db", db],
-            "making the agent tokens",
-        )
-        tokens_file = os.path.join(work, "tokens")
-        with open(tokens_file, "w") as f:
-            f.write(tokens)
+        tokens_files = []
+        for prefix, share in zip(prefixes, shares):
+            tokens = run_tool(
+                [server_bin, "token", "add", prefix, "--role", "agent", "--count", str(share),
+                 "--db", db],
+                "making the agent tokens",
+            )
+            tokens_files.append(os.path.join(work, f"tokens-{prefix}"))
+            with open(tokens_files[-1], "w") as f:
+                f.write(tokens)
         api_token = run_tool(
             [server_bin, "token", "add", "capacity-prober", "--role", "viewer", "--db", db],
             "making the API token",
@@ -503,88 +589,145 @@ def run_fleet(guests, config, binaries, processes):
         )
         result["setup_s"] = time.monotonic() - t
 
-        server = Server(processes, server_bin, db, log_path)
-        server.start(config["start_deadline_s"])
-        say(f"  server at {server.base} (pid {server.pid}); simulator: {threads} threads")
-        sim_out = open(os.path.join(work, "simulate.out"), "w")
-        sim_err_path = os.path.join(work, "simulate.err")
-        sim_err = open(sim_err_path, "w")
-        sim = processes.start(
-            "tickscope-agent simulate",
-            [agent_bin, "simulate", "--server", server.base, "--tokens-file", tokens_file,
-             "--hosts", str(hosts), "--guests-per-host", str(per_host),
-             "--interval", str(interval), "--threads", str(threads),
-             "--duration", str(warm_up + measure), "--warm-up", str(warm_up), "--seed", "1"],
-            stdout=sim_out,
-            stderr=sim_err,
-        )
+        servers = [Server(processes, server_bin, db, os.path.join(work, f"server-{i + 1}.log"))
+                   for i in range(n_servers)]
+        for i, server in enumerate(servers):
+            server.start(config["start_deadline_s"])
+            say(f"  server {i + 1} at {server.base} (pid {server.pid}); "
+                f"simulator {i + 1}: {shares[i]:,} hosts, {threads[i]} threads")
+        if n_servers > 1:
+            result["leases"] = [lease_of(s.base) for s in servers]
+        sims = []
+        for i, server in enumerate(servers):
+            out_path = os.path.join(work, f"simulate-{i + 1}.out")
+            err_path = os.path.join(work, f"simulate-{i + 1}.err")
+            out, err = open(out_path, "w"), open(err_path, "w")
+            # Seeds apart by the hosts before: each host's own seed (seed + its index) differs.
+            child = processes.start(
+                "tickscope-agent simulate",
+                [agent_bin, "simulate", "--server", server.base, "--tokens-file", tokens_files[i],
+                 "--hosts", str(shares[i]), "--guests-per-host", str(per_host),
+                 "--host-prefix", prefixes[i],
+                 "--interval", str(interval), "--threads", str(threads[i]),
+                 "--duration", str(warm_up + measure), "--warm-up", str(warm_up),
+                 "--seed", str(1 + sum(shares[:i]))],
+                stdout=out,
+                stderr=err,
+            )
+            sims.append({"child": child, "out": out, "err": err, "out_path": out_path,
+                         "err_path": err_path})
         sim_started = time.monotonic()
         time.sleep(max(0.0, warm_up - 2.0))
-        if sim.poll() is not None:
-            raise StepFailed(f"the simulator exited ({sim.returncode}): " + tail(sim_err_path))
-        session = log_in(server.base, "capacity", password)
-        listing = request(server.base, "GET", "/guests?mode=periodic&sort=waste",
-                          headers={"Cookie": session})
+        for sim in sims:
+            if sim["child"].poll() is not None:
+                raise StepFailed(f"a simulator exited ({sim['child'].returncode}): "
+                                 + tail(sim["err_path"]))
+        sessions = [log_in(s.base, "capacity", password) for s in servers]
+        listing = request(servers[0].base, "GET", "/guests?mode=periodic&sort=waste",
+                          headers={"Cookie": sessions[0]})
         guest_id = first_guest_id(listing.text())
         if listing.status != 200 or guest_id is None:
             raise StepFailed(
                 f"no guest on /guests after the warm-up ({listing.status}); simulator says:\n"
-                + tail(sim_err_path)
+                + tail(sims[0]["err_path"])
             )
         result["guest_id"] = guest_id
         time.sleep(max(0.0, sim_started + warm_up - time.monotonic()))
 
         say(f"  measuring {measure:.0f} s while the fleet reports")
-        cpu0, _, _ = read_proc(server.pid)
-        sim_cpu0, _, _ = read_proc(sim.pid)
+        cpu0 = [read_proc(s.pid)[0] for s in servers]
+        sim_cpu0 = [read_proc(sim["child"].pid)[0] for sim in sims]
         pg_cpu0 = postgres_cpu_seconds() if postgres else None
         result["load_at_start"] = os.getloadavg()[0]
         t0 = time.monotonic()
-        watch = Watch(server.pid)
-        # The simulator stops by itself `measure` seconds from now; the prober stops a little
-        # before, so that its last requests are made while every host still reports.
-        busy = probe_pages(server.base, session, api_token, guest_id,
-                           max(1.0, measure - 1.0), config["every_s"], watch)
-        cpu1, rss, hwm = read_proc(server.pid)
-        sim_cpu1, _, _ = read_proc(sim.pid)
+        watch = Watch(*[s.pid for s in servers])
+        # The simulators stop by themselves `measure` seconds from now; the probers stop a
+        # little before, so that their last requests are made while every host still reports.
+        # One prober a server, at once (threads: they wait on the network, not on Python).
+        busy = [None] * n_servers
+
+        def probe(i):
+            busy[i] = probe_pages(servers[i].base, sessions[i], api_token, guest_id,
+                                  max(1.0, measure - 1.0), config["every_s"], watch)
+
+        if n_servers == 1:
+            probe(0)
+        else:
+            import threading
+            probers = [threading.Thread(target=probe, args=(i,)) for i in range(n_servers)]
+            for p in probers:
+                p.start()
+            for p in probers:
+                p.join()
+        ends = [read_proc(s.pid) for s in servers]
+        sim_cpu1 = [read_proc(sim["child"].pid)[0] for sim in sims]
         elapsed = time.monotonic() - t0
+        pg_cpu1 = postgres_cpu_seconds() if postgres else None
         result["load_at_end"] = os.getloadavg()[0]
-        result["busy"] = busy
-        result["server_cpu_cores"] = (cpu1 - cpu0) / elapsed
-        result["sim_cpu_cores"] = (sim_cpu1 - sim_cpu0) / elapsed
-        result["postgres_cpu_cores"] = (
-            (postgres_cpu_seconds() - pg_cpu0) / elapsed if postgres else None
-        )
-        result["rss_mib"] = max(watch.max_rss_kib, rss or 0) / 1024
-        result["hwm_mib"] = (hwm or 0) / 1024
+        if n_servers > 1:
+            # The fleets the servers show while every host still reports, read one right after
+            # the other.
+            result["listed_busy"] = [guests_listed(s.base, api_token) for s in servers]
+        result["busy_each"] = busy
+        result["busy"] = busy[0]
+        result["server_cpu_each"] = [(e[0] - c) / elapsed for e, c in zip(ends, cpu0)]
+        result["server_cpu_cores"] = sum(result["server_cpu_each"])
+        result["sim_cpu_each"] = [(c1 - c0) / elapsed for c1, c0 in zip(sim_cpu1, sim_cpu0)]
+        result["sim_cpu_cores"] = sum(result["sim_cpu_each"])
+        result["postgres_cpu_cores"] = (pg_cpu1 - pg_cpu0) / elapsed if postgres else None
+        result["rss_each"] = [max(watch.max_rss_kib[s.pid], e[1] or 0) / 1024
+                              for s, e in zip(servers, ends)]
+        result["hwm_each"] = [(e[2] or 0) / 1024 for e in ends]
+        result["rss_mib"] = max(result["rss_each"])
+        result["hwm_mib"] = max(result["hwm_each"])
 
-        try:
-            sim.wait(timeout=interval + 30)
-        except subprocess.TimeoutExpired:
-            processes.stop(sim)
-            raise StepFailed("the simulator did not stop at the end of its --duration")
-        processes.stop(sim)
-        sim_out.close()
-        sim_err.close()
-        with open(os.path.join(work, "simulate.out")) as f:
-            out = f.read()
-        taken = parse_taken_line(out)
-        latency = parse_latency_line(out)
-        if taken is None or latency is None:
-            raise StepFailed(
-                f"the simulator printed no summary (exit {sim.returncode}):\n{out}\n"
-                + tail(sim_err_path)
-            )
-        result["taken"], result["failed"] = taken
-        result["latency"] = latency
+        outs = []
+        for sim in sims:
+            try:
+                sim["child"].wait(timeout=interval + 30)
+            except subprocess.TimeoutExpired:
+                processes.stop(sim["child"])
+                raise StepFailed("a simulator did not stop at the end of its --duration")
+            processes.stop(sim["child"])
+            sim["out"].close()
+            sim["err"].close()
+            with open(sim["out_path"]) as f:
+                outs.append(f.read())
+        takens, latencies = [], []
+        for sim, out in zip(sims, outs):
+            taken, latency = parse_taken_line(out), parse_latency_line(out)
+            if taken is None or latency is None:
+                raise StepFailed(
+                    f"a simulator printed no summary (exit {sim['child'].returncode}):\n{out}\n"
+                    + tail(sim["err_path"])
+                )
+            takens.append(taken)
+            latencies.append(latency)
+        result["taken"] = sum(t[0] for t in takens)
+        result["failed"] = sum(t[1] for t in takens)
+        result["taken_each"] = takens
+        result["latency_each"] = latencies
+        result["latency"] = worse_latency(latencies)
         result["expected_in_window"] = hosts * measure / interval
+        result["expected_each"] = [share * measure / interval for share in shares]
         result["sim_errors"] = [
-            line for line in tail(sim_err_path, 200).splitlines()
-            if line.startswith("sim-host") or "error" in line.lower()
+            line for sim in sims for line in tail(sim["err_path"], 200).splitlines()
+            if line.startswith("sim-") or "error" in line.lower()
         ][:5]
+        if n_servers > 1:
+            # With nothing reporting any more, each server's re-reads catch up: the same guests
+            # on both, by id?
+            time.sleep(2.0)
+            ids = [guest_ids(s.base, api_token) for s in servers]
+            result["listed_after"] = [len(i) for i in ids]
+            result["only_on"] = [len(i - ids[(k + 1) % len(ids)]) for k, i in enumerate(ids)]
+            result["leases_end"] = [lease_of(s.base) for s in servers]
 
-        say("  restarting the server on the same database")
-        server.stop()
+        say("  stopping the servers; restarting server 1 alone on the same database"
+            if n_servers > 1 else "  restarting the server on the same database")
+        for server in reversed(servers):
+            server.stop()
+        server = servers[0]
         result["restart_s"] = server.start(config["start_deadline_s"])
         session = log_in(server.base, "capacity", password)
         say(f"  measuring {config['idle_s']:.0f} s idle")
@@ -596,9 +739,14 @@ def run_fleet(guests, config, binaries, processes):
         cpu1, rss, hwm = read_proc(server.pid)
         result["idle"] = idle
         result["idle_cpu_cores"] = (cpu1 - cpu0) / (time.monotonic() - t0)
-        result["idle_rss_mib"] = max(watch.max_rss_kib, rss or 0) / 1024
+        result["idle_rss_mib"] = max(watch.max_rss_kib[server.pid], rss or 0) / 1024
         result["idle_hwm_mib"] = (hwm or 0) / 1024
         server.stop()
+        result["log_problems"] = []
+        for i, s in enumerate(servers):
+            with open(s.log_path) as f:
+                result["log_problems"] += [f"server {i + 1}: {line}"
+                                           for line in log_problems(f.read())]
         if postgres:
             result["db_mib"] = int(psql(db, "SELECT pg_database_size(current_database())")) / 2**20
             psql(f"{postgres}/postgres", f"DROP DATABASE {name}")
@@ -622,34 +770,61 @@ def ratio(a, b):
     return "—" if a is None or not b else f"{a / b:.2f}"
 
 
+def worst(values):
+    """The largest of the figures there are, or None."""
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
 def report(r, config):
-    busy, idle = r["busy"], r["idle"]
+    """The table; with two servers, "during ingest" is the servers' CPU summed, the largest
+    memory, the worse simulator's report latency and the worse server's page latency, and a
+    column per server (and its simulator) follows; "idle" is server 1 alone after a restart."""
+    busy_each, idle = r["busy_each"], r["idle"]
+    n = r["servers"]
     lat = r["latency"]
+
+    def each(values, digits=1):
+        return [fmt(v, digits) for v in values] if n > 1 else []
+
+    def page(name, p):
+        return [percentile(b.ms[name], p) for b in busy_each]
+
     rows = [
-        ("server CPU (cores)", fmt(r["server_cpu_cores"], 2), fmt(r["idle_cpu_cores"], 2),
-         ratio(r["server_cpu_cores"], r["idle_cpu_cores"])),
+        ("server CPU (cores)" if n == 1 else "servers' CPU (cores, summed)",
+         fmt(r["server_cpu_cores"], 2), fmt(r["idle_cpu_cores"], 2),
+         ratio(r["server_cpu_cores"], r["idle_cpu_cores"]), *each(r["server_cpu_each"], 2)),
         ("server RSS, largest seen (MiB)", fmt(r["rss_mib"]), fmt(r["idle_rss_mib"]),
-         ratio(r["rss_mib"], r["idle_rss_mib"])),
+         ratio(r["rss_mib"], r["idle_rss_mib"]), *each(r["rss_each"])),
         ("server VmHWM (MiB)", fmt(r["hwm_mib"]), fmt(r["idle_hwm_mib"]),
-         ratio(r["hwm_mib"], r["idle_hwm_mib"])),
-        ("simulator CPU (cores)", fmt(r["sim_cpu_cores"], 3), "—", "—"),
-        ("PostgreSQL CPU (cores)", fmt(r["postgres_cpu_cores"], 2), "—", "—"),
-        ("reports in the window, latency p50 (ms)", fmt(lat.get("p50")), "—", "—"),
-        ("reports in the window, latency p99 (ms)", fmt(lat.get("p99")), "—", "—"),
+         ratio(r["hwm_mib"], r["idle_hwm_mib"]), *each(r["hwm_each"])),
+        ("simulator CPU (cores)", fmt(r["sim_cpu_cores"], 3), "—", "—",
+         *each(r["sim_cpu_each"], 3)),
+        ("PostgreSQL CPU (cores)", fmt(r["postgres_cpu_cores"], 2), "—", "—",
+         *(["—"] * n if n > 1 else [])),
+        ("reports in the window, latency p50 (ms)", fmt(lat.get("p50")), "—", "—",
+         *each([l.get("p50") for l in r["latency_each"]])),
+        ("reports in the window, latency p99 (ms)", fmt(lat.get("p99")), "—", "—",
+         *each([l.get("p99") for l in r["latency_each"]])),
         ("reports in the window: taken / due", f"{lat.get('count', 0):,.0f} / "
-         f"{r['expected_in_window']:,.0f}", "—", "—"),
+         f"{r['expected_in_window']:,.0f}", "—", "—",
+         *([f"{l.get('count', 0):,.0f} / {e:,.0f}"
+            for l, e in zip(r["latency_each"], r["expected_each"])] if n > 1 else [])),
     ]
     for name, _ in PAGES:
-        b50, b95 = percentile(busy.ms[name], 50), percentile(busy.ms[name], 95)
+        b50, b95 = worst(page(name, 50)), worst(page(name, 95))
         i50, i95 = percentile(idle.ms[name], 50), percentile(idle.ms[name], 95)
-        rows.append((f"{name} p50 (ms)", fmt(b50), fmt(i50), ratio(b50, i50)))
-        rows.append((f"{name} p95 (ms)", fmt(b95), fmt(i95), ratio(b95, i95)))
-        nb, ni = len(busy.ms[name]), len(idle.ms[name])
+        rows.append((f"{name} p50 (ms)", fmt(b50), fmt(i50), ratio(b50, i50), *each(page(name, 50))))
+        rows.append((f"{name} p95 (ms)", fmt(b95), fmt(i95), ratio(b95, i95), *each(page(name, 95))))
+        nbs = [len(b.ms[name]) for b in busy_each]
+        kib = [b.bytes[name] / 1024 / len(b.ms[name]) if b.ms[name] else None for b in busy_each]
+        ni = len(idle.ms[name])
         rows.append((
             f"{name} answers (KiB each)",
-            f"{nb} ({fmt(busy.bytes[name] / 1024 / nb if nb else None, 0)})",
+            f"{sum(nbs)} ({fmt(worst(kib), 0)})",
             f"{ni} ({fmt(idle.bytes[name] / 1024 / ni if ni else None, 0)})",
             "—",
+            *([f"{c} ({fmt(k, 0)})" for c, k in zip(nbs, kib)] if n > 1 else []),
         ))
     width = max(len(row[0]) for row in rows)
     print()
@@ -658,9 +833,17 @@ def report(r, config):
         f"per host every {config['interval_s']:g} s; measured {config['measure_s']:g} s after a "
         f"{config['warm_up_s']:g} s warm-up; idle {config['idle_s']:g} s after a restart"
     )
-    print(f"{'figure':<{width}}  {'during ingest':>15}  {'idle':>12}  {'ratio':>6}")
-    for label, b, i, q in rows:
-        print(f"{label:<{width}}  {b:>15}  {i:>12}  {q:>6}")
+    extra = ""
+    if n > 1:
+        print(
+            f"{n} servers on one PostgreSQL database, a simulator each with its half of the hosts; "
+            "during ingest: CPU summed, memory and latencies the worse server's (or simulator's), "
+            "each in its column; idle: server 1 alone, restarted"
+        )
+        extra = "".join(f"  {f'server {i + 1}':>15}" for i in range(n))
+    print(f"{'figure':<{width}}  {'during ingest':>15}  {'idle':>12}  {'ratio':>6}{extra}")
+    for label, b, i, q, *per in rows:
+        print(f"{label:<{width}}  {b:>15}  {i:>12}  {q:>6}" + "".join(f"  {v:>15}" for v in per))
     print(
         f"setup (tokens, user) {r['setup_s']:.1f} s; restart until /readyz {r['restart_s']:.1f} s; "
         f"database {r['db_mib']:.0f} MiB; simulator {r['threads']} threads, "
@@ -670,22 +853,45 @@ def report(r, config):
         f"machine: load average (1 min) {r['load_at_start']:.2f} as the measurement began, "
         f"{r['load_at_end']:.2f} as it ended, on {os.cpu_count()} CPUs"
     )
-    print(f"API list: during ingest {busy.api_note or 'no answer'}; idle {idle.api_note or 'no answer'}")
+    if n > 1:
+        print(f"lease: {', '.join(r['leases'])} at the start; {', '.join(r['leases_end'])} "
+              "at the end of the ingest")
+        listed = "; ".join(
+            f"server {i + 1} {m:,} guests matching ({g:,} guests, {h:,} hosts in its totals)"
+            for i, (m, g, h) in enumerate(r["listed_busy"]))
+        print(f"fleets at the end of the ingest (GET /api/v1/guests?limit=1): {listed}")
+        agree = all(o == 0 for o in r["only_on"])
+        print(
+            "fleets 2 s after the simulators stopped (every id, 1000 a page): "
+            + ", ".join(f"server {i + 1} {c:,}" for i, c in enumerate(r["listed_after"]))
+            + (": the same guests" if agree else
+               "; ids on one server only: "
+               + ", ".join(f"server {i + 1} {o:,}" for i, o in enumerate(r["only_on"])))
+        )
+    for i, b in enumerate(busy_each):
+        who = f" (server {i + 1})" if n > 1 else ""
+        print(f"API list: during ingest{who} {b.api_note or 'no answer'}"
+              + (f"; idle {idle.api_note or 'no answer'}" if i == 0 else ""))
     for name, _ in PAGES:
-        for phase, p in (("during ingest", busy), ("idle", idle)):
+        for phase, p in [(f"during ingest{f' (server {i + 1})' if n > 1 else ''}", b)
+                         for i, b in enumerate(busy_each)] + [("idle", idle)]:
             if p.errors[name]:
                 print(f"  {name} {phase}: {len(p.errors[name])} failed, e.g. {p.errors[name][0]}")
     for line in r["sim_errors"]:
         print(f"  simulator: {line[:200]}")
+    print(f"server logs: {len(r['log_problems'])} WARN/ERROR lines")
+    for line in r["log_problems"][:8]:
+        print(f"  {line[:240]}")
 
-    # The targets.
+    # The targets; with two servers, the worse server's pages and simulator's reports, and
+    # each server's CPU.
     met = []
     for name, _ in PAGES:
-        b95, i95 = percentile(busy.ms[name], 95), percentile(idle.ms[name], 95)
+        b95, i95 = worst(page(name, 95)), percentile(idle.ms[name], 95)
         ok = (
             b95 is not None and i95 is not None
             and b95 <= PAGE_P95_MAX_TIMES_IDLE * i95 and b95 < PAGE_P95_MAX_MS
-            and not busy.errors[name]
+            and not any(b.errors[name] for b in busy_each)
         )
         met.append(ok)
         print(
@@ -700,11 +906,14 @@ def report(r, config):
         f"target reports: p99 {fmt(p99)} ms < {REPORT_P99_MAX_MS:.0f} ms, none failed, "
         f"all due taken: {'met' if ok else 'NOT met'}"
     )
-    ok = r["server_cpu_cores"] < SERVER_CPU_MAX_CORES
+    ok = all(c < SERVER_CPU_MAX_CORES for c in r["server_cpu_each"])
     met.append(ok)
     print(
-        f"target server CPU: {r['server_cpu_cores']:.2f} cores < {SERVER_CPU_MAX_CORES:g}: "
-        f"{'met' if ok else 'NOT met'}"
+        f"target server CPU: "
+        + ", ".join(f"{c:.2f}" for c in r["server_cpu_each"])
+        + f" cores{' (each server)' if n > 1 else ''} < {SERVER_CPU_MAX_CORES:g}"
+        + (f"; {r['server_cpu_cores']:.2f} summed" if n > 1 else "")
+        + f": {'met' if ok else 'NOT met'}"
     )
     return all(met)
 
@@ -729,7 +938,20 @@ def main(argv):
         # A PostgreSQL server (postgres://USER:PASSWORD@HOST:PORT, a role that may create
         # databases) to keep the data in instead of an SQLite file.
         "postgres": os.environ.get("CAPACITY_POSTGRES", "").rstrip("/"),
+        # Servers on the one database, each with a simulator of its share of the hosts: 1, or
+        # 2 (PostgreSQL only: SQLite is one server's).
+        "servers": env_number("CAPACITY_SERVERS", 1, int),
     }
+    if config["servers"] not in (1, 2):
+        print(f"capacity: CAPACITY_SERVERS={config['servers']}: 1 or 2", file=sys.stderr)
+        return 2
+    if config["servers"] > 1 and not config["postgres"]:
+        print(
+            "capacity: CAPACITY_SERVERS=2 needs CAPACITY_POSTGRES: several servers share a "
+            "PostgreSQL database, never an SQLite file",
+            file=sys.stderr,
+        )
+        return 2
     if config["warm_up_s"] < 2 * config["interval_s"]:
         say(f"warning: a warm-up of {config['warm_up_s']:g} s is under two intervals")
     processes = Processes()

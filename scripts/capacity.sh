@@ -11,7 +11,8 @@
 # CAPACITY_PROBE_EVERY_S (1), CAPACITY_THREADS (simulator threads; default hosts/10, 4 to 500),
 # CAPACITY_START_DEADLINE_S (300), CAPACITY_POSTGRES (a PostgreSQL server URL, a role that may
 # create databases: each fleet then keeps its data in a new database there, and the table adds
-# PostgreSQL's own CPU; scripts/postgres.sh starts a throwaway one). About 8 minutes for the default fleets on 2 cores, plus
+# PostgreSQL's own CPU; scripts/postgres.sh starts a throwaway one), CAPACITY_SERVERS (1; 2
+# with CAPACITY_POSTGRES: two servers on that database, half the hosts reporting to each). About 8 minutes for the default fleets on 2 cores, plus
 # the release build; a quick check:
 #
 #   CAPACITY_WARM_UP_S=20 CAPACITY_MEASURE_S=30 CAPACITY_IDLE_S=15 scripts/capacity.sh 2000
