@@ -16,7 +16,13 @@ async fn a_simulated_fleet_reports_every_host_and_guest() {
     let db_path = TestDb::new(work.path(), "sim.db").await;
     let tokens_file = work.path().join("tokens");
     agent_tokens_file(&db_path, "sim-host", 3, &tokens_file);
-    assert_eq!(std::fs::read_to_string(&tokens_file).unwrap().lines().count(), 3);
+    assert_eq!(
+        std::fs::read_to_string(&tokens_file)
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
 
     let mut processes = Processes::default();
     let url = start_server(&db_path, &[], &mut processes);
