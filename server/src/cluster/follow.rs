@@ -83,7 +83,6 @@ async fn follow(state: AppState) {
                 }
             };
             let applied = match heard {
-                Heard::Alive => Ok(()),
                 Heard::Reconnected => {
                     missed_some(&state).await;
                     Ok(())
@@ -93,6 +92,7 @@ async fn follow(state: AppState) {
                         state.intake.stored_elsewhere(Some(&hosts)).await
                     }
                     ClusterChange::Setting(name) => state.setting_saved_elsewhere(&name).await,
+                    // Heard: the listener is alive, which is all a ping says.
                     ClusterChange::Ping => Ok(()),
                 },
             };

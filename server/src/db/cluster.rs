@@ -16,10 +16,15 @@ pub struct Origin(pub u64);
 impl Origin {
     pub fn random() -> Origin {
         let mut bytes = [0_u8; 8];
-        // A failed draw leaves zeros: then every server skips nothing from another zero
-        // origin but its own (never the case in practice; getrandom fails only without a
-        // kernel source).
-        let _ = getrandom::fill(&mut bytes);
+        if getrandom::fill(&mut bytes).is_err() {
+            // Without the OS's randomness (no kernel source), the process id and the clock's
+            // nanoseconds: two servers whose draws both failed must still differ, or each
+            // would skip the other's changes as its own.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            return Origin(nanos ^ (u64::from(std::process::id()) << 32));
+        }
         Origin(u64::from_le_bytes(bytes))
     }
 }
@@ -100,10 +105,9 @@ impl std::str::FromStr for ClusterNotice {
 /// What the listener heard.
 #[derive(Debug)]
 pub enum Heard {
-    /// A change another server stored.
+    /// A change another server stored, or a ping (anyone's, this server's own too: the
+    /// listener's connection is alive).
     Notice(ClusterNotice),
-    /// A ping (anyone's): the listener's connection is alive.
-    Alive,
     /// The connection was lost and made again: whatever was announced meanwhile was missed.
     Reconnected,
 }

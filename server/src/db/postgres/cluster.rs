@@ -57,11 +57,9 @@ impl PgChangeListener {
                 return Ok(Heard::Reconnected);
             };
             match notification.payload().parse::<ClusterNotice>() {
-                Ok(ClusterNotice {
-                    change: ClusterChange::Ping,
-                    ..
-                }) => return Ok(Heard::Alive),
-                Ok(notice) if notice.origin == self.origin => {}
+                // This server's own changes are applied already; its pings are not changes.
+                Ok(notice)
+                    if notice.origin == self.origin && notice.change != ClusterChange::Ping => {}
                 Ok(notice) => return Ok(Heard::Notice(notice)),
                 Err(e) => {
                     tracing::warn!(error = %e, "a notification on the changes channel was ignored")
