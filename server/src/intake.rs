@@ -47,6 +47,7 @@ struct Elsewhere {
     /// Announcements may have been missed (the listener's connection was lost): read every
     /// active guest again.
     everything: bool,
+    /// A [`Job::Reload`] is in the queue and has not taken what is gathered here yet.
     queued: bool,
 }
 

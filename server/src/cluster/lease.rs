@@ -59,9 +59,7 @@ impl Lease {
             None => false,
         };
         if taken {
-            tracing::info!(
-                "took the lease: this server runs the alert evaluation, the notifications and the retention"
-            );
+            log_taken();
         }
         let (held_tx, held) = watch::channel(taken);
         tokio::spawn(keep(db.clone(), first, held_tx));
@@ -118,9 +116,7 @@ async fn keep(db: Db, mut session: Option<LeaseSession>, held: watch::Sender<boo
                 continue;
             }
             held.send_replace(true);
-            tracing::info!(
-                "took the lease: this server runs the alert evaluation, the notifications and the retention"
-            );
+            log_taken();
         }
         // The holder: check until a check fails, then stand down at once.
         loop {
@@ -145,4 +141,10 @@ async fn keep(db: Db, mut session: Option<LeaseSession>, held: watch::Sender<boo
         // the lock go at once rather than after the keepalives.
         drop(s);
     }
+}
+
+fn log_taken() {
+    tracing::info!(
+        "took the lease: this server runs the alert evaluation, the notifications and the retention"
+    );
 }
