@@ -148,12 +148,11 @@ pub fn start_server_with_log(
     (url, log)
 }
 
-/// Makes `count` agent tokens named `name-0001` on, as `token add --count` prints them (one
-/// `name token` line each, what `tickscope-agent simulate --tokens-file` reads), into `file`.
-pub fn agent_tokens_file(db: impl AsRef<OsStr>, name: &str, count: usize, file: &Path) {
+/// `tickscope-server token add ARGS --db DB`, which must succeed; what it printed.
+fn token_add(db: impl AsRef<OsStr>, args: &[&str]) -> Vec<u8> {
     let out = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
-        .args(["token", "add", name, "--role", "agent", "--count"])
-        .arg(count.to_string())
+        .args(["token", "add"])
+        .args(args)
         .arg("--db")
         .arg(db)
         .output()
@@ -163,28 +162,20 @@ pub fn agent_tokens_file(db: impl AsRef<OsStr>, name: &str, count: usize, file: 
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::fs::write(file, &out.stdout).unwrap();
+    out.stdout
+}
+
+/// Makes `count` agent tokens named `name-0001` on, as `token add --count` prints them (one
+/// `name token` line each, what `tickscope-agent simulate --tokens-file` reads), into `file`.
+pub fn agent_tokens_file(db: impl AsRef<OsStr>, name: &str, count: usize, file: &Path) {
+    let count = count.to_string();
+    let printed = token_add(db, &[name, "--role", "agent", "--count", &count]);
+    std::fs::write(file, printed).unwrap();
 }
 
 pub fn add_token(db: impl AsRef<OsStr>, role: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_tickscope-server"))
-        .args([
-            "token",
-            "add",
-            &format!("real-guests-{role}"),
-            "--role",
-            role,
-            "--db",
-        ])
-        .arg(db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
+    let name = format!("real-guests-{role}");
+    String::from_utf8(token_add(db, &[&name, "--role", role]))
         .unwrap()
         .lines()
         .last()
