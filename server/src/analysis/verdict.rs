@@ -1,6 +1,9 @@
 //! One host's guests judged: rates, tick mode, waste and suggestions per guest.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
+use tickscope_agent::wire::Hypervisor;
 
 use super::idle::Activity;
 use super::suggest::Suggestion;
@@ -74,20 +77,30 @@ pub fn analyse_host(guests: &[Window]) -> Vec<Verdict> {
             }
         })
         .collect();
+    // Each family's tickless guests teach the host's baseline for that family: learned once
+    // per family, so the host's analysis stays linear in its guests.
+    let mut peers: HashMap<Hypervisor, Vec<f64>> = HashMap::new();
+    for (window, m) in guests.iter().zip(&measured) {
+        if m.classification.mode == TickMode::Tickless
+            && let Some(rates) = m.judged.rates()
+        {
+            peers
+                .entry(window.hypervisor)
+                .or_default()
+                .push(rates.cpu_pct_per_vcpu);
+        }
+    }
+    let baselines: HashMap<Hypervisor, Baseline> = peers
+        .iter()
+        .map(|(family, peers)| (*family, Baseline::learn(peers)))
+        .collect();
+    let no_peers = Baseline::learn(&[]);
     guests
         .iter()
         .zip(&measured)
         .map(|(window, m)| {
-            let peers: Vec<f64> = guests
-                .iter()
-                .zip(&measured)
-                .filter(|(w, p)| {
-                    w.hypervisor == window.hypervisor && p.classification.mode == TickMode::Tickless
-                })
-                .filter_map(|(_, p)| p.judged.rates().map(|r| r.cpu_pct_per_vcpu))
-                .collect();
-            let baseline = Baseline::learn(&peers);
-            let waste = waste::waste(&m.classification, &m.activity, &m.total, &baseline);
+            let baseline = baselines.get(&window.hypervisor).unwrap_or(&no_peers);
+            let waste = waste::waste(&m.classification, &m.activity, &m.total, baseline);
             let idle_rates = m.judged.rates();
             let suggestions = suggest::suggest(&suggest::Input {
                 window,
@@ -106,4 +119,51 @@ pub fn analyse_host(guests: &[Window]) -> Vec<Verdict> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::test_window;
+    use crate::growth::assert_not_super_linear;
+
+    /// `n` guests on one host, half of them tickless (which the baseline learns from).
+    fn host_of(n: usize) -> Vec<Window> {
+        (0..n)
+            .map(|i| match i % 2 {
+                0 => test_window(1, 0.3, 38.0, None),
+                _ => test_window(2, 8.6, 572.0, Some("console=ttyS0 nohz=off")),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_hosts_analysis_grows_no_faster_than_its_guests() {
+        let (small, large) = (host_of(1_000), host_of(8_000));
+        assert_not_super_linear(
+            "analyse_host",
+            || {
+                std::hint::black_box(analyse_host(&small));
+            },
+            || {
+                std::hint::black_box(analyse_host(&large));
+            },
+        );
+    }
+
+    #[test]
+    fn each_guest_is_priced_against_its_own_familys_tickless_peers() {
+        let mut guests = host_of(6);
+        // Tickless VirtualBox guests at another idle cost than the QEMU ones.
+        for w in &mut guests[..2] {
+            w.hypervisor = tickscope_agent::wire::Hypervisor::Virtualbox;
+        }
+        let verdicts = analyse_host(&guests);
+        let learned: Vec<usize> = verdicts
+            .iter()
+            .map(|v| v.waste.baseline.learned_from_guests)
+            .collect();
+        // QEMU: guests 2 and 4 are tickless (two peers); VirtualBox: guest 0 alone (the default).
+        assert_eq!(learned, [0, 0, 2, 2, 2, 2]);
+    }
 }

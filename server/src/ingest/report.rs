@@ -3,7 +3,7 @@
 //! A wire [`Report`] is turned into a [`ValidReport`] once; behind this point nothing needs
 //! checking again. A report with any bad value is refused whole, naming the field.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use tickscope_agent::wire::{
     BlindSpot, FactsSource, GuestSample, Hypervisor, MAX_BLIND_SPOT_TEXT_CHARS, MAX_BLIND_SPOTS,
@@ -17,9 +17,12 @@ use super::totals::ReportedTotals;
 use crate::error::{AppError, AppResult};
 
 /// Limits on what one report may hold: far above any real host, low enough to keep one bad
-/// report from costing the server much.
+/// report from costing the server much. The guests are a setting (`serve
+/// --max-guests-per-report`); this is its default.
 pub const MAX_GUESTS: usize = 10_000;
-pub const MAX_HOST_CPUS: u32 = 65_536;
+/// The most CPUs a host may say it has: Linux's largest build (x86-64 `MAXSMP`, `NR_CPUS`).
+/// What the host says bounds what its VMs may claim, together and each.
+pub const MAX_HOST_CPUS: u32 = 8_192;
 /// No vCPU thread is woken more often than this, per second (a periodic tick is at most 1000).
 pub const MAX_WAKEUPS_PER_VCPU_S: f64 = 1_000_000.0;
 /// CPU time is counted in clock ticks (10 ms), so a VM can appear to use slightly more than the
@@ -47,6 +50,25 @@ pub struct ValidReport {
     pub guests: Vec<ValidGuest>,
     /// Reports the agent's spool dropped unsent, since it was created.
     pub dropped_reports: i64,
+    /// Guests whose facts were not acceptable and were left out (the rest of the report is
+    /// stored): said in one line of the log, not one per guest.
+    pub facts_left_out: LeftOut,
+}
+
+/// Facts left out of a report: how many guests', and the first guest's with why.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LeftOut {
+    pub guests: usize,
+    pub first: Option<(String, String)>,
+}
+
+impl LeftOut {
+    fn add(&mut self, guest: &str, why: &AppError) {
+        self.guests += 1;
+        if self.first.is_none() {
+            self.first = Some((guest.to_string(), why.to_string()));
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -102,15 +124,27 @@ pub fn max_busy_cpus(host_cpus: u32, vcpus: u32, wakeups_source: WakeupsSource) 
     }
 }
 
-/// Checks a report against the server's clock (`now_ms`).
+/// Checks a report against the server's clock (`now_ms`), with the default limit of guests.
 pub fn validate(report: Report, now_ms: i64) -> AppResult<ValidReport> {
+    validate_within(report, now_ms, MAX_GUESTS)
+}
+
+/// Checks a report against the server's clock (`now_ms`); it may hold at most `max_guests`.
+/// The work is linear in the report, whatever its names or values.
+pub fn validate_within(report: Report, now_ms: i64, max_guests: usize) -> AppResult<ValidReport> {
     let agent_id = text("agent.id", report.agent.id, 128)?;
     let run_id = text("agent.run_id", report.agent.run_id, 128)?;
     let agent_version = text("agent.version", report.agent.version, 64)?;
     let seq = i64::try_from(report.seq).map_err(|_| AppError::invalid("seq", "too large"))?;
 
     let host = ValidHost {
-        name: text("host.name", report.host.name, MAX_NAME_CHARS)?,
+        // `bind-a ` is `bind-a`: a host is named by its agent, and a name that differs only in
+        // surrounding space would be a second host beside the first (and its token's).
+        name: text(
+            "host.name",
+            report.host.name.trim().to_string(),
+            MAX_NAME_CHARS,
+        )?,
         cpus: in_range("host.cpus", report.host.cpus, 1, MAX_HOST_CPUS)?,
         kernel: text_or_empty("host.kernel", report.host.kernel, MAX_NAME_CHARS)?,
         kvm_halt_poll_ns: report
@@ -134,30 +168,47 @@ pub fn validate(report: Report, now_ms: i64) -> AppResult<ValidReport> {
 
     let length_ms = interval::check(&report.interval, now_ms)?;
 
-    if report.guests.len() > MAX_GUESTS {
+    if report.guests.len() > max_guests {
         return Err(AppError::invalid(
             "guests",
-            format!("more than {MAX_GUESTS} guests in one report"),
+            format!(
+                "{} guests in one report; this server takes at most {max_guests} \
+                 (serve --max-guests-per-report)",
+                report.guests.len()
+            ),
         ));
     }
-    let mut identities = HashSet::new();
+    let mut identities = Identities::default();
+    let mut facts_left_out = LeftOut::default();
     let guests = report
         .guests
         .into_iter()
         .enumerate()
         .map(|(i, g)| {
-            let mut guest = validate_guest(&format!("guests[{i}]"), g, &host, length_ms)?;
-            // Two VMs on one host may share a name (plain QEMU without -uuid): keep them apart,
-            // even from a VM that happens to be named like the suffixed one.
-            let base = guest.identity.clone();
-            let mut n = 1;
-            while !identities.insert(guest.identity.clone()) {
-                n += 1;
-                guest.identity = format!("{base}#{n}");
-            }
+            let mut guest = validate_guest(
+                &format!("guests[{i}]"),
+                g,
+                &host,
+                length_ms,
+                &mut facts_left_out,
+            )?;
+            guest.identity = identities.distinct(guest.identity);
             Ok(guest)
         })
         .collect::<AppResult<Vec<_>>>()?;
+    // The host's VMs together cannot use more than the host has, whatever each may.
+    let max_host_cpu_s = (length_ms / 1000.0 + CPU_TICK_SLACK_S) * f64::from(host.cpus);
+    let host_cpu_s: f64 = guests.iter().map(|g| g.host_cpu_s).sum();
+    if host_cpu_s > max_host_cpu_s {
+        return Err(AppError::invalid(
+            "guests",
+            format!(
+                "the guests used {host_cpu_s:.2} s of CPU together, more than the interval × \
+                 the host's {} CPUs ({max_host_cpu_s:.2} s)",
+                host.cpus
+            ),
+        ));
+    }
 
     Ok(ValidReport {
         agent_id,
@@ -170,7 +221,47 @@ pub fn validate(report: Report, now_ms: i64) -> AppResult<ValidReport> {
         length_ms,
         guests,
         dropped_reports: i64::try_from(report.dropped_reports).unwrap_or(i64::MAX),
+        facts_left_out,
     })
+}
+
+/// Keeps the guests of one report apart: two VMs on one host may share a name (plain QEMU
+/// without -uuid), and the second becomes `name#2`, even apart from a VM that happens to be
+/// named like the suffixed one.
+#[derive(Default)]
+struct Identities {
+    taken: HashSet<String>,
+    /// The next suffix to try, per identity met more than once. Each try either takes the
+    /// suffix or moves this on past one taken by a guest named so, so that a report of n guests
+    /// makes at most 2n tries, whatever their names.
+    next_suffix: HashMap<String, u32>,
+    /// Tries made, for the test that they stay linear.
+    #[cfg(test)]
+    tries: usize,
+}
+
+impl Identities {
+    fn distinct(&mut self, identity: String) -> String {
+        #[cfg(test)]
+        {
+            self.tries += 1;
+        }
+        if self.taken.insert(identity.clone()) {
+            return identity;
+        }
+        let n = self.next_suffix.entry(identity.clone()).or_insert(2);
+        loop {
+            #[cfg(test)]
+            {
+                self.tries += 1;
+            }
+            let candidate = format!("{identity}#{n}");
+            *n += 1;
+            if self.taken.insert(candidate.clone()) {
+                return candidate;
+            }
+        }
+    }
 }
 
 fn validate_guest(
@@ -178,6 +269,7 @@ fn validate_guest(
     g: GuestSample,
     host: &ValidHost,
     length_ms: f64,
+    facts_left_out: &mut LeftOut,
 ) -> AppResult<ValidGuest> {
     let field = |name: &str| format!("{at}.{name}");
     let name = text(&field("name"), g.name, MAX_NAME_CHARS)?;
@@ -219,7 +311,8 @@ fn validate_guest(
         .map(|a| text_or_empty(&field("boot_args"), a, MAX_BOOT_ARGS_CHARS))
         .transpose()?;
     // Facts come from inside a guest, through the host agent: if they are not acceptable, they
-    // are left out and said so in the log, and the host's measurements are still stored.
+    // are left out (the report's caller says so in the log, once for all of its guests), and the
+    // host's measurements are still stored.
     let facts = g.facts.and_then(|delivered| {
         let checked = if delivered.source == FactsSource::ProbeDirect {
             Err(AppError::invalid(
@@ -229,9 +322,7 @@ fn validate_guest(
         } else {
             facts::validate(&field("facts"), delivered.source.as_str(), delivered.facts)
         };
-        checked
-            .inspect_err(|e| tracing::warn!(host = ?host.name, guest = ?name, error = %e, "guest facts left out"))
-            .ok()
+        checked.inspect_err(|e| facts_left_out.add(&name, e)).ok()
     });
     let vm_process = match (&host.boot_id, &g.totals) {
         (Some(boot_id), Some(t)) => format!("{boot_id}:{}:{}", g.pid, t.start_ticks),
@@ -498,6 +589,65 @@ mod tests {
                 }
                 Err(other) => panic!("{case}: {other:?}"),
             }
+        }
+    }
+
+    /// A report of `n` VMs all named `web`, without UUIDs, the last one unacceptable: the shape
+    /// that once took 4 s to refuse at 10,000 guests.
+    fn same_named(n: usize) -> serde_json::Value {
+        let mut r = report();
+        let mut g = r["guests"][0].clone();
+        g.as_object_mut().unwrap().remove("uuid");
+        let mut guests = vec![g.clone(); n];
+        guests[n - 1]["vcpus"] = json!(0);
+        r["guests"] = json!(guests);
+        r
+    }
+
+    #[test]
+    fn validation_grows_no_faster_than_the_report_whatever_its_names() {
+        let (small, large) = (same_named(1_000), same_named(8_000));
+        crate::growth::assert_not_super_linear(
+            "validate",
+            || assert!(check(small.clone()).is_err()),
+            || assert!(check(large.clone()).is_err()),
+        );
+    }
+
+    #[test]
+    fn keeping_guests_apart_takes_at_most_two_tries_per_guest_whatever_their_names() {
+        // Names as hostile as they come: all alike, and alike the suffixed forms of each other.
+        let shapes: [Vec<String>; 4] = [
+            vec!["web".to_string(); 5_000],
+            (0..5_000)
+                .map(|i| match i % 2 {
+                    0 => "web".to_string(),
+                    _ => format!("web#{}", i / 2 + 2),
+                })
+                .collect(),
+            (0..5_000)
+                .map(|i| match i % 3 {
+                    0 => "a".to_string(),
+                    1 => "a#2".to_string(),
+                    _ => "a#2#2".to_string(),
+                })
+                .collect(),
+            (0..5_000).map(|i| format!("vm-{i}")).collect(),
+        ];
+        for names in shapes {
+            let mut identities = Identities::default();
+            let distinct: HashSet<String> = names
+                .iter()
+                .map(|n| identities.distinct(n.clone()))
+                .collect();
+            assert_eq!(distinct.len(), names.len(), "{:?}", &names[..3]);
+            assert!(
+                identities.tries <= 2 * names.len(),
+                "{} tries for {} guests ({:?}, ...)",
+                identities.tries,
+                names.len(),
+                &names[..3]
+            );
         }
     }
 
