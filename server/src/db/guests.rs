@@ -8,6 +8,8 @@ use crate::domain::{GuestId, HostId, HypervisorName};
 #[derive(Debug, Clone, PartialEq, FromRow)]
 pub struct GuestRow {
     pub id: GuestId,
+    /// What makes it the same guest on its host: its UUID, else `name:` and its name.
+    pub identity: String,
     pub host_id: HostId,
     pub host_name: String,
     pub host_halt_poll_ns: Option<i64>,
@@ -27,6 +29,23 @@ pub struct GuestRow {
     /// When its current VM process was first reported (server clock), if known: facts
     /// received before then are from an earlier boot.
     pub process_since_ms: Option<i64>,
+    /// Its host's count of stored reports as of the last report that held it.
+    pub last_report_n: i64,
+    /// Its host's count of stored reports now (as of the row's reading).
+    pub host_reports: i64,
+}
+
+/// A guest is gone from its host once the host stored this many reports without it (shut
+/// down, or moved away): it leaves the live fleet then, instead of counting until it has been
+/// silent for the active limit. (A host that stops reporting altogether keeps its guests for
+/// that limit: nothing says they are gone.)
+pub const GONE_AFTER_MISSED_REPORTS: i64 = 3;
+
+impl GuestRow {
+    /// Whether its host's reports since its last one say it is gone.
+    pub fn gone(&self) -> bool {
+        self.host_reports - self.last_report_n >= GONE_AFTER_MISSED_REPORTS
+    }
 }
 
 /// One sample of the analysis window.
@@ -56,7 +75,8 @@ pub struct IdleReading {
 
 /// Which guests to analyse: every active one, or one host's active guests, plus one guest
 /// whether active or not when asked for (a guest's verdict needs its host's peers for the
-/// baseline).
+/// baseline). Active means reported since the time given and not gone from its host
+/// ([`GONE_AFTER_MISSED_REPORTS`]).
 #[derive(Debug, Clone, Copy)]
 pub enum GuestScope {
     Active {

@@ -19,6 +19,9 @@ pub enum StoreOutcome {
     Stored {
         report_id: ReportId,
         host_id: HostId,
+        /// The host's count of stored reports, this one included (see
+        /// [`GONE_AFTER_MISSED_REPORTS`](super::guests::GONE_AFTER_MISSED_REPORTS)).
+        host_reports: i64,
         /// What was written for each guest of the report, in the report's order: the analysed
         /// fleet is brought up to date from this, without reading it back.
         guests: Vec<StoredGuest>,

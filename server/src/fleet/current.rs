@@ -2,22 +2,32 @@
 //! and the ranking of them all, brought up to date as reports and facts are stored.
 //!
 //! A stored report updates its own guests' windows from what it stored and analyses its host's
-//! guests again in memory ([`Current::apply`]): no read of the database, a few tens of
-//! microseconds for a host of 20 guests. Readers take the state as it is, at once. Nothing here
-//! is lost on a restart: the raw windows are in the database and [`Current::load`] reads them.
-//! Kernel and command-line changes are measured over the hour around them from the database,
-//! off the report's path, by the refresher ([`Current::measure_changes`]).
+//! guests again in memory ([`Current::apply`]): no read of the database. Nothing here is lost on
+//! a restart: the raw windows are in the database and [`Current::load`] reads them. Kernel and
+//! command-line changes are measured over the hour around them from the database, off the
+//! report's path, by the refresher ([`Current::measure_changes`]).
+//!
+//! Two sides, so that no reader ever waits for work that grows with a host or the fleet:
+//! - The writers' side ([`Hosts`], behind a mutex only writers take: the intake, the
+//!   refresher's bookkeeping, the retention's sweep) holds each host's inputs and analyses a
+//!   host again, in O(n log n) of its guests.
+//! - What readers see ([`Published`]) is replaced whole once a host's new verdicts are in: its
+//!   maps are persistent (imbl), so the copy shares everything but what changed, and replacing a
+//!   host's entries costs O(k log n) for its k guests. A reader takes the current copy under a
+//!   lock held for one pointer's clone, and reads it for as long as it likes.
 
 use std::cmp::Ordering as CmpOrdering;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use tickscope_agent::wire::Hypervisor;
 
 use super::analysed::{ACTIVE_WITHIN_MS, AnalysedGuest};
 use super::changes::{self, SettledChanges};
 use super::inputs::{self, GuestInputs};
 use crate::analysis::change::Change;
-use crate::db::{Db, GuestScope, StoredFacts, StoredGuest};
+use crate::db::{Db, GONE_AFTER_MISSED_REPORTS, GuestScope, StoredFacts, StoredGuest};
 use crate::domain::{GuestId, HostId};
 use crate::error::AppResult;
 
@@ -29,24 +39,70 @@ pub const FIRST_FIGURES_WITHIN_MS: i64 = 5 * 60 * 1000;
 /// The analysed guests of every host, and their ranking.
 #[derive(Default)]
 pub struct Current {
-    state: RwLock<State>,
+    /// What readers see, replaced whole by the writers.
+    published: RwLock<Arc<Published>>,
+    /// The writers' side.
+    hosts: Mutex<Hosts>,
     /// Orders change measurements: one that began later read a later database, so an earlier
     /// one that finishes after it must not overwrite it.
     next_ticket: AtomicU64,
 }
 
-#[derive(Default)]
-struct State {
-    hosts: HashMap<HostId, HostState>,
+/// The analysed fleet as readers see it: a consistent copy as of one moment, cheap to hold.
+#[derive(Clone, Default)]
+pub struct Published {
     /// Every analysed guest, most wasteful first.
-    ranking: BTreeSet<Ranked>,
-    by_id: HashMap<GuestId, Arc<AnalysedGuest>>,
+    ranking: imbl::OrdSet<Ranked>,
+    by_id: imbl::HashMap<GuestId, Arc<AnalysedGuest>>,
+    /// The held guests' last kernel or command-line changes, measured.
+    changes: imbl::HashMap<GuestId, Change>,
+}
+
+impl Published {
+    /// The guests active at `now_ms` (reported within the active limit), most wasteful first.
+    pub fn ranked(&self, now_ms: i64) -> impl Iterator<Item = &Arc<AnalysedGuest>> {
+        let since_ms = now_ms - ACTIVE_WITHIN_MS;
+        self.ranking
+            .iter()
+            .map(|g| &g.0)
+            .filter(move |g| g.last_seen_ms >= since_ms)
+    }
+
+    /// One guest as ranked, if it is active at `now_ms`.
+    pub fn guest(&self, guest_id: GuestId, now_ms: i64) -> Option<&Arc<AnalysedGuest>> {
+        let since_ms = now_ms - ACTIVE_WITHIN_MS;
+        self.by_id
+            .get(&guest_id)
+            .filter(|g| g.last_seen_ms >= since_ms)
+    }
+
+    /// How many guests are held (active or not yet forgotten).
+    pub fn held(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// A held guest's last kernel or command-line change, measured.
+    pub fn change(&self, guest_id: GuestId) -> Option<Change> {
+        self.changes.get(&guest_id).copied()
+    }
+}
+
+/// The writers' side: each held host, and host names to ids (a report names its host).
+#[derive(Default)]
+struct Hosts {
+    by_id: HashMap<HostId, HostState>,
+    names: HashMap<String, HostId>,
 }
 
 #[derive(Default)]
 struct HostState {
-    /// The analysis inputs of its guests seen within the active limit, by id.
+    /// The analysis inputs of its guests still on it and seen within the active limit, by id.
     inputs: BTreeMap<GuestId, GuestInputs>,
+    /// The same guests by what makes each the same guest on the host.
+    identities: HashMap<(Hypervisor, String), GuestId>,
+    /// The host's count of stored reports: a guest whose last report is
+    /// [`GONE_AFTER_MISSED_REPORTS`] behind it is gone.
+    reports_stored: i64,
     /// The guests of its last analysis, as ranked.
     analysed: Vec<GuestId>,
     /// Its guests' last kernel or command-line changes, measured.
@@ -61,6 +117,39 @@ struct HostState {
     unmeasured_at_ms: Option<i64>,
 }
 
+impl HostState {
+    /// Takes in a guest's inputs (new or updated), under its identity.
+    fn hold(&mut self, inputs: GuestInputs) {
+        let key = (inputs.row.hypervisor, inputs.row.identity.clone());
+        self.identities.insert(key, inputs.row.id);
+        self.inputs.insert(inputs.row.id, inputs);
+    }
+
+    /// Drops the guests gone from the host or silent past the active limit, then analyses the
+    /// rest as of `now_ms`.
+    fn analyse(&mut self, now_ms: i64) -> Vec<AnalysedGuest> {
+        let since_ms = now_ms - ACTIVE_WITHIN_MS;
+        let reports_stored = self.reports_stored;
+        let gone = |g: &GuestInputs| {
+            g.row.last_seen_ms < since_ms
+                || reports_stored - g.row.last_report_n >= GONE_AFTER_MISSED_REPORTS
+        };
+        let dropped: Vec<GuestId> = self
+            .inputs
+            .values()
+            .filter(|g| gone(g))
+            .map(|g| g.row.id)
+            .collect();
+        for id in dropped {
+            if let Some(g) = self.inputs.remove(&id) {
+                self.identities.remove(&(g.row.hypervisor, g.row.identity));
+            }
+        }
+        let guests: Vec<&GuestInputs> = self.inputs.values().collect();
+        inputs::analyse_host(&guests, now_ms)
+    }
+}
+
 /// What [`Current::apply`] did with a stored report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
@@ -70,8 +159,19 @@ pub enum Applied {
         changed: bool,
     },
     /// A guest of the report is stored from before but not held here (it was silent past the
-    /// active limit): the host's inputs must be read from the database ([`Current::reload_host`]).
+    /// active limit, or gone from the host): the host's inputs must be read from the database
+    /// ([`Current::reload_host`]).
     NeedsReload,
+}
+
+/// What a report would do to its host's guests, were it stored now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Footprint {
+    /// Guests of the report the host does not hold now (never seen, or gone and back).
+    pub new_guests: usize,
+    /// Guests the host would hold after it: the report's, and those it still holds that the
+    /// report does not make gone.
+    pub held_after: usize,
 }
 
 /// An analysed guest in ranking order: most wasteful first, then most host CPU, then by name,
@@ -128,33 +228,86 @@ impl Current {
         Ok(hosts)
     }
 
-    /// Takes in what one report stored for a host's guests and analyses the host's active
-    /// guests again, as of `now_ms`.
-    pub fn apply(&self, host_id: HostId, stored: &[StoredGuest], now_ms: i64) -> Applied {
-        let mut state = self.write();
-        let host = state.hosts.entry(host_id).or_default();
+    /// What `guests` (a report's, by family and identity) would do to the host named
+    /// `host_name`; `earlier` are guests that reports stored before it (in the same batch) bring
+    /// to the host, which are not new. O(guests held by the host).
+    pub fn footprint<'a>(
+        &self,
+        host_name: &str,
+        guests: impl IntoIterator<Item = (Hypervisor, &'a str)>,
+        earlier: &HashSet<(Hypervisor, String)>,
+    ) -> Footprint {
+        let hosts = self.lock();
+        let host = hosts
+            .names
+            .get(host_name)
+            .and_then(|id| hosts.by_id.get(id));
+        let mut reported: HashSet<(Hypervisor, &str)> = HashSet::new();
+        let mut new_guests = 0;
+        for (family, identity) in guests {
+            if !reported.insert((family, identity)) {
+                continue;
+            }
+            let held = host.is_some_and(|h| h.identities.contains_key(&(family, identity.into())));
+            if !held && !earlier.contains(&(family, identity.to_string())) {
+                new_guests += 1;
+            }
+        }
+        let staying = host.map_or(0, |h| {
+            // After this report the host has stored one more.
+            let after = h.reports_stored + 1;
+            h.inputs
+                .values()
+                .filter(|g| !reported.contains(&(g.row.hypervisor, g.row.identity.as_str())))
+                .filter(|g| after - g.row.last_report_n < GONE_AFTER_MISSED_REPORTS)
+                .count()
+        });
+        Footprint {
+            new_guests,
+            held_after: reported.len() + staying,
+        }
+    }
+
+    /// Takes in what one report stored for a host's guests (the host's count of stored reports
+    /// now `host_reports`) and analyses the host's guests again, as of `now_ms`.
+    pub fn apply(
+        &self,
+        host_id: HostId,
+        host_reports: i64,
+        stored: &[StoredGuest],
+        now_ms: i64,
+    ) -> Applied {
+        let mut guard = self.lock();
+        let hosts = &mut *guard;
+        let host = hosts.by_id.entry(host_id).or_default();
         let unknown = stored.iter().any(|g| {
             !host.inputs.contains_key(&g.row.id) && g.first_seen_ms != g.sample.received_ms
         });
         if unknown {
             return Applied::NeedsReload;
         }
+        host.reports_stored = host.reports_stored.max(host_reports);
         for guest in stored {
-            host.inputs
-                .entry(guest.row.id)
-                .or_insert_with(|| GuestInputs::from_row(guest.row.clone()))
-                .apply(guest);
+            match host.inputs.get_mut(&guest.row.id) {
+                Some(inputs) => inputs.apply(guest),
+                None => {
+                    let mut inputs = GuestInputs::from_row(guest.row.clone());
+                    inputs.apply(guest);
+                    host.hold(inputs);
+                }
+            }
         }
         // The host's KVM setting is the host's, not the reported guests' alone.
         if let Some(last) = stored.last() {
             for inputs in host.inputs.values_mut() {
                 inputs.row.host_halt_poll_ns = last.row.host_halt_poll_ns;
             }
+            hosts.names.insert(last.row.host_name.clone(), host_id);
         }
         let changed = stored
             .iter()
             .any(|g| g.facts.as_ref().is_some_and(|f| f.changed));
-        state.analyse_host(host_id, now_ms);
+        self.analyse_host(hosts, host_id, now_ms);
         Applied::Analysed { changed }
     }
 
@@ -167,16 +320,16 @@ impl Current {
         facts: &StoredFacts,
         now_ms: i64,
     ) -> bool {
-        let mut state = self.write();
-        let Some(inputs) = state
-            .hosts
+        let mut hosts = self.lock();
+        let Some(inputs) = hosts
+            .by_id
             .get_mut(&host_id)
             .and_then(|h| h.inputs.get_mut(&guest_id))
         else {
             return false;
         };
         inputs.apply_facts(facts);
-        state.analyse_host(host_id, now_ms);
+        self.analyse_host(&mut hosts, host_id, now_ms);
         true
     }
 
@@ -193,10 +346,21 @@ impl Current {
     }
 
     fn replace_inputs(&self, host_id: HostId, guests: Vec<GuestInputs>, now_ms: i64) {
-        let mut state = self.write();
-        state.hosts.entry(host_id).or_default().inputs =
-            guests.into_iter().map(|g| (g.row.id, g)).collect();
-        state.analyse_host(host_id, now_ms);
+        let mut guard = self.lock();
+        let hosts = &mut *guard;
+        let host = hosts.by_id.entry(host_id).or_default();
+        host.inputs.clear();
+        host.identities.clear();
+        let mut name = None;
+        for guest in guests {
+            host.reports_stored = host.reports_stored.max(guest.row.host_reports);
+            name = Some(guest.row.host_name.clone());
+            host.hold(guest);
+        }
+        if let Some(name) = name {
+            hosts.names.insert(name, host_id);
+        }
+        self.analyse_host(hosts, host_id, now_ms);
     }
 
     /// Measures the last kernel or command-line change of each of a host's active guests, from
@@ -204,8 +368,8 @@ impl Current {
     pub async fn measure_changes(&self, db: &Db, host_id: HostId, now_ms: i64) -> AppResult<()> {
         let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
         let (guests, settled) = {
-            let state = self.read();
-            match state.hosts.get(&host_id) {
+            let hosts = self.lock();
+            match hosts.by_id.get(&host_id) {
                 Some(host) => (host.analysed.clone(), host.settled.clone()),
                 None => return Ok(()),
             }
@@ -223,16 +387,25 @@ impl Current {
             .filter(|key| !measured.contains_key(&key.0) && !settled.contains_key(key))
             .map(|(_, at_ms)| *at_ms)
             .max();
-        let mut state = self.write();
-        if let Some(host) = state.hosts.get_mut(&host_id)
-            && host.changes_ticket <= ticket
-        {
-            host.changes_ticket = ticket;
-            host.changes = measured;
-            host.settled = settled;
-            host.unsettled = unsettled;
-            host.unmeasured_at_ms = unmeasured_at_ms;
+        let mut guard = self.lock();
+        let Some(host) = guard.by_id.get_mut(&host_id) else {
+            return Ok(());
+        };
+        if host.changes_ticket > ticket {
+            return Ok(());
         }
+        host.changes_ticket = ticket;
+        let before = std::mem::replace(&mut host.changes, measured);
+        host.settled = settled;
+        host.unsettled = unsettled;
+        host.unmeasured_at_ms = unmeasured_at_ms;
+        let after = host.changes.clone();
+        self.publish(|next| {
+            for guest in before.keys() {
+                next.changes.remove(guest);
+            }
+            next.changes.extend(after);
+        });
         Ok(())
     }
 
@@ -240,8 +413,8 @@ impl Current {
     /// before `now_ms` that has no figures yet: each report may bring the idle time after it
     /// that its first figures need.
     pub fn has_unmeasured_changes(&self, host_id: HostId, now_ms: i64) -> bool {
-        self.read()
-            .hosts
+        self.lock()
+            .by_id
             .get(&host_id)
             .and_then(|host| host.unmeasured_at_ms)
             .is_some_and(|at_ms| now_ms < at_ms + FIRST_FIGURES_WITHIN_MS)
@@ -250,8 +423,8 @@ impl Current {
     /// Whether any of a host's guests has a change whose figures can still move (measured less
     /// than the settling time ago).
     pub fn has_unsettled_changes(&self, host_id: HostId) -> bool {
-        self.read()
-            .hosts
+        self.lock()
+            .by_id
             .get(&host_id)
             .is_some_and(|host| host.unsettled)
     }
@@ -260,120 +433,125 @@ impl Current {
     /// longer ranked, and a report of theirs reads them from the database again.
     pub fn forget_silent(&self, now_ms: i64) -> usize {
         let since_ms = now_ms - ACTIVE_WITHIN_MS;
-        let mut state = self.write();
-        let silent: Vec<HostId> = state
-            .hosts
+        let mut guard = self.lock();
+        let hosts = &mut *guard;
+        let silent: Vec<HostId> = hosts
+            .by_id
             .iter()
             .filter(|(_, host)| host.inputs.values().all(|g| g.row.last_seen_ms < since_ms))
             .map(|(id, _)| *id)
             .collect();
-        for host_id in &silent {
-            state.set_analysed(*host_id, Vec::new());
-            state.hosts.remove(host_id);
-        }
+        let forgotten: Vec<HostState> = silent
+            .iter()
+            .filter_map(|host_id| hosts.by_id.remove(host_id))
+            .collect();
+        hosts.names.retain(|_, id| !silent.contains(id));
+        self.publish(|next| {
+            for host in &forgotten {
+                next.drop_guests(&host.analysed);
+                for guest in host.changes.keys() {
+                    next.changes.remove(guest);
+                }
+            }
+        });
         silent.len()
+    }
+
+    /// The analysed fleet as it is now: a copy to read at leisure.
+    pub fn published(&self) -> Arc<Published> {
+        self.published
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The active guests, most wasteful first (see [`super::analysed::rank`]).
     pub fn ranked(&self, now_ms: i64) -> Vec<Arc<AnalysedGuest>> {
-        let since_ms = now_ms - ACTIVE_WITHIN_MS;
-        self.read()
-            .ranking
-            .iter()
-            .filter(|g| g.0.last_seen_ms >= since_ms)
-            .map(|g| g.0.clone())
-            .collect()
+        self.published().ranked(now_ms).cloned().collect()
     }
 
     /// Whether a host's guests are held.
     pub fn holds_host(&self, host_id: HostId) -> bool {
-        self.read().hosts.contains_key(&host_id)
+        self.lock().by_id.contains_key(&host_id)
     }
 
     /// How many guests are held (active or not yet forgotten), for the server's own metrics.
     pub fn held(&self) -> usize {
-        self.read().by_id.len()
+        self.published().held()
     }
 
     /// One guest as the ranking has it; `None` when it is not active (or unknown).
     pub fn guest(&self, guest_id: GuestId, now_ms: i64) -> Option<Arc<AnalysedGuest>> {
-        let since_ms = now_ms - ACTIVE_WITHIN_MS;
-        self.read()
-            .by_id
-            .get(&guest_id)
-            .filter(|g| g.last_seen_ms >= since_ms)
-            .cloned()
+        self.published().guest(guest_id, now_ms).cloned()
     }
 
-    /// One guest's last change as measured here: `None` when the guest's host is not held (the
-    /// caller reads the database), `Some(None)` when it is but has no measured change.
+    /// One guest's last change as measured here: `None` when the guest is not held (the caller
+    /// reads the database), `Some(None)` when it is but has no measured change.
     pub fn change(&self, guest_id: GuestId) -> Option<Option<Change>> {
-        let state = self.read();
-        let host = state.by_id.get(&guest_id)?.host_id;
-        let host = state.hosts.get(&host)?;
-        Some(host.changes.get(&guest_id).copied())
+        let published = self.published();
+        published.by_id.get(&guest_id)?;
+        Some(published.changes.get(&guest_id).copied())
     }
 
     /// The last kernel or command-line change of each active guest, measured (see
     /// [`changes::changes`]).
     pub fn changes(&self, now_ms: i64) -> HashMap<GuestId, Change> {
-        let since_ms = now_ms - ACTIVE_WITHIN_MS;
-        let state = self.read();
-        state
-            .hosts
-            .values()
-            .flat_map(|host| host.changes.iter())
-            .filter(|(guest, _)| {
-                state
-                    .by_id
-                    .get(guest)
-                    .is_some_and(|g| g.last_seen_ms >= since_ms)
-            })
+        let published = self.published();
+        published
+            .changes
+            .iter()
+            .filter(|(guest, _)| published.guest(**guest, now_ms).is_some())
             .map(|(guest, change)| (*guest, *change))
             .collect()
     }
 
-    fn read(&self) -> RwLockReadGuard<'_, State> {
-        self.state.read().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Hosts> {
+        self.hosts.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl State {
-    /// Analyses a host's active guests again from their inputs, dropping those silent past the
-    /// active limit.
-    fn analyse_host(&mut self, host_id: HostId, now_ms: i64) {
-        let since_ms = now_ms - ACTIVE_WITHIN_MS;
-        let Some(host) = self.hosts.get_mut(&host_id) else {
+    /// Analyses a host's guests again (the writers' side is locked by the caller) and puts its
+    /// new verdicts in place of its previous ones, for readers too.
+    fn analyse_host(&self, hosts: &mut Hosts, host_id: HostId, now_ms: i64) {
+        let Some(host) = hosts.by_id.get_mut(&host_id) else {
             return;
         };
-        host.inputs.retain(|_, g| g.row.last_seen_ms >= since_ms);
-        let guests: Vec<&GuestInputs> = host.inputs.values().collect();
-        let analysed = inputs::analyse_host(&guests, now_ms);
-        self.set_analysed(host_id, analysed);
+        let analysed = host.analyse(now_ms);
+        self.put_analysed(host, analysed);
     }
 
     /// Puts a host's newly analysed guests in place of its previous ones, in the ranking too.
-    fn set_analysed(&mut self, host_id: HostId, analysed: Vec<AnalysedGuest>) {
-        let Some(host) = self.hosts.get_mut(&host_id) else {
-            return;
-        };
-        for id in std::mem::take(&mut host.analysed) {
-            if let Some(old) = self.by_id.remove(&id) {
+    fn put_analysed(&self, host: &mut HostState, analysed: Vec<AnalysedGuest>) {
+        let analysed: Vec<Arc<AnalysedGuest>> = analysed.into_iter().map(Arc::new).collect();
+        let previous =
+            std::mem::replace(&mut host.analysed, analysed.iter().map(|g| g.id).collect());
+        self.publish(|next| {
+            next.drop_guests(&previous);
+            for guest in analysed {
+                // A guest that moved here from another host leaves that host's entries.
+                if let Some(old) = next.by_id.insert(guest.id, guest.clone()) {
+                    next.ranking.remove(&Ranked(old));
+                }
+                next.ranking.insert(Ranked(guest));
+            }
+        });
+    }
+
+    /// Replaces what readers see by a copy changed by `change`. Only writers call it, with the
+    /// writers' side locked, so no two replace it at once.
+    fn publish(&self, change: impl FnOnce(&mut Published)) {
+        let mut next = Published::clone(&self.published());
+        change(&mut next);
+        *self.published.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+    }
+}
+
+impl Published {
+    /// Takes `guests` out of the ranking.
+    fn drop_guests(&mut self, guests: &[GuestId]) {
+        for id in guests {
+            if let Some(old) = self.by_id.remove(id) {
                 self.ranking.remove(&Ranked(old));
             }
-        }
-        for guest in analysed {
-            let guest = Arc::new(guest);
-            host.analysed.push(guest.id);
-            // A guest that moved here from another host leaves that host's list.
-            if let Some(old) = self.by_id.insert(guest.id, guest.clone()) {
-                self.ranking.remove(&Ranked(old));
-            }
-            self.ranking.insert(Ranked(guest));
         }
     }
 }
@@ -416,9 +594,9 @@ mod tests {
     }
 
     fn set(current: &Current, host_id: i64, guests: Vec<AnalysedGuest>) {
-        let mut state = current.write();
-        state.hosts.entry(HostId(host_id)).or_default();
-        state.set_analysed(HostId(host_id), guests);
+        let mut hosts = current.lock();
+        let host = hosts.by_id.entry(HostId(host_id)).or_default();
+        current.put_analysed(host, guests);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::analysed::AnalysedGuest;
-use super::current::{Applied, Current};
+use super::current::{Applied, Current, Published};
 use super::inputs;
 use super::refresher::Refresher;
 use crate::analysis::change::Change;
@@ -43,10 +43,14 @@ impl LiveFleet {
     pub async fn apply_report(
         &self,
         host_id: HostId,
+        host_reports: i64,
         stored: &[StoredGuest],
         received_ms: i64,
     ) -> AppResult<()> {
-        match self.current.apply(host_id, stored, received_ms) {
+        match self
+            .current
+            .apply(host_id, host_reports, stored, received_ms)
+        {
             Applied::NeedsReload => {
                 self.current
                     .reload_host(&self.db, host_id, received_ms)
@@ -163,6 +167,11 @@ impl LiveFleet {
         Ok(inputs::guest(&self.db, guest_id, now_ms)
             .await?
             .map(Arc::new))
+    }
+
+    /// The analysed fleet as it is now, to read at leisure: no writer waits for a reader.
+    pub fn published(&self) -> Arc<Published> {
+        self.current.published()
     }
 
     /// The analysed state itself.

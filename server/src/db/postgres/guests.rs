@@ -8,31 +8,50 @@ use sqlx::{Postgres, Row};
 
 use super::store::PgDb;
 use crate::db::error::StoreResult;
-use crate::db::guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
+use crate::db::guests::{
+    GONE_AFTER_MISSED_REPORTS, GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow,
+};
 use crate::domain::{GuestId, HostId, HypervisorName};
 
 /// The condition on `g` (guests) for `scope`, its parameters numbered from `$first`, and its
 /// binds, in order. A free function rather than a method of [`GuestScope`]: SQLite's backend has
 /// the method, and each backend numbers its parameters its own way.
 pub(super) fn scope_condition(scope: &GuestScope, first: usize) -> (String, Vec<i64>) {
-    let (a, b, c) = (first, first + 1, first + 2);
+    let (a, b, c, d) = (first, first + 1, first + 2, first + 3);
+    let gone = GONE_AFTER_MISSED_REPORTS;
+    // A guest still on its host.
+    let present = |n: usize| {
+        format!(
+            "g.last_report_n > (SELECT h0.reports_stored FROM hosts h0 WHERE h0.id = g.host_id) \
+             - ${n}"
+        )
+    };
     match *scope {
-        GuestScope::Active { since_ms } => (format!("g.last_seen_ms >= ${a}"), vec![since_ms]),
+        GuestScope::Active { since_ms } => (
+            format!("g.last_seen_ms >= ${a} AND {}", present(b)),
+            vec![since_ms, gone],
+        ),
         GuestScope::Host {
             host_id,
             guest_id: Some(guest_id),
             active_since_ms,
         } => (
-            format!("g.host_id = ${a} AND (g.last_seen_ms >= ${b} OR g.id = ${c})"),
-            vec![host_id.0, active_since_ms, guest_id.0],
+            format!(
+                "g.host_id = ${a} AND ((g.last_seen_ms >= ${b} AND {}) OR g.id = ${d})",
+                present(c)
+            ),
+            vec![host_id.0, active_since_ms, gone, guest_id.0],
         ),
         GuestScope::Host {
             host_id,
             guest_id: None,
             active_since_ms,
         } => (
-            format!("g.host_id = ${a} AND g.last_seen_ms >= ${b}"),
-            vec![host_id.0, active_since_ms],
+            format!(
+                "g.host_id = ${a} AND g.last_seen_ms >= ${b} AND {}",
+                present(c)
+            ),
+            vec![host_id.0, active_since_ms, gone],
         ),
     }
 }
@@ -71,6 +90,7 @@ pub(super) fn get_u32(row: &PgRow, column: &str) -> Result<u32, sqlx::Error> {
 pub(super) fn guest_row(row: PgRow) -> Result<GuestRow, sqlx::Error> {
     Ok(GuestRow {
         id: row.try_get("id")?,
+        identity: row.try_get("identity")?,
         host_id: row.try_get("host_id")?,
         host_name: row.try_get("host_name")?,
         host_halt_poll_ns: row.try_get("host_halt_poll_ns")?,
@@ -85,6 +105,8 @@ pub(super) fn guest_row(row: PgRow) -> Result<GuestRow, sqlx::Error> {
         cpu_source: row.try_get("cpu_source")?,
         last_seen_ms: row.try_get("last_seen_ms")?,
         process_since_ms: row.try_get("process_since_ms")?,
+        last_report_n: row.try_get("last_report_n")?,
+        host_reports: row.try_get("host_reports")?,
     })
 }
 
@@ -118,10 +140,11 @@ impl PgDb {
     pub async fn guests_in(&self, scope: GuestScope) -> StoreResult<Vec<GuestRow>> {
         let (condition, binds) = scope_condition(&scope, 1);
         let sql = format!(
-            "SELECT g.id, g.host_id, h.name AS host_name, h.kvm_halt_poll_ns AS host_halt_poll_ns,
-                    g.hypervisor, g.name, g.uuid, g.management, g.vcpus, g.pid, g.boot_args,
-                    g.uses_kvm, g.cpu_source, g.last_seen_ms,
-                    g.vm_process_since_ms AS process_since_ms
+            "SELECT g.id, g.identity, g.host_id, h.name AS host_name,
+                    h.kvm_halt_poll_ns AS host_halt_poll_ns, g.hypervisor, g.name, g.uuid,
+                    g.management, g.vcpus, g.pid, g.boot_args, g.uses_kvm, g.cpu_source,
+                    g.last_seen_ms, g.vm_process_since_ms AS process_since_ms, g.last_report_n,
+                    h.reports_stored AS host_reports
              FROM guests g JOIN hosts h ON h.id = g.host_id
              WHERE {condition}"
         );

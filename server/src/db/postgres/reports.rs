@@ -64,7 +64,7 @@ fn upserted_guest(row: PgRow) -> Result<UpsertedGuest, sqlx::Error> {
     })
 }
 
-/// Guests written per statement: 19 values each, well under PostgreSQL's 65,535 parameters
+/// Guests written per statement: 20 values each, well under PostgreSQL's 65,535 parameters
 /// (the same chunks as SQLite's, whose limit is 32,766).
 const ROWS_PER_STATEMENT: usize = 1000;
 
@@ -197,18 +197,19 @@ async fn store_one(
     }
 
     let host = &report.host;
-    let host_id: HostId = sqlx::query_scalar(
+    let (host_id, host_reports): (HostId, i64) = sqlx::query_as(
         "INSERT INTO hosts (name, cpus, kernel, agent_version, kvm_halt_poll_ns, first_seen_ms,
-            last_report_ms, agent_dropped_reports, blind_spots_json)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+            last_report_ms, agent_dropped_reports, blind_spots_json, reports_stored)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)
          ON CONFLICT (name) DO UPDATE SET
             blind_spots_json = excluded.blind_spots_json,
             cpus = excluded.cpus, kernel = excluded.kernel,
             agent_version = excluded.agent_version, kvm_halt_poll_ns = excluded.kvm_halt_poll_ns,
             last_report_ms = GREATEST(hosts.last_report_ms, excluded.last_report_ms),
             agent_dropped_reports =
-                GREATEST(hosts.agent_dropped_reports, excluded.agent_dropped_reports)
-         RETURNING id",
+                GREATEST(hosts.agent_dropped_reports, excluded.agent_dropped_reports),
+            reports_stored = hosts.reports_stored + 1
+         RETURNING id, reports_stored",
     )
     .bind(&host.name)
     .bind(i64::from(host.cpus))
@@ -284,7 +285,8 @@ async fn store_one(
         let mut upsert = QueryBuilder::<Postgres>::new(
             "INSERT INTO guests AS g (host_id, hypervisor, identity, name, uuid, management, vcpus,
                 pid, boot_args, uses_kvm, cpu_source, first_seen_ms, last_seen_ms, process_key,
-                cpu_s_total, wakeups_total, totals_at_ms, vm_process, vm_process_since_ms) ",
+                cpu_s_total, wakeups_total, totals_at_ms, vm_process, vm_process_since_ms,
+                last_report_n) ",
         );
         upsert.push_values(guests, |mut row, guest| {
             let totals = guest.totals.as_ref();
@@ -306,7 +308,8 @@ async fn store_one(
                 .push_bind(totals.map(|t| t.vcpu_wakeups))
                 .push_bind(totals.map(|_| report.end_ms))
                 .push_bind(&guest.vm_process)
-                .push_bind(now_ms);
+                .push_bind(now_ms)
+                .push_bind(host_reports);
         });
         // Every SET expression reads the row as it was stored (vm_process_since_ms compares
         // the stored vm_process, not the one set beside it), on PostgreSQL as on SQLite.
@@ -316,6 +319,7 @@ async fn store_one(
                 vcpus = excluded.vcpus, pid = excluded.pid, boot_args = excluded.boot_args,
                 uses_kvm = excluded.uses_kvm, cpu_source = excluded.cpu_source,
                 last_seen_ms = GREATEST(g.last_seen_ms, excluded.last_seen_ms),
+                last_report_n = excluded.last_report_n,
                 process_key = CASE WHEN {NEWER} THEN excluded.process_key ELSE g.process_key END,
                 cpu_s_total = CASE WHEN {NEWER} THEN excluded.cpu_s_total ELSE g.cpu_s_total END,
                 wakeups_total =
@@ -392,6 +396,7 @@ async fn store_one(
                 first_seen_ms: row.first_seen_ms,
                 row: GuestRow {
                     id: row.id,
+                    identity: guest.identity.clone(),
                     host_id,
                     host_name: host.name.clone(),
                     host_halt_poll_ns: host.kvm_halt_poll_ns,
@@ -406,6 +411,8 @@ async fn store_one(
                     cpu_source: row.cpu_source,
                     last_seen_ms: row.last_seen_ms,
                     process_since_ms: row.vm_process_since_ms,
+                    last_report_n: host_reports,
+                    host_reports,
                 },
                 facts,
             });
@@ -424,6 +431,7 @@ async fn store_one(
     Ok(StoreOutcome::Stored {
         report_id,
         host_id,
+        host_reports,
         guests: stored,
     })
 }

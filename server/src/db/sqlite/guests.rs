@@ -2,29 +2,39 @@
 
 use super::store::SqliteDb;
 use crate::db::error::StoreResult;
-use crate::db::guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
+use crate::db::guests::{
+    GONE_AFTER_MISSED_REPORTS, GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow,
+};
 use crate::domain::{GuestId, HostId};
+
+/// A guest still on its host: `?` is [`GONE_AFTER_MISSED_REPORTS`].
+const PRESENT: &str =
+    "g.last_report_n > (SELECT h0.reports_stored FROM hosts h0 WHERE h0.id = g.host_id) - ?";
 
 impl GuestScope {
     /// The condition on `g` (guests) and its binds, in order.
-    pub(super) fn condition(&self) -> (&'static str, Vec<i64>) {
+    pub(super) fn condition(&self) -> (String, Vec<i64>) {
+        let gone = GONE_AFTER_MISSED_REPORTS;
         match *self {
-            GuestScope::Active { since_ms } => ("g.last_seen_ms >= ?", vec![since_ms]),
+            GuestScope::Active { since_ms } => (
+                format!("g.last_seen_ms >= ? AND {PRESENT}"),
+                vec![since_ms, gone],
+            ),
             GuestScope::Host {
                 host_id,
                 guest_id: Some(guest_id),
                 active_since_ms,
             } => (
-                "g.host_id = ? AND (g.last_seen_ms >= ? OR g.id = ?)",
-                vec![host_id.0, active_since_ms, guest_id.0],
+                format!("g.host_id = ? AND ((g.last_seen_ms >= ? AND {PRESENT}) OR g.id = ?)"),
+                vec![host_id.0, active_since_ms, gone, guest_id.0],
             ),
             GuestScope::Host {
                 host_id,
                 guest_id: None,
                 active_since_ms,
             } => (
-                "g.host_id = ? AND g.last_seen_ms >= ?",
-                vec![host_id.0, active_since_ms],
+                format!("g.host_id = ? AND g.last_seen_ms >= ? AND {PRESENT}"),
+                vec![host_id.0, active_since_ms, gone],
             ),
         }
     }
@@ -50,10 +60,11 @@ impl SqliteDb {
     pub async fn guests_in(&self, scope: GuestScope) -> StoreResult<Vec<GuestRow>> {
         let (condition, binds) = scope.condition();
         let sql = format!(
-            "SELECT g.id, g.host_id, h.name AS host_name, h.kvm_halt_poll_ns AS host_halt_poll_ns,
-                    g.hypervisor, g.name, g.uuid, g.management, g.vcpus, g.pid, g.boot_args,
-                    g.uses_kvm, g.cpu_source, g.last_seen_ms,
-                    g.vm_process_since_ms AS process_since_ms
+            "SELECT g.id, g.identity, g.host_id, h.name AS host_name,
+                    h.kvm_halt_poll_ns AS host_halt_poll_ns, g.hypervisor, g.name, g.uuid,
+                    g.management, g.vcpus, g.pid, g.boot_args, g.uses_kvm, g.cpu_source,
+                    g.last_seen_ms, g.vm_process_since_ms AS process_since_ms, g.last_report_n,
+                    h.reports_stored AS host_reports
              FROM guests g JOIN hosts h ON h.id = g.host_id
              WHERE {condition}"
         );
@@ -73,7 +84,7 @@ impl SqliteDb {
         window_ms: i64,
     ) -> StoreResult<Vec<IntervalRow>> {
         let (condition, binds) = scope.condition();
-        let sql = window_sql(condition);
+        let sql = window_sql(&condition);
         let mut query = sqlx::query_as(&sql).bind(window_ms);
         for bind in binds {
             query = query.bind(bind);

@@ -39,7 +39,7 @@ struct UpsertedGuest {
     vm_process_since_ms: Option<i64>,
 }
 
-/// Guests written per statement: 19 values each, well under SQLite's 32,766 variables.
+/// Guests written per statement: 20 values each, well under SQLite's 32,766 variables.
 const ROWS_PER_STATEMENT: usize = 1000;
 
 impl SqliteDb {
@@ -155,17 +155,18 @@ async fn store_one(
     }
 
     let host = &report.host;
-    let host_id: HostId = sqlx::query_scalar(
+    let (host_id, host_reports): (HostId, i64) = sqlx::query_as(
         "INSERT INTO hosts (name, cpus, kernel, agent_version, kvm_halt_poll_ns, first_seen_ms,
-            last_report_ms, agent_dropped_reports, blind_spots_json)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            last_report_ms, agent_dropped_reports, blind_spots_json, reports_stored)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
          ON CONFLICT (name) DO UPDATE SET
             blind_spots_json = excluded.blind_spots_json,
             cpus = excluded.cpus, kernel = excluded.kernel,
             agent_version = excluded.agent_version, kvm_halt_poll_ns = excluded.kvm_halt_poll_ns,
             last_report_ms = MAX(last_report_ms, excluded.last_report_ms),
-            agent_dropped_reports = MAX(agent_dropped_reports, excluded.agent_dropped_reports)
-         RETURNING id",
+            agent_dropped_reports = MAX(agent_dropped_reports, excluded.agent_dropped_reports),
+            reports_stored = reports_stored + 1
+         RETURNING id, reports_stored",
     )
     .bind(&host.name)
     .bind(host.cpus)
@@ -239,7 +240,7 @@ async fn store_one(
         let mut upsert = QueryBuilder::<Sqlite>::new(
             "INSERT INTO guests (host_id, hypervisor, identity, name, uuid, management, vcpus, pid,
                 boot_args, uses_kvm, cpu_source, first_seen_ms, last_seen_ms, process_key, cpu_s_total,
-                wakeups_total, totals_at_ms, vm_process, vm_process_since_ms) ",
+                wakeups_total, totals_at_ms, vm_process, vm_process_since_ms, last_report_n) ",
         );
         upsert.push_values(guests, |mut row, guest| {
             let totals = guest.totals.as_ref();
@@ -261,7 +262,8 @@ async fn store_one(
                 .push_bind(totals.map(|t| t.vcpu_wakeups))
                 .push_bind(totals.map(|_| report.end_ms))
                 .push_bind(&guest.vm_process)
-                .push_bind(now_ms);
+                .push_bind(now_ms)
+                .push_bind(host_reports);
         });
         upsert.push(
             " ON CONFLICT (host_id, hypervisor, identity) DO UPDATE SET
@@ -269,6 +271,7 @@ async fn store_one(
                 vcpus = excluded.vcpus, pid = excluded.pid, boot_args = excluded.boot_args,
                 uses_kvm = excluded.uses_kvm, cpu_source = excluded.cpu_source,
                 last_seen_ms = MAX(last_seen_ms, excluded.last_seen_ms),
+                last_report_n = excluded.last_report_n,
                 process_key = CASE WHEN {NEWER} THEN excluded.process_key ELSE process_key END,
                 cpu_s_total = CASE WHEN {NEWER} THEN excluded.cpu_s_total ELSE cpu_s_total END,
                 wakeups_total = CASE WHEN {NEWER} THEN excluded.wakeups_total ELSE wakeups_total END,
@@ -342,6 +345,7 @@ async fn store_one(
                 first_seen_ms: row.first_seen_ms,
                 row: GuestRow {
                     id: row.id,
+                    identity: guest.identity.clone(),
                     host_id,
                     host_name: host.name.clone(),
                     host_halt_poll_ns: host.kvm_halt_poll_ns,
@@ -356,6 +360,8 @@ async fn store_one(
                     cpu_source: row.cpu_source,
                     last_seen_ms: row.last_seen_ms,
                     process_since_ms: row.vm_process_since_ms,
+                    last_report_n: host_reports,
+                    host_reports,
                 },
                 facts,
             });
@@ -374,6 +380,7 @@ async fn store_one(
     Ok(StoreOutcome::Stored {
         report_id,
         host_id,
+        host_reports,
         guests: stored,
     })
 }

@@ -87,7 +87,7 @@ impl SqliteDb {
     /// looks the window up by index rather than scanning every sample ever stored.
     pub async fn window_query_plan(&self, scope: GuestScope) -> StoreResult<Vec<String>> {
         let (condition, binds) = scope.condition();
-        let sql = format!("EXPLAIN QUERY PLAN {}", window_sql(condition));
+        let sql = format!("EXPLAIN QUERY PLAN {}", window_sql(&condition));
         let mut query = sqlx::query_as::<_, (i64, i64, i64, String)>(&sql).bind(0i64);
         for bind in binds {
             query = query.bind(bind);
