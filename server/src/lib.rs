@@ -5,6 +5,7 @@ pub mod analysis;
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod budgets;
 pub mod clock;
 pub mod cluster;
 pub mod crypto;
@@ -14,6 +15,8 @@ pub mod domain;
 pub mod error;
 pub mod export;
 pub mod fleet;
+#[cfg(test)]
+pub(crate) mod growth;
 pub mod health;
 pub mod http;
 pub mod ingest;

@@ -8,11 +8,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
 use tickscope_server::alerts::alertmanager::AlertmanagerOptions;
+use tickscope_server::alerts::client::Reach;
 use tickscope_server::analysis::cost::CostModel;
 use tickscope_server::auth::{self, Role, UserRole};
+use tickscope_server::budgets::Budgets;
 use tickscope_server::db::{Db, DbUrl};
 use tickscope_server::http::admission::AdmissionLimits;
-use tickscope_server::http::listener::{self, ConnectionLimits};
+use tickscope_server::http::listener::{self, ConnectionLimits, Proxies};
 use tickscope_server::retention::Retention;
 use tickscope_server::state::{AppState, Options};
 use tickscope_server::{app, clock};
@@ -101,6 +103,12 @@ enum Command {
         /// before the connection is closed.
         #[arg(long, env = "TICKSCOPE_WRITE_TIMEOUT", default_value_t = 30)]
         write_timeout: u64,
+        /// What one credential and one input may spend (docs/security.md; boxed: read once).
+        #[command(flatten)]
+        budgets: Box<Budgets>,
+        /// Load balancers in front of the server.
+        #[command(flatten)]
+        proxies: Proxies,
     },
     /// Manage dashboard users.
     User {
@@ -127,15 +135,36 @@ enum Command {
 
 #[derive(Subcommand)]
 enum TokenCommand {
+    /// Pin a guest token to the VM with UUID on HOST: its facts go to that host's guest from
+    /// its next delivery on (a VM moved where its token did not follow: several hosts report
+    /// its UUID, or the old one still does).
+    Bind {
+        /// The token's id (the settings page lists it) or its name, if only one token has it.
+        token: String,
+        #[arg(long)]
+        host: String,
+        /// The VM's UUID (default: the one it delivers for now).
+        #[arg(long, value_name = "UUID")]
+        guest_uuid: Option<String>,
+        #[command(flatten)]
+        db: DbArg,
+    },
     /// Create a token and print it (last line of stdout). Only its hash is stored.
     Add {
         /// What the token is for, e.g. the host it will run on.
         name: String,
         #[arg(long, value_enum)]
         role: RoleArg,
-        /// The host an agent token may report for (default: the first host it reports for).
+        /// The host an agent token may report for (default: the first host it reports for); for a
+        /// guest token, the host its VM is on (default: the one host that reports its UUID when
+        /// it first delivers).
         #[arg(long)]
         host: Option<String>,
+        /// For a guest token: the UUID of the VM it delivers for (default: the first it
+        /// delivers for, if no other guest token holds it). An admin's pin takes the VM even
+        /// from another token.
+        #[arg(long, value_name = "UUID")]
+        guest_uuid: Option<String>,
         /// Make this many agent tokens at once, for hosts named `<NAME>-0001` on, each bound to
         /// its host, printed one per line (for `tickscope-agent simulate --tokens-file`).
         #[arg(long, conflicts_with = "host")]
@@ -230,6 +259,17 @@ struct AlertmanagerArgs {
         env = "TICKSCOPE_ALERTMANAGER_BASIC_AUTH_FILE"
     )]
     basic_auth_file: Option<PathBuf>,
+    /// Networks notifications (webhooks, Alertmanager) may be sent to although they are the
+    /// server's own or its link's: loopback, link-local (the cloud metadata service), ...
+    /// (addresses or blocks, comma-separated: 127.0.0.1,fe80::/10). Without it, such addresses
+    /// are refused, and no redirect is ever followed.
+    #[arg(
+        long = "allow-receiver-networks",
+        env = "TICKSCOPE_ALLOW_RECEIVER_NETWORKS",
+        value_delimiter = ',',
+        value_name = "ADDRESS[/PREFIX]"
+    )]
+    allow_networks: Vec<tickscope_server::domain::Network>,
     /// The CA certificate(s) (PEM) an https Alertmanager is checked against, instead of the
     /// built-in roots.
     #[arg(
@@ -310,6 +350,8 @@ async fn main() -> Result<()> {
             header_timeout,
             body_timeout,
             write_timeout,
+            budgets,
+            proxies,
         } => {
             let usable = |v: f64| v.is_finite() && v >= 0.0;
             if !(usable(watts_per_core) && usable(price_per_kwh)) {
@@ -329,7 +371,14 @@ async fn main() -> Result<()> {
                      be at least 1"
                 );
             }
+            budgets.check().map_err(|e| anyhow::anyhow!("{e}"))?;
+            if proxies.proxy_protocol && proxies.trusted.is_empty() {
+                anyhow::bail!(
+                    "--proxy-protocol reads the PROXY header from --trusted-proxies only: name them"
+                );
+            }
             let limits = ConnectionLimits {
+                per_address: budgets.connections_per_address,
                 max_connections: connection_cap(max_connections),
                 header_read_timeout: std::time::Duration::from_secs(header_timeout),
                 tls_handshake_timeout: std::time::Duration::from_secs(header_timeout),
@@ -346,6 +395,9 @@ async fn main() -> Result<()> {
                 tls: tls.is_some(),
                 ingest_per_second: ingest_rate,
                 ingest_burst,
+                budgets: *budgets,
+                proxies: proxies.clone(),
+                receiver_networks: alertmanager.allow_networks.clone(),
                 admission: AdmissionLimits {
                     body_timeout: std::time::Duration::from_secs(body_timeout),
                     ..AdmissionLimits::default()
@@ -371,6 +423,9 @@ async fn main() -> Result<()> {
                 text(read(&alertmanager.basic_auth_file)?)?.as_deref(),
                 read(&alertmanager.ca_file)?,
                 std::time::Duration::from_secs(alertmanager.resend),
+                Reach {
+                    allowed: alertmanager.allow_networks.clone(),
+                },
             )
             .map_err(|e| anyhow::anyhow!("--alertmanager-*: {e}"))?;
             const HOUR_MS: i64 = 3_600_000;
@@ -387,7 +442,7 @@ async fn main() -> Result<()> {
                 (alert_every, alertmanagers),
                 retention,
                 tls,
-                limits,
+                (limits, proxies),
             )
             .await
         }
@@ -395,10 +450,20 @@ async fn main() -> Result<()> {
         Command::MigrateData { from, to } => migrate_data(&from, &to).await,
         Command::Token {
             command:
+                TokenCommand::Bind {
+                    token,
+                    host,
+                    guest_uuid,
+                    db,
+                },
+        } => bind_guest_token(&token, &host, guest_uuid.as_deref(), &db).await,
+        Command::Token {
+            command:
                 TokenCommand::Add {
                     name,
                     role,
                     host,
+                    guest_uuid,
                     count,
                     db,
                 },
@@ -432,15 +497,32 @@ async fn main() -> Result<()> {
                 db.close().await;
                 return Ok(());
             }
+            let host = host.map(|h| h.trim().to_string());
+            let guest_uuid = match (role, guest_uuid) {
+                (Role::Guest, Some(uuid)) => Some(
+                    tickscope_agent::wire::normalise_uuid(&uuid)
+                        .with_context(|| format!("--guest-uuid {uuid:?} is not a UUID"))?,
+                ),
+                (Role::Guest, None) if host.is_some() => {
+                    anyhow::bail!("--host pins a guest token with --guest-uuid: give both")
+                }
+                (_, Some(_)) => anyhow::bail!("--guest-uuid is for guest tokens"),
+                (_, None) => None,
+            };
             let token = auth::new_token()?;
-            db.insert_token(
-                &name,
-                role,
-                &auth::token_hash(&token),
-                host.as_deref(),
-                clock::now_ms(),
-            )
-            .await?;
+            let agent_host = host.as_deref().filter(|_| role == Role::Agent);
+            let id = db
+                .insert_token(
+                    &name,
+                    role,
+                    &auth::token_hash(&token),
+                    agent_host,
+                    clock::now_ms(),
+                )
+                .await?;
+            if let Some(uuid) = &guest_uuid {
+                db.pin_guest_token(id, uuid, host.as_deref()).await?;
+            }
             db.close().await;
             println!(
                 "Created {} token {name:?}. It is shown only this once:",
@@ -450,6 +532,42 @@ async fn main() -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `token bind`: pins a guest token to a VM on a host.
+async fn bind_guest_token(
+    token: &str,
+    host: &str,
+    guest_uuid: Option<&str>,
+    db: &DbArg,
+) -> Result<()> {
+    let db = db.open(false).await?;
+    let tokens = db.tokens().await?;
+    let found: Vec<_> = tokens
+        .iter()
+        .filter(|t| t.id.0.to_string() == token || t.name == token)
+        .filter(|t| t.role == Role::Guest && t.revoked_ms.is_none())
+        .collect();
+    let row = match found.as_slice() {
+        [row] => *row,
+        [] => anyhow::bail!("there is no guest token {token:?} in use (by id or name)"),
+        _ => anyhow::bail!("several guest tokens are named {token:?}: give its id"),
+    };
+    let uuid = match guest_uuid {
+        Some(uuid) => tickscope_agent::wire::normalise_uuid(uuid)
+            .with_context(|| format!("--guest-uuid {uuid:?} is not a UUID"))?,
+        None => row.guest_uuid.clone().with_context(|| {
+            format!("guest token {token:?} has not delivered for a VM yet: give --guest-uuid")
+        })?,
+    };
+    let host = host.trim();
+    db.pin_guest_token(row.id, &uuid, Some(host)).await?;
+    db.close().await;
+    println!(
+        "Guest token {:?} now delivers for the VM {uuid} on host {host:?}, from its next delivery.",
+        row.name
+    );
+    Ok(())
 }
 
 async fn user_command(command: UserCommand) -> Result<()> {
@@ -573,7 +691,7 @@ async fn serve(
     (alert_every, alertmanagers): (std::time::Duration, AlertmanagerOptions),
     retention: Retention,
     tls: Option<(PathBuf, PathBuf)>,
-    limits: ConnectionLimits,
+    (limits, proxies): (ConnectionLimits, Proxies),
 ) -> Result<()> {
     let demo = options.demo;
     let db_url = db_arg.url(demo);
@@ -634,7 +752,17 @@ async fn serve(
         if tls.is_some() { "https" } else { "http" },
         listener.local_addr()?
     );
-    listener::serve(listener, app::router(state), tls, limits, shutdown_signal()).await;
+    let metrics = state.metrics.clone();
+    listener::serve(
+        listener,
+        app::router(state),
+        tls,
+        limits,
+        proxies,
+        metrics,
+        shutdown_signal(),
+    )
+    .await;
     db.close().await;
     Ok(())
 }

@@ -10,18 +10,26 @@ use axum::extract::FromRef;
 use crate::analysis::cost::CostModel;
 
 use crate::alerts::AlertContext;
+use crate::alerts::client::Reach;
+use crate::auth::NewTokens;
+use crate::auth::session_store::Sessions;
 use crate::auth::throttle::LoginThrottle;
+use crate::budgets::Budgets;
 use crate::clock::{SharedClock, SystemClock};
 use crate::cluster::lease::Lease;
 use crate::db::{Db, StoreOutcome};
+use crate::domain::Network;
 use crate::domain::TokenId;
 use crate::error::{AppError, AppResult};
 use crate::fleet::current::Current;
 use crate::fleet::live::LiveFleet;
 use crate::health::StorageStatus;
-use crate::http::admission::{Admission, AdmissionLimits, RequestTimeout};
+use crate::http::admission::{Admission, AdmissionLimits, AdmissionSettings, RequestTimeout};
+use crate::http::listener::Proxies;
+use crate::http::spending::Credential;
 use crate::ingest::ValidReport;
-use crate::intake::Intake;
+use crate::intake::{GuestLimits, Intake};
+use crate::logging::WarningBudget;
 use crate::metrics::Metrics;
 
 #[derive(Clone)]
@@ -39,10 +47,16 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Wakes the notification sender when an evaluation wrote something to the outbox.
     pub notifier: Arc<tokio::sync::Notify>,
+    /// Tokens made on the settings page, until their page shows them.
+    pub new_tokens: Arc<NewTokens>,
     /// Failed logins per name, to hold back guessing.
     pub login_throttle: Arc<LoginThrottle>,
-    /// Reports per agent token, to keep one token from flooding the server.
-    pub ingest_limiter: Arc<governor::DefaultKeyedRateLimiter<TokenId>>,
+    /// Warnings each credential's requests may write to the log.
+    pub warnings: Arc<WarningBudget<Credential>>,
+    /// Guest samples per agent token, to keep one token's reports from taking the writer.
+    pub guest_samples_limiter: Arc<governor::DefaultKeyedRateLimiter<TokenId>>,
+    /// Exports that read every guest's history (`guests.csv?history=true`) made at once.
+    pub history_exports: Arc<tokio::sync::Semaphore>,
     /// The request slots, and what a client may take to send a request.
     pub admission: Arc<Admission>,
     /// Whether the last report could be stored, for `/readyz`.
@@ -53,6 +67,10 @@ pub struct AppState {
     /// (the alert evaluation, the notification senders, the retention).
     pub lease: Lease,
 }
+
+/// Exports with every guest's history made at once: each reads the database's heaviest query
+/// a batch at a time; two keep the pool's other connections for everyone else.
+const HISTORY_EXPORTS: usize = 2;
 
 /// The name under which the settings page stores the cost model.
 pub const COST_MODEL_SETTING: &str = "cost_model";
@@ -77,20 +95,51 @@ impl AppState {
         );
         let fleet = LiveFleet::start(db.clone(), current);
         let lease = Lease::start(&db).await;
+        let metrics = Arc::new(Metrics::default());
+        let budgets = options.budgets;
+        let admission = Admission::new(
+            AdmissionSettings {
+                limits: options.admission,
+                budgets,
+                trusted_proxies: options.proxies.trusted.clone(),
+                reports_per_second: options.ingest_per_second,
+                reports_burst: options.ingest_burst,
+            },
+            Sessions::new(db.session_store()),
+            metrics.clone(),
+        );
+        let samples_per_second =
+            NonZeroU32::new(budgets.guest_samples_per_token_per_second).unwrap_or(NonZeroU32::MIN);
+        // Two of the largest reports at once, so that a host of that size is never refused.
+        let samples_burst = NonZeroU32::new(
+            u32::try_from(budgets.guests_per_report.saturating_mul(2)).unwrap_or(u32::MAX),
+        )
+        .unwrap_or(NonZeroU32::MIN)
+        .max(samples_per_second);
         Ok(AppState {
             lease,
-            intake: Intake::start(db.clone(), fleet.clone(), clock.clone()),
+            intake: Intake::start(
+                db.clone(),
+                fleet.clone(),
+                clock.clone(),
+                GuestLimits::of(&budgets),
+                metrics.clone(),
+            ),
             fleet,
             db,
-            metrics: Arc::new(Metrics::default()),
+            metrics,
             notifier: Arc::new(tokio::sync::Notify::new()),
             login_throttle: Arc::new(LoginThrottle::default()),
-            ingest_limiter: Arc::new(governor::RateLimiter::keyed(
-                governor::Quota::per_second(options.ingest_per_second)
-                    .allow_burst(options.ingest_burst),
+            new_tokens: Arc::new(NewTokens::default()),
+            warnings: Arc::new(WarningBudget::new(
+                budgets.warnings_per_credential_per_minute,
             )),
+            guest_samples_limiter: Arc::new(governor::RateLimiter::keyed(
+                governor::Quota::per_second(samples_per_second).allow_burst(samples_burst),
+            )),
+            history_exports: Arc::new(tokio::sync::Semaphore::new(HISTORY_EXPORTS)),
             cost: Arc::new(RwLock::new(cost)),
-            admission: Arc::new(Admission::new(options.admission)),
+            admission: Arc::new(admission),
             storage: Arc::new(StorageStatus::default()),
             options: Arc::new(options),
             clock,
@@ -112,6 +161,20 @@ impl AppState {
         self.storage.record(&outcome, self.clock.now_ms());
         let outcome = outcome?;
         Ok(outcome)
+    }
+
+    /// Whether a line about what `sender` (a request's credential; none: an unknown address)
+    /// did may be written to the log now, within its share of lines a minute: `Some` with how
+    /// many of its lines were held back since its last one, or `None` (held back and counted).
+    pub fn may_log(&self, sender: Option<Credential>) -> Option<u64> {
+        let sender = sender.unwrap_or(Credential::Address(std::net::IpAddr::V4(
+            std::net::Ipv4Addr::UNSPECIFIED,
+        )));
+        let allowed = self.warnings.allow(sender, self.clock.now_ms());
+        if allowed.is_none() {
+            self.metrics.warnings_held_back(1);
+        }
+        allowed
     }
 
     /// The cost model in force.
@@ -191,6 +254,13 @@ pub struct Options {
     pub request_timeout: StdDuration,
     /// Request slots and the deadline for a request's body.
     pub admission: AdmissionLimits,
+    /// What one credential and one input may spend.
+    pub budgets: Budgets,
+    /// The load balancers trusted to say who their clients are.
+    pub proxies: Proxies,
+    /// Networks notifications may be sent to though they are the server's own or its link's
+    /// (`serve --allow-receiver-networks`; see `alerts::client::Reach`).
+    pub receiver_networks: Vec<Network>,
     /// The database holds the simulated demo fleet: every page says so.
     pub demo: bool,
     /// How wasted CPU is priced until an admin sets it on the settings page.
@@ -211,6 +281,9 @@ impl Default for Options {
             ingest_burst: NonZeroU32::new(200).expect("non-zero"),
             request_timeout: StdDuration::from_secs(30),
             admission: AdmissionLimits::default(),
+            budgets: Budgets::default(),
+            proxies: Proxies::default(),
+            receiver_networks: Vec::new(),
             demo: false,
             cost: CostModel::default(),
             secure_cookies: false,
@@ -242,6 +315,9 @@ impl FromRef<AppState> for AlertContext {
             notifier: state.notifier.clone(),
             clock: state.clock.clone(),
             lease: state.lease.clone(),
+            reach: Reach {
+                allowed: state.options.receiver_networks.clone(),
+            },
         }
     }
 }

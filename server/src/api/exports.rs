@@ -6,9 +6,13 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
+use std::collections::HashMap;
+
+use axum::Extension;
 use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -17,9 +21,11 @@ use super::errors::ReadErrors;
 use crate::analysis::cost::CostModel;
 use crate::analysis::plan::PlanGroup;
 use crate::auth::Viewer;
+use crate::domain::GuestId;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::export;
 use crate::fleet::{self, AnalysedGuest};
+use crate::http::admission::{Spend, take_stream};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -100,22 +106,116 @@ pub struct GuestsCsvQuery {
 async fn guests_csv(
     State(state): State<AppState>,
     _viewer: Viewer,
+    spend: Option<Extension<Spend>>,
     query: Result<Query<GuestsCsvQuery>, QueryRejection>,
 ) -> AppResult<impl IntoResponse> {
     let Query(query) = query.map_err(|e| AppError::BadRequest(e.body_text()))?;
-    let now = state.clock.now_ms();
-    let guests = state.fleet.ranked(now).await;
-    let so_far = if query.history {
-        fleet::waste_so_far_of(&state.db, &guests, now).await?
-    } else {
-        Default::default()
+    take_stream(spend.as_deref(), &state.metrics)?;
+    // Reading every guest's week is the database's heaviest read: a few such exports at once,
+    // whoever asks, so that they never take the connections everyone else needs.
+    let history = match query.history {
+        true => Some(
+            tokio::time::timeout(
+                state.options.admission.queue_timeout,
+                state.history_exports.clone().acquire_owned(),
+            )
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or_else(|| AppError::Busy {
+                message: "as many exports with history as the server makes at once are being \
+                          made; retry shortly"
+                    .into(),
+                retry_after_s: 5,
+            })?,
+        ),
+        false => None,
     };
+    let now = state.clock.now_ms();
+    // The ranking's order, as ids: each batch of rows reads its guests as they are then, so
+    // that the export holds no copy of the fleet however slowly it is read.
+    let ids: Vec<GuestId> = state.fleet.published().ranked(now).map(|g| g.id).collect();
     let context = context(&state, now);
-    Ok(csv_download(
+    let demo = context.demo;
+    let batches = GuestBatches {
+        ids,
+        at: 0,
+        rank: 0,
+        fleet: state.fleet.clone(),
+        db: state.db.clone(),
+        context,
+        history,
+    };
+    // Fused: a body may be polled again after its end (the compression layer's encoder does).
+    let body = Body::from_stream(
+        futures_util::stream::unfold(batches, |mut b| async move {
+            let bytes = b.next().await?;
+            Some((bytes, b))
+        })
+        .fuse(),
+    );
+    Ok(download(
         "guests",
-        context.demo,
-        export::guests_csv(guests, so_far, context),
+        "csv",
+        "text/csv; charset=utf-8",
+        demo,
+        body,
     ))
+}
+
+/// `guests.csv` a batch of guests at a time (see [`export::guests_csv_rows`]).
+struct GuestBatches {
+    ids: Vec<GuestId>,
+    at: usize,
+    /// Rows written so far: a guest gone since the export began has no row, and the ranks
+    /// stay consecutive.
+    rank: usize,
+    fleet: fleet::LiveFleet,
+    db: crate::db::Db,
+    context: export::Context,
+    /// Held while an export with history is made.
+    history: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl GuestBatches {
+    /// The next batch's CSV (the header first), or `None` at the end. A failure ends the body
+    /// with an error: the client sees a broken download, not a short file.
+    async fn next(&mut self) -> Option<AppResult<Vec<u8>>> {
+        if self.at > self.ids.len() {
+            return None;
+        }
+        let header = self.at == 0;
+        let end = (self.at + fleet::WASTE_SO_FAR_BATCH).min(self.ids.len());
+        let published = self.fleet.published();
+        let now = self.context.now_ms;
+        let guests: Vec<Arc<AnalysedGuest>> = self.ids[self.at..end]
+            .iter()
+            .filter_map(|id| published.guest(*id, now).cloned())
+            .collect();
+        drop(published);
+        let first_rank = self.rank + 1;
+        self.at = if end == self.ids.len() { end + 1 } else { end };
+        self.rank += guests.len();
+        let so_far = match self.history {
+            Some(_) if !guests.is_empty() => {
+                match fleet::waste_so_far_of(&self.db, &guests, now).await {
+                    Ok(so_far) => so_far,
+                    Err(e) => {
+                        self.at = self.ids.len() + 1;
+                        return Some(Err(e));
+                    }
+                }
+            }
+            _ => HashMap::new(),
+        };
+        Some(export::guests_csv_rows(
+            first_rank,
+            &guests,
+            &so_far,
+            &self.context,
+            header,
+        ))
+    }
 }
 
 /// What the plan exports are made of: the ranking at one instant, its plan, and the cost model
@@ -168,7 +268,12 @@ fn context(state: &AppState, now_ms: i64) -> export::Context {
         ReadErrors,
     )
 )]
-async fn plan_csv(State(state): State<AppState>, _viewer: Viewer) -> AppResult<impl IntoResponse> {
+async fn plan_csv(
+    State(state): State<AppState>,
+    _viewer: Viewer,
+    spend: Option<Extension<Spend>>,
+) -> AppResult<impl IntoResponse> {
+    take_stream(spend.as_deref(), &state.metrics)?;
     let p = PlanInputs::now(&state).await;
     let context = p.context(&state);
     Ok(csv_download(
@@ -194,7 +299,9 @@ async fn plan_csv(State(state): State<AppState>, _viewer: Viewer) -> AppResult<i
 async fn plan_guests_csv(
     State(state): State<AppState>,
     _viewer: Viewer,
+    spend: Option<Extension<Spend>>,
 ) -> AppResult<impl IntoResponse> {
+    take_stream(spend.as_deref(), &state.metrics)?;
     let p = PlanInputs::now(&state).await;
     let context = p.context(&state);
     Ok(csv_download(

@@ -1,14 +1,13 @@
 //! `GET /api/v1/guests` and `GET /api/v1/guests/{id}`: the ranking, for viewers.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -22,7 +21,8 @@ use crate::auth::Viewer;
 use crate::domain::GuestId;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::fleet::listing::{Column, GuestFilter, Order};
-use crate::fleet::{self, AnalysedGuest, Totals, WasteSoFar};
+use crate::fleet::{self, AnalysedGuest, LiveFleet, Totals, WasteSoFar};
+use crate::http::admission::{Spend, take_stream};
 use crate::state::AppState;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -327,6 +327,7 @@ impl PageQuery {
 async fn list(
     State(state): State<AppState>,
     _viewer: Viewer,
+    spend: Option<Extension<Spend>>,
     filter: Result<Query<GuestFilter>, QueryRejection>,
     page: Result<Query<PageQuery>, QueryRejection>,
 ) -> AppResult<Response> {
@@ -334,6 +335,10 @@ async fn list(
     let Query(page) = page.map_err(|e| AppError::BadRequest(e.body_text()))?;
     let order = page.order();
     let limit = page.limit()?;
+    // Every guest in one answer is a stream of the caller's; a page is small.
+    if limit.is_none() {
+        take_stream(spend.as_deref(), &state.metrics)?;
+    }
     let after = page
         .cursor
         .as_deref()
@@ -357,8 +362,9 @@ async fn list(
         .then(|| listed[..shown].last())
         .flatten()
         .map(|last| cursor::encode(order, &filter, &order.key(last)));
-    let page_guests: Vec<Arc<AnalysedGuest>> =
-        listed[..shown].iter().map(|g| Arc::clone(g)).collect();
+    // The page as ids: each chunk of the answer reads its guests as they are then, so that a
+    // slow reader holds no copy of the fleet.
+    let page_guests: Vec<GuestId> = listed[..shown].iter().map(|g| g.id).collect();
     let tail = ListTail {
         totals: fleet::totals(&guests, &model),
         realised,
@@ -368,7 +374,7 @@ async fn list(
     };
     let body = Body::from_stream(futures_util::stream::iter(list_chunks(
         page_guests,
-        changes,
+        from_fleet(state.fleet.clone(), now),
         model,
         &tail,
     )?));
@@ -382,11 +388,26 @@ async fn list(
     Ok(response)
 }
 
+/// The guests of one chunk of the answer, as they are when it is written: a guest gone since
+/// the request came is not among them. With each, its last change measured.
+type ReadChunk = Box<dyn FnMut(&[GuestId]) -> Vec<(Arc<AnalysedGuest>, Option<Change>)> + Send>;
+
+/// Reads a chunk's guests from the live fleet as it is then (active as of `now_ms`).
+fn from_fleet(fleet: LiveFleet, now_ms: i64) -> ReadChunk {
+    Box::new(move |ids| {
+        let published = fleet.published();
+        ids.iter()
+            .filter_map(|id| Some((published.guest(*id, now_ms)?.clone(), published.change(*id))))
+            .collect()
+    })
+}
+
 /// The answer's JSON a chunk at a time: `{"guests":[` and a few guests per chunk, then the
-/// tail's fields; what serde would write for a [`GuestList`] of the same values.
+/// tail's fields; what serde would write for a [`GuestList`] of the same values. Each chunk reads
+/// its guests with `read`, when it is written, so that a slow reader holds no copy of the fleet.
 fn list_chunks(
-    guests: Vec<Arc<AnalysedGuest>>,
-    mut changes: HashMap<GuestId, Change>,
+    guests: Vec<GuestId>,
+    mut read: ReadChunk,
     model: CostModel,
     tail: &ListTail,
 ) -> AppResult<impl Iterator<Item = AppResult<Vec<u8>>> + Send + use<>> {
@@ -395,31 +416,35 @@ fn list_chunks(
     // `{"totals":…}` becomes `],"totals":…}`.
     let mut end = b"],".to_vec();
     end.extend_from_slice(&tail[1..]);
-    let mut guests = guests.into_iter().peekable();
-    let mut first = true;
+    let mut chunks = guests
+        .chunks(GUESTS_PER_CHUNK)
+        .map(<[GuestId]>::to_vec)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .peekable();
+    let mut opened = false;
+    let mut wrote_one = false;
     let mut end = Some(end);
     Ok(std::iter::from_fn(move || {
         let mut chunk = Vec::new();
-        if first {
+        if !opened {
             chunk.extend_from_slice(b"{\"guests\":[");
+            opened = true;
         }
-        for _ in 0..GUESTS_PER_CHUNK {
-            let Some(g) = guests.next() else { break };
-            if !first {
+        for (g, change) in read(&chunks.next().unwrap_or_default()) {
+            if wrote_one {
                 chunk.push(b',');
             }
-            first = false;
-            let change = changes.remove(&g.id);
+            wrote_one = true;
             let json = GuestJson::new(Arc::unwrap_or_clone(g), &model, change);
             if let Err(e) = serde_json::to_writer(&mut chunk, &json) {
                 end = None;
                 return Some(Err(failed(e)));
             }
         }
-        if guests.peek().is_none() {
+        if chunks.peek().is_none() {
             chunk.extend_from_slice(&end.take()?);
         }
-        first = false;
         Some(Ok(chunk))
     }))
 }
@@ -462,6 +487,8 @@ async fn one(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
     use crate::analysis::{analyse_host, test_window};
     use crate::domain::HostId;
@@ -491,27 +518,52 @@ mod tests {
         })
     }
 
+    /// A reader of chunks from `guests`, leaving out `gone`.
+    fn reader(
+        guests: &[Arc<AnalysedGuest>],
+        changes: &HashMap<GuestId, Change>,
+        gone: Option<GuestId>,
+    ) -> ReadChunk {
+        let guests: HashMap<GuestId, Arc<AnalysedGuest>> =
+            guests.iter().map(|g| (g.id, g.clone())).collect();
+        let changes = changes.clone();
+        Box::new(move |ids| {
+            ids.iter()
+                .filter(|id| Some(**id) != gone)
+                .filter_map(|id| Some((guests.get(id)?.clone(), changes.get(id).copied())))
+                .collect()
+        })
+    }
+
     #[test]
     fn the_streamed_list_is_what_serde_writes_for_it() {
         let model = CostModel::default();
-        for n in [
-            0,
-            1,
-            GUESTS_PER_CHUNK - 1,
-            GUESTS_PER_CHUNK,
-            2 * GUESTS_PER_CHUNK + 5,
-        ] {
+        let change = Change {
+            at_ms: 5,
+            cpu_before_pct: 3.0,
+            cpu_after_pct: 1.0,
+            wakeups_before: 100.0,
+            wakeups_after: 10.0,
+            idle_share_after: 0.9,
+            saved_cpu_pct: 2.0,
+        };
+        let changes = HashMap::from([(GuestId(1), change)]);
+        // Guests, and one gone before its chunk was written (its place left out).
+        let cases = [
+            (0, None),
+            (1, None),
+            (GUESTS_PER_CHUNK - 1, None),
+            (GUESTS_PER_CHUNK, None),
+            (2 * GUESTS_PER_CHUNK + 5, None),
+            (1, Some(GuestId(1))),
+            (GUESTS_PER_CHUNK + 1, Some(GuestId(1))),
+            (
+                GUESTS_PER_CHUNK + 1,
+                Some(GuestId(GUESTS_PER_CHUNK as i64 + 1)),
+            ),
+        ];
+        for (n, gone) in cases {
             let guests: Vec<Arc<AnalysedGuest>> = (1..=n as i64).map(guest).collect();
-            let change = Change {
-                at_ms: 5,
-                cpu_before_pct: 3.0,
-                cpu_after_pct: 1.0,
-                wakeups_before: 100.0,
-                wakeups_after: 10.0,
-                idle_share_after: 0.9,
-                saved_cpu_pct: 2.0,
-            };
-            let changes = HashMap::from([(GuestId(1), change)]);
             let tail = || ListTail {
                 totals: fleet::totals(&guests, &model),
                 realised: Realised {
@@ -523,8 +575,9 @@ mod tests {
                 matching: n + 3,
                 next_cursor: (n > 1).then(|| "abc.def".to_string()),
             };
+            let ids = guests.iter().map(|g| g.id).collect();
             let streamed: Vec<Vec<u8>> =
-                list_chunks(guests.clone(), changes.clone(), model.clone(), &tail())
+                list_chunks(ids, reader(&guests, &changes, gone), model.clone(), &tail())
                     .unwrap()
                     .collect::<AppResult<_>>()
                     .unwrap();
@@ -533,6 +586,7 @@ mod tests {
             let whole = GuestList {
                 guests: guests
                     .iter()
+                    .filter(|g| Some(g.id) != gone)
                     .map(|g| {
                         let change = changes.get(&g.id).copied();
                         GuestJson::new(AnalysedGuest::clone(g), &model, change)
@@ -547,7 +601,7 @@ mod tests {
             assert_eq!(
                 String::from_utf8(streamed.concat()).unwrap(),
                 serde_json::to_string(&whole).unwrap(),
-                "{n} guests"
+                "{n} guests, {gone:?} gone"
             );
         }
     }

@@ -75,6 +75,25 @@ fn chunk_writer() -> csv::Writer<Vec<u8>> {
         .from_writer(Vec::new())
 }
 
+/// One chunk of CSV: `header` if given, then `rows`, as [`CsvChunks`] writes them (for an
+/// export that makes its rows a batch at a time, as it reads them).
+pub(super) fn csv_rows(
+    header: Option<&'static [&'static str]>,
+    rows: impl Iterator<Item = Vec<String>>,
+) -> AppResult<Vec<u8>> {
+    let failed = |e: csv::Error| AppError::encode("a CSV export", e);
+    let mut writer = chunk_writer();
+    if let Some(header) = header {
+        writer.write_record(header).map_err(failed)?;
+    }
+    for row in rows {
+        writer.write_record(&row).map_err(failed)?;
+    }
+    writer
+        .into_inner()
+        .map_err(|e| AppError::encode("a CSV export", e))
+}
+
 pub(super) fn csv_chunks<F>(header: &'static [&'static str], next_row: F) -> CsvChunks<F>
 where
     F: FnMut() -> Option<Vec<String>>,

@@ -77,6 +77,26 @@ pub fn guests_csv(
     })
 }
 
+/// Rows of the guests export for `guests`, the first of them ranked `first_rank`, after the
+/// header if `header`: the export a batch of guests at a time, each batch with its history read
+/// just before (`so_far`), so that a long export holds no copy of the fleet and no database
+/// connection between batches. The batches' bytes, concatenated, are what [`guests_csv`] writes.
+pub fn guests_csv_rows(
+    first_rank: usize,
+    guests: &[Arc<AnalysedGuest>],
+    so_far: &HashMap<GuestId, WasteSoFar>,
+    context: &Context,
+    header: bool,
+) -> crate::error::AppResult<Vec<u8>> {
+    super::cells::csv_rows(
+        header.then_some(&GUEST_COLUMNS[..]),
+        guests
+            .iter()
+            .enumerate()
+            .map(|(i, g)| guest_row(first_rank + i, g, so_far.get(&g.id), context)),
+    )
+}
+
 /// The row of the guest ranked `rank`.
 fn guest_row(
     rank: usize,

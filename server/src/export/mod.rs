@@ -16,6 +16,6 @@ mod plan;
 mod golden;
 
 pub use cells::{Context, file_name, rfc3339, text_cell};
-pub use guests::{GUEST_COLUMNS, guests_csv};
+pub use guests::{GUEST_COLUMNS, guests_csv, guests_csv_rows};
 pub use inventory::{ansible_group, plain_host_name, plan_inventory};
 pub use plan::{PLAN_COLUMNS, PLAN_GUEST_COLUMNS, plan_csv, plan_guests_csv};

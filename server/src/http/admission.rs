@@ -1,33 +1,55 @@
-//! Which requests get served, and when: a request's body is read, within a deadline, before it
-//! takes one of the slots that do the work, and requests without a credential have slots of
-//! their own.
+//! Which requests get served, and when: every request spends for one credential (its token,
+//! its dashboard session, or for a request without one its client's address), which may have
+//! only so much in use at once; its body is read, within a deadline, before it takes one of the
+//! slots that do the work; and what it took is held until its answer's last byte has gone.
 //!
-//! A client that sends its body one byte a second holds no slot anyone else needs: it is cut off
-//! with 408 when its body deadline passes, and meanwhile costs a connection and a buffer of at
-//! most its body limit, taken from a budget of bytes for all bodies being read. A request with a
-//! token is authenticated before its body is read (a wrong token is answered 401 at once, and
-//! only agent tokens may send the large bodies reports need); token lookups have a few slots of
-//! their own, so a flood of made-up tokens cannot take the database from everyone else. Logins
-//! and other requests without a credential share a smaller budget, so a flood of them cannot take
-//! the slots agents and logged-in users need. A request that finds its budget full waits
-//! briefly, then is answered 503 with `Retry-After`: never a silent stall.
+//! - A request with a token is authenticated before its body is read (a wrong token is answered
+//!   401 at once, and only agent tokens may send the large bodies reports need); a session
+//!   cookie is checked against the session store (a forged one spends as a request without a
+//!   credential). Lookups have a few slots of their own, and while one runs the request spends
+//!   for its client's address, so a flood of made-up tokens or cookies cannot take the database
+//!   from everyone else.
+//! - Each credential has at most [`Budgets::requests_per_credential`] requests in flight (a client
+//!   address without one, [`Budgets::requests_per_address`]); beyond, 429 at once.
+//! - A report's or a guest's facts' rate is checked before their body is read.
+//! - A body holds the bytes that have arrived, against its credential's budget and the server's,
+//!   growing up to its role's limit: never the whole limit up front, so a body that trickles in
+//!   holds what it sent, nothing more.
+//! - Then a slot of the request's kind (with a credential, or without: logins hash passwords)
+//!   waits briefly, then is answered 503 with `Retry-After`: never a silent stall.
+//! - The answer holds the slot and the credential's share until its last byte, and must be read
+//!   within [`AdmissionLimits::answer_timeout`]; a streamed answer also takes one of its
+//!   credential's streams ([`Spend::stream`]).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::num::NonZeroU32;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
-use tokio::sync::Semaphore;
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use http_body_util::BodyExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower_sessions::SessionStore;
 
+use super::client::{ConnectedFrom, Network, client_address};
+use super::guarded_body::guarded;
+use super::spending::{Credential, Held, Limits, Spending, Spent};
 use crate::auth::session::SESSION_COOKIE;
+use crate::auth::session_store::Sessions;
 use crate::auth::{Caller, Role};
+use crate::budgets::Budgets;
 use crate::db::Db;
+use crate::domain::TokenId;
 use crate::error::AppError;
+use crate::metrics::Metrics;
 
 /// How many requests of each kind are served at once, and how long a client may take.
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +64,9 @@ pub struct AdmissionLimits {
     pub queue_timeout: Duration,
     /// A request's whole body must arrive within this long, or it is answered 408.
     pub body_timeout: Duration,
+    /// An answer must be read to its end within this long (a streamed export of a large fleet
+    /// included), or it is cut off: its slot is not held for ever by a client reading slowly.
+    pub answer_timeout: Duration,
 }
 
 impl Default for AdmissionLimits {
@@ -51,6 +76,7 @@ impl Default for AdmissionLimits {
             anonymous_slots: 8,
             queue_timeout: Duration::from_secs(1),
             body_timeout: Duration::from_secs(20),
+            answer_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -70,78 +96,260 @@ pub const MAX_OTHER_TOKEN_BODY_BYTES: usize = 256 * 1024;
 pub const MAX_FORM_BODY_BYTES: usize = 64 * 1024;
 /// How long a client that found no free slot is asked to wait.
 const BUSY_RETRY_AFTER_S: u64 = 2;
-/// Token lookups at once: each is one indexed read, so a few keep up with any fleet, and leave
-/// the database's other connections to the requests already admitted.
-const TOKEN_LOOKUP_SLOTS: usize = 4;
+/// How long a credential that spent its budget of requests is asked to wait.
+const SPENT_RETRY_AFTER_S: u64 = 1;
+/// Token and session lookups at once: each is one indexed read, so a few keep up with any
+/// fleet, and leave the database's other connections to the requests already admitted.
+const LOOKUP_SLOTS: usize = 4;
+/// `/readyz` probes at once (each may write to the database): a flood of probes waits for
+/// these, never for anyone else's.
+const PROBE_SLOTS: usize = 2;
 /// Bodies being read at once may hold this much memory in all: every connection's 64 KiB at the
 /// default cap, or a few dozen of the largest reports.
-const MAX_BUFFERED_BODY_KIB: usize = 256 * 1024;
+const MAX_BUFFERED_BODY_BYTES: usize = 256 * 1024 * 1024;
+/// How long a session found in the store counts as checked (a logout within it still ends the
+/// session for the pages, which check it themselves; this only says which budget it spends).
+const SESSION_CHECKED_FOR_MS: i64 = 60_000;
+/// Sessions remembered as checked at most.
+const MAX_CHECKED_SESSIONS: usize = 10_000;
 
-/// The slots, shared by every request of one server.
-#[derive(Debug)]
+/// The slots and budgets, shared by every request of one server.
 pub struct Admission {
     limits: AdmissionLimits,
+    budgets: Budgets,
+    trusted_proxies: Vec<Network>,
     credentialed: Arc<Semaphore>,
     anonymous: Arc<Semaphore>,
-    token_lookups: Arc<Semaphore>,
-    /// One permit per KiB of body being read or handled.
-    body_kib: Arc<Semaphore>,
+    probes: Arc<Semaphore>,
+    lookups: Arc<Semaphore>,
+    /// One permit per byte of body being read or handled.
+    body_bytes: Arc<Semaphore>,
+    spending: Arc<Spending>,
+    /// Reports per agent token, checked before the report is read.
+    reports: DefaultKeyedRateLimiter<TokenId>,
+    /// Facts deliveries per guest token, checked before they are read.
+    facts: DefaultKeyedRateLimiter<TokenId>,
+    sessions: Sessions,
+    /// Session ids found in the store, and until when (ms) that holds.
+    checked_sessions: Mutex<HashMap<i128, i64>>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission")
+            .field("limits", &self.limits)
+            .field("budgets", &self.budgets)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`Admission::new`] is made of.
+pub struct AdmissionSettings {
+    pub limits: AdmissionLimits,
+    pub budgets: Budgets,
+    pub trusted_proxies: Vec<Network>,
+    /// Reports one agent token may send per second, and at once above that.
+    pub reports_per_second: NonZeroU32,
+    pub reports_burst: NonZeroU32,
 }
 
 impl Admission {
-    pub fn new(limits: AdmissionLimits) -> Admission {
+    pub fn new(
+        settings: AdmissionSettings,
+        sessions: Sessions,
+        metrics: Arc<Metrics>,
+    ) -> Admission {
+        let AdmissionSettings {
+            limits,
+            budgets,
+            trusted_proxies,
+            reports_per_second,
+            reports_burst,
+        } = settings;
+        let facts_per_minute =
+            NonZeroU32::new(budgets.facts_per_guest_token_per_minute).unwrap_or(NonZeroU32::MIN);
         Admission {
             limits,
+            budgets,
+            trusted_proxies,
             credentialed: Arc::new(Semaphore::new(limits.credentialed_slots)),
             anonymous: Arc::new(Semaphore::new(limits.anonymous_slots)),
-            token_lookups: Arc::new(Semaphore::new(TOKEN_LOOKUP_SLOTS)),
-            body_kib: Arc::new(Semaphore::new(MAX_BUFFERED_BODY_KIB)),
+            probes: Arc::new(Semaphore::new(PROBE_SLOTS)),
+            lookups: Arc::new(Semaphore::new(LOOKUP_SLOTS)),
+            body_bytes: Arc::new(Semaphore::new(MAX_BUFFERED_BODY_BYTES)),
+            spending: Arc::new(Spending::default()),
+            reports: RateLimiter::keyed(
+                Quota::per_second(reports_per_second).allow_burst(reports_burst),
+            ),
+            facts: RateLimiter::keyed(
+                Quota::per_minute(facts_per_minute).allow_burst(facts_per_minute),
+            ),
+            sessions,
+            checked_sessions: Mutex::new(HashMap::new()),
+            metrics,
         }
     }
+
+    /// What each credential has in use now (for the tests that it is given back).
+    pub fn spending(&self) -> &Spending {
+        &self.spending
+    }
+
+    fn limits_of(&self, credential: Credential) -> Limits {
+        let requests = match credential {
+            Credential::Address(_) => self.budgets.requests_per_address,
+            _ => self.budgets.requests_per_credential,
+        };
+        Limits {
+            requests,
+            streams: self.budgets.streams_per_credential,
+            body_bytes: self.budgets.body_bytes_per_credential,
+        }
+    }
+
+    /// One more request of `credential`, or 429 saying which budget it spent.
+    fn spend(&self, credential: Credential) -> Result<Held, AppError> {
+        self.spending
+            .request(credential, self.limits_of(credential))
+            .map_err(|spent| self.refuse(spent, credential))
+    }
+
+    /// Counts a refusal and says it.
+    fn refuse(&self, spent: Spent, credential: Credential) -> AppError {
+        self.metrics.refused(spent.budget(), credential.kind());
+        AppError::TooManyRequests {
+            message: spent.message(),
+            retry_after_s: SPENT_RETRY_AFTER_S,
+        }
+    }
+
+    /// The session the cookie names, if it was found in the store within the last minute.
+    fn checked_session(&self, cookie: &str, now_ms: i64) -> Option<i128> {
+        let id = tower_sessions::session::Id::from_str(cookie).ok()?;
+        let mut checked = self.lock_sessions();
+        match checked.get(&id.0) {
+            Some(until_ms) if *until_ms > now_ms => Some(id.0),
+            Some(_) => {
+                checked.remove(&id.0);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Whether the session the cookie names is one the store holds, unexpired (remembered for a
+    /// minute when it is).
+    async fn session_exists(&self, cookie: &str, now_ms: i64) -> Option<i128> {
+        let id = tower_sessions::session::Id::from_str(cookie).ok()?;
+        let record = self.sessions.load(&id).await.ok()??;
+        if record.expiry_date <= time_now() {
+            return None;
+        }
+        let mut checked = self.lock_sessions();
+        if checked.len() >= MAX_CHECKED_SESSIONS {
+            checked.retain(|_, until_ms| *until_ms > now_ms);
+            if checked.len() >= MAX_CHECKED_SESSIONS {
+                checked.clear();
+            }
+        }
+        checked.insert(id.0, now_ms + SESSION_CHECKED_FOR_MS);
+        Some(id.0)
+    }
+
+    fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<i128, i64>> {
+        self.checked_sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
 }
 
-/// Whose slots a request takes.
+fn time_now() -> tower_sessions::cookie::time::OffsetDateTime {
+    tower_sessions::cookie::time::OffsetDateTime::now_utc()
+}
+
+/// A request's share of its credential's budget, in its extensions: a handler that streams its
+/// answer takes one of the credential's streams with it.
+#[derive(Clone)]
+pub struct Spend(Arc<Mutex<Held>>);
+
+impl Spend {
+    /// One more streamed answer of the request's credential, held until the answer's last byte;
+    /// 429 when it reads as many as it may already.
+    pub fn stream(&self, metrics: &Metrics) -> Result<(), AppError> {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        held.stream().map_err(|spent| {
+            metrics.refused(spent.budget(), held.credential().kind());
+            AppError::TooManyRequests {
+                message: spent.message(),
+                retry_after_s: SPENT_RETRY_AFTER_S,
+            }
+        })
+    }
+
+    /// Who the request spends for.
+    pub fn credential(&self) -> Credential {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .credential()
+    }
+}
+
+/// One of the caller's streamed answers, held until the answer's last byte (see
+/// [`Spend::stream`]); nothing to count for a handler called without the admission.
+pub fn take_stream(spend: Option<&Spend>, metrics: &Metrics) -> Result<(), AppError> {
+    spend.map_or(Ok(()), |spend| spend.stream(metrics))
+}
+
+/// Whose budget a request spends, and which slots it takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Budget {
-    /// Health probes: no body, no work, always answered.
-    None,
+enum Kind {
+    /// `/healthz`: no body, no work, always answered.
+    Health,
+    /// `/readyz`: slots of its own.
+    Probe,
+    /// A login hashes a password whatever cookie it carries: a request without a credential.
+    Login,
+    Token,
+    Session,
     Anonymous,
-    Credentialed,
 }
 
-fn budget(parts: &Parts) -> Budget {
-    if matches!(parts.uri.path(), "/healthz" | "/readyz") {
-        return Budget::None;
+fn kind(parts: &Parts) -> Kind {
+    match parts.uri.path() {
+        "/healthz" => return Kind::Health,
+        "/readyz" => return Kind::Probe,
+        _ => {}
     }
-    // A login hashes a password whatever cookie it carries.
     if parts.method == Method::POST && parts.uri.path() == "/login" {
-        return Budget::Anonymous;
-    }
-    if parts.headers.contains_key(header::AUTHORIZATION) || has_session_cookie(parts) {
-        Budget::Credentialed
+        Kind::Login
+    } else if parts.headers.contains_key(header::AUTHORIZATION) {
+        Kind::Token
+    } else if session_cookie(parts).is_some() {
+        Kind::Session
     } else {
-        Budget::Anonymous
+        Kind::Anonymous
     }
 }
 
-/// The browser says it has a session; whether it is valid is checked later, cheaply (a forged
-/// cookie gets a redirect to the login page, not a password hash).
-fn has_session_cookie(parts: &Parts) -> bool {
+/// The value of the session cookie the browser sent, if any; whether it names a session is
+/// checked against the store (a forged one spends as a request without a credential).
+fn session_cookie(parts: &Parts) -> Option<&str> {
     parts
         .headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .any(|c| {
-            c.trim()
-                .split_once('=')
-                .is_some_and(|(name, _)| name == SESSION_COOKIE)
-        })
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value)
 }
 
-/// The middleware: authenticates tokens, reads the body within its deadline, waits (briefly) for
-/// a slot of the request's budget, then gives the server `request_timeout` to answer.
+/// The middleware: finds whose budget the request spends, checks its rate, reads its body
+/// within its deadline, waits (briefly) for a slot of its kind, gives the server
+/// `request_timeout` to answer, and holds what it took until the answer's last byte.
 pub async fn admit(
     State(admission): State<Arc<Admission>>,
     State(RequestTimeout(request_timeout)): State<RequestTimeout>,
@@ -150,57 +358,42 @@ pub async fn admit(
     next: Next,
 ) -> Response {
     let (mut parts, body) = request.into_parts();
-    let budget = budget(&parts);
-    if budget == Budget::None {
-        return next.run(Request::from_parts(parts, body)).await;
+    let kind = kind(&parts);
+    match kind {
+        Kind::Health => return next.run(Request::from_parts(parts, body)).await,
+        Kind::Probe => return probe(&admission, request_timeout, parts, body, next).await,
+        _ => {}
     }
-    let limits = admission.limits;
-    let body_limit = if parts.headers.contains_key(header::AUTHORIZATION) {
-        let Some(_lookup) = wait_for(&admission.token_lookups, 1, limits.queue_timeout).await
-        else {
-            return busy().into_response();
-        };
-        match Caller::from_request_parts(&mut parts, &db).await {
-            Ok(caller) => {
-                let limit = match caller {
-                    Caller::Token {
-                        role: Role::Agent, ..
-                    } => MAX_AGENT_BODY_BYTES,
-                    _ => MAX_OTHER_TOKEN_BODY_BYTES,
-                };
-                // The handler's extractor takes it from here instead of looking it up again.
-                parts.extensions.insert(caller);
-                limit
-            }
-            Err(e) => return e.into_response(),
-        }
-    } else {
-        MAX_FORM_BODY_BYTES
-    };
-    let Some(_body_kib) = wait_for(
-        &admission.body_kib,
-        body_kib(&parts, body_limit),
-        limits.queue_timeout,
-    )
-    .await
-    else {
-        return busy().into_response();
-    };
-    let bytes = match read_body(&parts, body, body_limit, limits.body_timeout).await {
-        Ok(bytes) => bytes,
+    let client = parts
+        .extensions
+        .get::<ConnectedFrom>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |from| {
+            client_address(*from, &parts.headers, &admission.trusted_proxies)
+        });
+    let (held, body_limit) = match who(&admission, &db, kind, client, &mut parts).await {
+        Ok(found) => found,
         Err(e) => return e.into_response(),
     };
-    let slots = match budget {
-        Budget::Anonymous => &admission.anonymous,
-        _ => &admission.credentialed,
+    if let Err(e) = rate(&admission, &parts, held.credential()) {
+        return e.into_response();
+    }
+    let spend = Spend(Arc::new(Mutex::new(held)));
+    let (bytes, body_permit) = match read_body(&admission, &parts, body, body_limit, &spend).await {
+        Ok(read) => read,
+        Err(e) => return e.into_response(),
     };
-    let Some(_slot) = wait_for(slots, 1, limits.queue_timeout).await else {
+    let slots = match kind {
+        Kind::Token | Kind::Session => &admission.credentialed,
+        _ => &admission.anonymous,
+    };
+    let Some(slot) = wait_for(slots, 1, admission.limits.queue_timeout).await else {
         return busy().into_response();
     };
+    parts.extensions.insert(spend.clone());
     // The server's own part has its deadline too (a database that is stuck); a report's
     // transaction that is cut off rolls back.
     let work = next.run(Request::from_parts(parts, Body::from(bytes)));
-    match tokio::time::timeout(request_timeout, work).await {
+    let response = match tokio::time::timeout(request_timeout, work).await {
         Ok(response) => response,
         Err(_) => AppError::TimedOut(format!(
             "the server could not answer within {} s; what the request changed may or may not \
@@ -208,7 +401,130 @@ pub async fn admit(
             request_timeout.as_secs()
         ))
         .into_response(),
+    };
+    // The request's body was read and handled: its bytes are free again. Its slot and its
+    // credential's share go with the answer's last byte.
+    drop(body_permit);
+    let (parts, body) = response.into_parts();
+    let body = guarded(body, (spend, slot), admission.limits.answer_timeout);
+    Response::from_parts(parts, body)
+}
+
+/// `/readyz`, under a few slots of its own and the request timeout: a flood of probes, or a
+/// probe stuck on the database, waits for nobody else's slots, and nobody waits for it.
+async fn probe(
+    admission: &Admission,
+    request_timeout: Duration,
+    parts: Parts,
+    body: Body,
+    next: Next,
+) -> Response {
+    let Some(_slot) = wait_for(&admission.probes, 1, admission.limits.queue_timeout).await else {
+        return busy().into_response();
+    };
+    match tokio::time::timeout(request_timeout, next.run(Request::from_parts(parts, body))).await {
+        Ok(response) => response,
+        Err(_) => AppError::TimedOut(format!(
+            "the readiness probe did not finish within {} s",
+            request_timeout.as_secs()
+        ))
+        .into_response(),
     }
+}
+
+/// Whose budget the request spends, with one of its requests taken, and the most its body may
+/// hold. A token is looked up (and left in the extensions for the handler's extractor), a
+/// session cookie checked; while either runs, the request spends for its client's address.
+async fn who(
+    admission: &Admission,
+    db: &Db,
+    kind: Kind,
+    client: IpAddr,
+    parts: &mut Parts,
+) -> Result<(Held, usize), AppError> {
+    let anonymous = Credential::Address(client);
+    match kind {
+        Kind::Token => {
+            let looking = admission.spend(anonymous)?;
+            let Some(_lookup) =
+                wait_for(&admission.lookups, 1, admission.limits.queue_timeout).await
+            else {
+                return Err(busy());
+            };
+            let caller = Caller::from_request_parts(parts, db).await?;
+            drop(looking);
+            let (credential, limit) = match caller {
+                Caller::Token { token_id, role } => (
+                    Credential::Token { id: token_id, role },
+                    match role {
+                        Role::Agent => MAX_AGENT_BODY_BYTES,
+                        _ => MAX_OTHER_TOKEN_BODY_BYTES,
+                    },
+                ),
+                Caller::User(_) => (anonymous, MAX_FORM_BODY_BYTES),
+            };
+            // The handler's extractor takes it from here instead of looking it up again.
+            parts.extensions.insert(caller);
+            Ok((admission.spend(credential)?, limit))
+        }
+        Kind::Session => {
+            let now_ms = crate::clock::now_ms();
+            let cookie = session_cookie(parts).unwrap_or_default();
+            if let Some(id) = admission.checked_session(cookie, now_ms) {
+                return Ok((
+                    admission.spend(Credential::Session(id))?,
+                    MAX_FORM_BODY_BYTES,
+                ));
+            }
+            let credential = {
+                let looking = admission.spend(anonymous)?;
+                let Some(_lookup) =
+                    wait_for(&admission.lookups, 1, admission.limits.queue_timeout).await
+                else {
+                    return Err(busy());
+                };
+                let found = admission.session_exists(cookie, now_ms).await;
+                drop(looking);
+                found.map_or(anonymous, Credential::Session)
+            };
+            Ok((admission.spend(credential)?, MAX_FORM_BODY_BYTES))
+        }
+        _ => Ok((admission.spend(anonymous)?, MAX_FORM_BODY_BYTES)),
+    }
+}
+
+/// A report's and a guest's facts' rates, checked before their bodies are read.
+fn rate(admission: &Admission, parts: &Parts, credential: Credential) -> Result<(), AppError> {
+    let Credential::Token { id, role } = credential else {
+        return Ok(());
+    };
+    if parts.method != Method::POST {
+        return Ok(());
+    }
+    let (limiter, budget, what) = match (role, parts.uri.path()) {
+        (Role::Agent, "/api/v1/reports") => (
+            &admission.reports,
+            "reports",
+            "this agent token sends reports faster than the server takes them \
+             (serve --ingest-rate, --ingest-burst); retry later",
+        ),
+        (Role::Guest, "/api/v1/guest-facts") => (
+            &admission.facts,
+            "facts",
+            "this guest token delivers facts more often than the server takes them \
+             (serve --facts-per-guest-token-per-minute); retry later",
+        ),
+        _ => return Ok(()),
+    };
+    limiter.check_key(&id).map_err(|not_until| {
+        use governor::clock::{Clock, DefaultClock};
+        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        admission.metrics.refused(budget, credential.kind());
+        AppError::TooManyRequests {
+            message: what.into(),
+            retry_after_s: wait.as_secs().max(1),
+        }
+    })
 }
 
 /// `permits` of `semaphore`, if they come within `patience`.
@@ -216,7 +532,7 @@ async fn wait_for(
     semaphore: &Arc<Semaphore>,
     permits: u32,
     patience: Duration,
-) -> Option<tokio::sync::OwnedSemaphorePermit> {
+) -> Option<OwnedSemaphorePermit> {
     tokio::time::timeout(patience, semaphore.clone().acquire_many_owned(permits))
         .await
         .ok()?
@@ -230,13 +546,6 @@ fn busy() -> AppError {
     }
 }
 
-/// KiB of the body budget a request reserves: what it announces, or its limit if it does not say
-/// (a chunked body); at least one, so that every request counts.
-fn body_kib(parts: &Parts, limit_bytes: usize) -> u32 {
-    let bytes = declared_length(parts).map_or(limit_bytes as u64, |n| n.min(limit_bytes as u64));
-    u32::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(u32::MAX)
-}
-
 fn declared_length(parts: &Parts) -> Option<u64> {
     parts
         .headers
@@ -245,12 +554,16 @@ fn declared_length(parts: &Parts) -> Option<u64> {
         .and_then(|v| v.parse::<u64>().ok())
 }
 
+/// Reads the body as it arrives, each piece taken from the credential's budget and the
+/// server's before it is kept, within the body's deadline; returns it with the server's bytes
+/// it holds.
 async fn read_body(
+    admission: &Admission,
     parts: &Parts,
     body: Body,
     limit_bytes: usize,
-    deadline: Duration,
-) -> Result<axum::body::Bytes, AppError> {
+    spend: &Spend,
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), AppError> {
     let too_large = || {
         AppError::TooLarge(format!(
             "the request body is over {limit_bytes} bytes, the most this request may send"
@@ -259,12 +572,51 @@ async fn read_body(
     if declared_length(parts).is_some_and(|n| n > limit_bytes as u64) {
         return Err(too_large());
     }
-    match tokio::time::timeout(deadline, Limited::new(body, limit_bytes).collect()).await {
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(too_large()),
-        Ok(Err(e)) => Err(AppError::BadRequest(format!(
-            "the request body could not be read: {e}"
-        ))),
+    let deadline = admission.limits.body_timeout;
+    let read = async {
+        let mut body = body;
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut held: Option<OwnedSemaphorePermit> = None;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                AppError::BadRequest(format!("the request body could not be read: {e}"))
+            })?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if bytes.len() + data.len() > limit_bytes {
+                return Err(too_large());
+            }
+            if data.is_empty() {
+                continue;
+            }
+            let n = data.len();
+            {
+                let mut share = spend.0.lock().unwrap_or_else(|e| e.into_inner());
+                share
+                    .body_bytes(n)
+                    .map_err(|spent| admission.refuse(spent, share.credential()))?;
+            }
+            let permits = u32::try_from(n).unwrap_or(u32::MAX);
+            let Some(permit) = wait_for(
+                &admission.body_bytes,
+                permits,
+                admission.limits.queue_timeout,
+            )
+            .await
+            else {
+                return Err(busy());
+            };
+            match held.as_mut() {
+                Some(held) => held.merge(permit),
+                None => held = Some(permit),
+            }
+            bytes.extend_from_slice(&data);
+        }
+        Ok((Bytes::from(bytes), held))
+    };
+    match tokio::time::timeout(deadline, read).await {
+        Ok(read) => read,
         Err(_) => Err(AppError::TimedOut(format!(
             "the request body did not arrive within {} s",
             deadline.as_secs()
@@ -284,40 +636,46 @@ mod tests {
         request.body(()).unwrap().into_parts().0
     }
 
-    /// Method, path, headers, and the budget the request takes.
-    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], Budget);
+    /// Method, path, headers, and the kind of request.
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], Kind);
 
     #[test]
-    fn each_request_takes_the_slots_of_its_kind() {
+    fn each_request_is_known_by_what_it_carries() {
         let session = format!("theme=dark; {SESSION_COOKIE}=abc");
-        let cases: [Case; 8] = [
-            ("GET", "/healthz", &[], Budget::None),
+        let cases: [Case; 9] = [
+            ("GET", "/healthz", &[], Kind::Health),
             (
                 "GET",
                 "/readyz",
                 &[("authorization", "Bearer x")],
-                Budget::None,
+                Kind::Probe,
             ),
-            ("GET", "/login", &[], Budget::Anonymous),
-            ("POST", "/login", &[("cookie", &session)], Budget::Anonymous),
-            ("GET", "/", &[("cookie", &session)], Budget::Credentialed),
+            ("GET", "/login", &[], Kind::Anonymous),
+            ("POST", "/login", &[("cookie", &session)], Kind::Login),
+            ("GET", "/", &[("cookie", &session)], Kind::Session),
             (
                 "GET",
                 "/",
                 &[("cookie", "not_tickscope_session=abc")],
-                Budget::Anonymous,
+                Kind::Anonymous,
             ),
             (
                 "POST",
                 "/api/v1/reports",
                 &[("authorization", "Bearer x")],
-                Budget::Credentialed,
+                Kind::Token,
             ),
-            ("POST", "/api/v1/reports", &[], Budget::Anonymous),
+            ("POST", "/api/v1/reports", &[], Kind::Anonymous),
+            (
+                "GET",
+                "/",
+                &[("cookie", &session), ("authorization", "Bearer x")],
+                Kind::Token,
+            ),
         ];
         for (method, path, headers, expected) in cases {
             assert_eq!(
-                budget(&parts(method, path, headers)),
+                kind(&parts(method, path, headers)),
                 expected,
                 "{method} {path} {headers:?}"
             );

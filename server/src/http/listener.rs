@@ -9,10 +9,18 @@
 //! from when it opened or from its previous response (so it is the idle keep-alive timeout too),
 //! and a connection whose client stops reading what it is sent is closed once writing to it has
 //! made no progress for a while.
+//! One client address holds at most its share of the connections (`serve
+//! --max-connections-per-address`): the ones over it are closed at once, not queued, so one
+//! client cannot take the connections everyone else needs. Behind a load balancer (`serve
+//! --trusted-proxies`), its connections are not counted as one client's: the PROXY protocol
+//! names the client of each (`serve --proxy-protocol`), or `X-Forwarded-For` does per request
+//! (`super::client`).
 //! Bodies are the admission middleware's concern (`super::admission`).
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -25,6 +33,10 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_io_timeout::TimeoutStream;
 use tokio_rustls::TlsAcceptor;
+
+use super::client::{ConnectedFrom, Network, canonical, in_any};
+use super::proxy_protocol::{self, Prefixed, Said};
+use crate::metrics::Metrics;
 
 /// What one listener allows each client.
 #[derive(Debug, Clone, Copy)]
@@ -39,6 +51,30 @@ pub struct ConnectionLimits {
     /// A connection is closed when writing to it makes no progress for this long: a client that
     /// stops reading (or pipelines requests and never reads the answers) cannot hold its slot.
     pub write_stall_timeout: Duration,
+    /// Connections one client address may have open at once.
+    pub per_address: usize,
+}
+
+/// Who connects through whom: the load balancers trusted to say who their clients are, and
+/// whether they say it with the PROXY protocol.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Proxies {
+    /// Load balancers and reverse proxies trusted to say who their clients are (addresses or
+    /// blocks, comma-separated: 10.0.0.5,192.0.2.0/24): their connections are not counted as
+    /// one client's, and each request's client is read from the PROXY protocol
+    /// (--proxy-protocol) or else from X-Forwarded-For. See docs/reverse-proxy.md.
+    #[arg(
+        long = "trusted-proxies",
+        env = "TICKSCOPE_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        value_name = "ADDRESS[/PREFIX]"
+    )]
+    pub trusted: Vec<Network>,
+    /// Connections from --trusted-proxies start with a PROXY protocol header (v1 or v2, as
+    /// HAProxy's `send-proxy`), which names the client; required from them, never read from
+    /// anyone else.
+    #[arg(long = "proxy-protocol", env = "TICKSCOPE_PROXY_PROTOCOL")]
+    pub proxy_protocol: bool,
 }
 
 /// Request headers larger than this are answered 431: far above any browser's or agent's, and
@@ -55,9 +91,13 @@ pub async fn serve(
     app: Router,
     tls: Option<TlsAcceptor>,
     limits: ConnectionLimits,
+    proxies: Proxies,
+    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let per_address = Arc::new(AddressSlots::new(limits.per_address));
+    let proxies = Arc::new(proxies);
     let graceful = GracefulShutdown::new();
     let mut accept_failures = AcceptFailures::default();
     tokio::pin!(shutdown);
@@ -66,9 +106,9 @@ pub async fn serve(
             slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
             () = &mut shutdown => break,
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok((stream, peer)) => (stream, canonical(peer.ip())),
                 Err(e) => {
                     // Out of file descriptors or memory, or a connection reset before it was
                     // accepted: wait a little rather than spin, and keep serving.
@@ -79,21 +119,71 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let behind_proxy = in_any(&proxies.trusted, peer);
+        // A direct client over its share is closed at once, before anything is read from it.
+        let address_slot = if behind_proxy {
+            None
+        } else {
+            match per_address.take(peer) {
+                Some(slot) => Some(slot),
+                None => {
+                    metrics.connection_refused();
+                    continue;
+                }
+            }
+        };
         let _ = stream.set_nodelay(true);
         let mut stream = TimeoutStream::new(stream);
         stream.set_write_timeout(Some(limits.write_stall_timeout));
-        let stream = Box::pin(stream);
+        let mut stream = Box::pin(stream);
         let watcher = graceful.watcher();
         let app = app.clone();
         let tls = tls.clone();
+        let (per_address, proxies, metrics) =
+            (per_address.clone(), proxies.clone(), metrics.clone());
         tokio::spawn(async move {
             let _slot = slot;
+            let mut from = ConnectedFrom {
+                peer,
+                proxied_for: None,
+            };
+            let mut prefix = Vec::new();
+            let mut _address_slot = address_slot;
+            if behind_proxy && proxies.proxy_protocol {
+                let header = proxy_protocol::read_header(&mut stream);
+                match tokio::time::timeout(limits.header_read_timeout, header).await {
+                    Ok(Ok((Said::Client(client), rest))) => {
+                        let client = canonical(client);
+                        match per_address.take(client) {
+                            Some(slot) => _address_slot = Some(slot),
+                            None => {
+                                metrics.connection_refused();
+                                return;
+                            }
+                        }
+                        from.proxied_for = Some(client);
+                        prefix = rest;
+                    }
+                    Ok(Ok((Said::Itself, rest))) => prefix = rest,
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, proxy = %peer, "no PROXY header");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(proxy = %peer, "no PROXY header in time");
+                        return;
+                    }
+                }
+            }
+            let stream = Prefixed::new(prefix, stream);
             match tls {
-                None => serve_connection(stream, app, limits, watcher).await,
+                None => serve_connection(stream, app, from, limits, watcher).await,
                 Some(acceptor) => {
                     let handshake = acceptor.accept(stream);
                     match tokio::time::timeout(limits.tls_handshake_timeout, handshake).await {
-                        Ok(Ok(stream)) => serve_connection(stream, app, limits, watcher).await,
+                        Ok(Ok(stream)) => {
+                            serve_connection(stream, app, from, limits, watcher).await
+                        }
                         Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!("TLS handshake timed out"),
                     }
@@ -113,14 +203,70 @@ pub async fn serve(
     }
 }
 
+/// Connections open per client address.
+struct AddressSlots {
+    open: Mutex<HashMap<IpAddr, usize>>,
+    cap: usize,
+}
+
+impl AddressSlots {
+    fn new(cap: usize) -> AddressSlots {
+        AddressSlots {
+            open: Mutex::new(HashMap::new()),
+            cap,
+        }
+    }
+
+    /// One more connection from `address`, if it has fewer than the cap open.
+    fn take(self: &Arc<Self>, address: IpAddr) -> Option<AddressSlot> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let count = open.entry(address).or_default();
+        if *count >= self.cap {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            slots: self.clone(),
+            address,
+        })
+    }
+}
+
+/// One open connection of a client address, given back when it closes.
+struct AddressSlot {
+    slots: Arc<AddressSlots>,
+    address: IpAddr,
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self.slots.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = open.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.address);
+            }
+        }
+    }
+}
+
 async fn serve_connection<S>(
     stream: S,
     app: Router,
+    from: ConnectedFrom,
     limits: ConnectionLimits,
     watcher: hyper_util::server::graceful::Watcher,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    // Each request says where its connection came from, for the admission's budgets.
+    let app = tower::util::MapRequest::new(
+        app,
+        move |mut request: hyper::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(from);
+            request
+        },
+    );
     let connection = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)

@@ -48,6 +48,28 @@ struct OutcomeLabels {
     outcome: &'static str,
 }
 
+/// A budget one credential spent, and the kind of credential (`http::spending`'s kinds).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabels {
+    budget: &'static str,
+    credential: &'static str,
+}
+
+/// The budgets a request can be refused for, each counted from 0 (see `crate::budgets`):
+/// what one credential has at once (`requests`, `streams`, `body_bytes`), how fast it sends
+/// (`reports`, `guest_samples`, `facts`), and what one host may bring (`new_guests`,
+/// `guests_per_host`).
+pub const BUDGETS: &[&str] = &[
+    "requests",
+    "streams",
+    "body_bytes",
+    "reports",
+    "guest_samples",
+    "facts",
+    "new_guests",
+    "guests_per_host",
+];
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AlertLabels {
     state: String,
@@ -88,6 +110,9 @@ pub struct Metrics {
     samples: Counter,
     ingest_seconds: Histogram,
     notifications: Family<OutcomeLabels, Counter>,
+    refusals: Family<RefusalLabels, Counter>,
+    connections_refused: Counter,
+    warnings_held_back: Counter,
 }
 
 impl Default for Metrics {
@@ -98,6 +123,9 @@ impl Default for Metrics {
             // 0.5 ms to about 4 s.
             ingest_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
             notifications: Family::default(),
+            refusals: Family::default(),
+            connections_refused: Counter::default(),
+            warnings_held_back: Counter::default(),
         };
         // Known outcomes are 0 until they happen, instead of absent: `rate()` and alerts on
         // them then work from the first scrape.
@@ -112,6 +140,14 @@ impl Default for Metrics {
                 .notifications
                 .get_or_create(&OutcomeLabels { outcome })
                 .inc_by(0);
+        }
+        for &budget in BUDGETS {
+            for &credential in crate::budgets::CREDENTIAL_KINDS {
+                metrics
+                    .refusals
+                    .get_or_create(&RefusalLabels { budget, credential })
+                    .inc_by(0);
+            }
         }
         metrics
     }
@@ -148,6 +184,37 @@ impl Metrics {
         self.notifications
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
+    }
+
+    /// A request refused because its credential (of kind `credential`) spent `budget`, one of
+    /// [`BUDGETS`].
+    pub fn refused(&self, budget: &'static str, credential: &'static str) {
+        debug_assert!(BUDGETS.contains(&budget), "unlisted {budget}");
+        self.refusals
+            .get_or_create(&RefusalLabels { budget, credential })
+            .inc();
+    }
+
+    /// A connection closed at once: its client address had its share open.
+    pub fn connection_refused(&self) {
+        self.connections_refused.inc();
+    }
+
+    /// Log lines of warning not written: their credential had written its share this minute.
+    pub fn warnings_held_back(&self, lines: u64) {
+        self.warnings_held_back.inc_by(lines);
+    }
+
+    /// How many requests were refused for `budget`, of every kind of credential (for tests).
+    pub fn refusals_of(&self, budget: &'static str) -> u64 {
+        crate::budgets::CREDENTIAL_KINDS
+            .iter()
+            .map(|&credential| {
+                self.refusals
+                    .get_or_create(&RefusalLabels { budget, credential })
+                    .get()
+            })
+            .sum()
     }
 
     /// The exposition of what `scrape` holds and of the server's counters, in `format`.
@@ -196,6 +263,21 @@ impl Metrics {
             "tickscope_notifications",
             "Alert notification attempts, by outcome",
             self.notifications.clone(),
+        );
+        registry.register(
+            "tickscope_budget_refusals",
+            "Requests refused because their credential (a token, a session, or a client address without one) spent a budget, by budget and kind of credential (docs/security.md)",
+            self.refusals.clone(),
+        );
+        registry.register(
+            "tickscope_connections_refused",
+            "Connections closed at once because their client address had its share open (serve --max-connections-per-address)",
+            self.connections_refused.clone(),
+        );
+        registry.register(
+            "tickscope_log_warnings_held_back",
+            "Warnings not written to the log because their credential had written its share that minute (each written line says how many of its credential's were held back before it)",
+            self.warnings_held_back.clone(),
         );
     }
 }
