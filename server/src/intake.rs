@@ -9,18 +9,25 @@
 //! an agent's 200 means "stored", and a page read after it shows it. One writer also means the
 //! fleet is updated in commit order, so it never needs to read back what it was just told.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use tickscope_agent::wire::Hypervisor;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::SharedClock;
-use crate::db::{Db, ReportToStore, StoreError, StoreOutcome, StoredFacts};
+use crate::db::GONE_AFTER_MISSED_REPORTS;
+use crate::db::{Db, ReportToStore, StoreError, StoreOutcome};
 use crate::domain::{GuestId, HostId, TokenId};
 use crate::error::{AppError, AppResult};
+use crate::fleet::ACTIVE_WITHIN_MS;
 use crate::fleet::LiveFleet;
 use crate::ingest::ValidReport;
-use crate::ingest::facts::ValidFacts;
+use crate::ingest::binding::{self, Candidate, Presence, Refusal, TokenBinding};
+use crate::ingest::facts::{ValidFacts, uuid_forms};
+pub use crate::ingest::host_guests::GuestLimits;
+use crate::ingest::host_guests::HostAllowances;
+use crate::metrics::Metrics;
 
 /// Most reports in one transaction: large enough that a burst of a thousand hosts costs a
 /// handful of commits, small enough that one batch's transaction stays short.
@@ -68,18 +75,33 @@ enum Job {
 struct FactsJob {
     token_id: TokenId,
     uuid: String,
-    guest_id: GuestId,
     facts: ValidFacts,
     received_ms: i64,
-    reply: oneshot::Sender<AppResult<()>>,
+    reply: oneshot::Sender<AppResult<GuestId>>,
 }
 
 impl Intake {
-    /// Starts the writer.
-    pub fn start(db: Db, fleet: LiveFleet, clock: SharedClock) -> Intake {
+    /// Starts the writer; a report that would bring its host more guests than `limits` allow
+    /// is refused before it is stored.
+    pub fn start(
+        db: Db,
+        fleet: LiveFleet,
+        clock: SharedClock,
+        limits: GuestLimits,
+        metrics: Arc<Metrics>,
+    ) -> Intake {
         let (jobs, queue) = mpsc::channel(QUEUE_JOBS);
         let elsewhere = Arc::new(Mutex::new(Elsewhere::default()));
-        tokio::spawn(write_forever(db, fleet, clock, elsewhere.clone(), queue));
+        let writer = Writer {
+            db,
+            fleet,
+            clock,
+            elsewhere: elsewhere.clone(),
+            limits,
+            allowances: Arc::new(Mutex::new(HostAllowances::default())),
+            metrics,
+        };
+        tokio::spawn(writer.write_forever(queue));
         Intake { jobs, elsewhere }
     }
 
@@ -118,20 +140,19 @@ impl Intake {
         answer.await.map_err(|_| stopped())?
     }
 
-    /// Stores facts a guest posted itself (see `Db::record_guest_facts`), then the same.
+    /// Stores facts a guest posted itself, for the guest its token is bound to (see
+    /// `ingest::binding`), then the same; says which guest that was.
     pub async fn store_guest_facts(
         &self,
         token_id: TokenId,
         uuid: String,
-        guest_id: GuestId,
         facts: ValidFacts,
         received_ms: i64,
-    ) -> AppResult<()> {
+    ) -> AppResult<GuestId> {
         let (reply, answer) = oneshot::channel();
         self.send(Job::Facts(Box::new(FactsJob {
             token_id,
             uuid,
-            guest_id,
             facts,
             received_ms,
             reply,
@@ -153,64 +174,148 @@ fn stopped() -> AppError {
     }
 }
 
-async fn write_forever(
+/// The writer's own: what it writes to, and what it keeps across batches.
+struct Writer {
     db: Db,
     fleet: LiveFleet,
     clock: SharedClock,
     elsewhere: Arc<Mutex<Elsewhere>>,
-    mut queue: mpsc::Receiver<Job>,
-) {
-    let mut next: Option<Job> = None;
-    loop {
-        let first = match next.take() {
-            Some(job) => job,
-            None => match queue.recv().await {
+    limits: GuestLimits,
+    /// Each host's new guests still allowed.
+    allowances: Arc<Mutex<HostAllowances>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Writer {
+    async fn write_forever(self, mut queue: mpsc::Receiver<Job>) {
+        let mut next: Option<Job> = None;
+        loop {
+            let first = match next.take() {
                 Some(job) => job,
-                None => return,
-            },
-        };
-        match first {
-            Job::Facts(job) => {
-                contained(write_facts(db.clone(), fleet.clone(), job)).await;
-            }
-            Job::Reload => {
-                let taken = {
-                    let mut elsewhere = elsewhere.lock().unwrap_or_else(|e| e.into_inner());
-                    std::mem::take(&mut *elsewhere)
-                };
-                let (fleet, now_ms) = (fleet.clone(), clock.now_ms());
-                contained(async move {
-                    let hosts = (!taken.everything).then(|| taken.hosts.into_iter().collect());
-                    if let Err(e) = fleet.stored_elsewhere(hosts, now_ms).await {
-                        // Read again with the host's next report, here or elsewhere.
-                        tracing::warn!(error = %e, "what another server stored could not be read");
+                None => match queue.recv().await {
+                    Some(job) => job,
+                    None => return,
+                },
+            };
+            match first {
+                Job::Facts(job) => {
+                    contained(write_facts(self.db.clone(), self.fleet.clone(), job)).await;
+                }
+                Job::Reload => {
+                    let taken = {
+                        let mut elsewhere =
+                            self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
+                        std::mem::take(&mut *elsewhere)
+                    };
+                    let (fleet, now_ms) = (self.fleet.clone(), self.clock.now_ms());
+                    contained(async move {
+                        let hosts = (!taken.everything).then(|| taken.hosts.into_iter().collect());
+                        if let Err(e) = fleet.stored_elsewhere(hosts, now_ms).await {
+                            // Read again with the host's next report, here or elsewhere.
+                            tracing::warn!(error = %e, "what another server stored could not be read");
+                        }
+                    })
+                    .await;
+                }
+                Job::Report { .. } => {
+                    // Whatever else is waiting joins the batch, up to its limits or a job of
+                    // another kind, which goes next.
+                    let mut batch = vec![first];
+                    let mut guests = batch_guests(&batch[0]);
+                    while batch.len() < MAX_BATCH_REPORTS && guests < MAX_BATCH_GUESTS {
+                        match queue.try_recv() {
+                            Ok(job @ Job::Report { .. }) => {
+                                guests += batch_guests(&job);
+                                batch.push(job);
+                            }
+                            Ok(job) => {
+                                next = Some(job);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
                     }
-                })
-                .await;
-            }
-            Job::Report { .. } => {
-                // Whatever else is waiting joins the batch, up to its limits or a job of
-                // another kind, which goes next.
-                let mut batch = vec![first];
-                let mut guests = batch_guests(&batch[0]);
-                while batch.len() < MAX_BATCH_REPORTS && guests < MAX_BATCH_GUESTS {
-                    match queue.try_recv() {
-                        Ok(job @ Job::Report { .. }) => {
-                            guests += batch_guests(&job);
-                            batch.push(job);
-                        }
-                        Ok(job) => {
-                            next = Some(job);
-                            break;
-                        }
-                        Err(_) => break,
+                    let batch = self.admit(batch);
+                    if !batch.is_empty() {
+                        let (allowances, limits) = (self.allowances.clone(), self.limits);
+                        let write = write_reports(self.db.clone(), self.fleet.clone(), batch);
+                        contained(async move {
+                            // The new guests of reports that were then not stored come back.
+                            let refunds = write.await;
+                            let mut allowances =
+                                allowances.lock().unwrap_or_else(|e| e.into_inner());
+                            for (host, new_guests) in refunds {
+                                allowances.refund(&host, new_guests, &limits);
+                            }
+                        })
+                        .await;
                     }
                 }
-                contained(write_reports(db.clone(), fleet.clone(), batch)).await;
             }
         }
     }
+
+    /// The reports of `batch` their hosts may bring (within their guests' limits: see
+    /// `ingest::host_guests`), each with the new guests it spent; the others are answered
+    /// here. A report counts the guests of the batch's earlier reports of its host as held.
+    fn admit(&self, batch: Vec<Job>) -> Vec<(Job, usize)> {
+        let now_ms = self.clock.now_ms();
+        let mut allowances = self.allowances.lock().unwrap_or_else(|e| e.into_inner());
+        if allowances.len() > ALLOWANCES_KEPT {
+            allowances.forget_full(&self.limits, now_ms);
+        }
+        let mut earlier: HashMap<String, HashSet<(Hypervisor, String)>> = HashMap::new();
+        let mut admitted = Vec::with_capacity(batch.len());
+        let no_earlier = HashSet::new();
+        for job in batch {
+            let Job::Report { report, .. } = &job else {
+                continue;
+            };
+            let host = report.host.name.clone();
+            let guests = || {
+                report
+                    .guests
+                    .iter()
+                    .map(|g| (g.hypervisor, g.identity.as_str()))
+            };
+            let footprint = self.fleet.current().footprint(
+                &host,
+                guests(),
+                earlier.get(&host).unwrap_or(&no_earlier),
+            );
+            let judged = allowances.admit(
+                &host,
+                footprint.new_guests,
+                footprint.held_after,
+                &self.limits,
+                now_ms,
+            );
+            match judged {
+                Ok(()) => {
+                    earlier
+                        .entry(host)
+                        .or_default()
+                        .extend(guests().map(|(family, identity)| (family, identity.to_string())));
+                    admitted.push((job, footprint.new_guests));
+                }
+                Err(e) => {
+                    let budget = match e {
+                        AppError::TooManyRequests { .. } => "new_guests",
+                        _ => "guests_per_host",
+                    };
+                    self.metrics.refused(budget, "agent");
+                    if let Job::Report { reply, .. } = job {
+                        let _ = reply.send(Err(e));
+                    }
+                }
+            }
+        }
+        admitted
+    }
 }
+
+/// Hosts whose allowance is remembered before the full ones are forgotten.
+const ALLOWANCES_KEPT: usize = 10_000;
 
 fn batch_guests(job: &Job) -> usize {
     match job {
@@ -227,10 +332,12 @@ async fn contained(write: impl Future<Output = ()> + Send + 'static) {
     }
 }
 
-async fn write_reports(db: Db, fleet: LiveFleet, batch: Vec<Job>) {
+/// Stores a batch of admitted reports (each with the new guests it spent) and answers each;
+/// returns the hosts and new guests of those not stored.
+async fn write_reports(db: Db, fleet: LiveFleet, batch: Vec<(Job, usize)>) -> Vec<(String, usize)> {
     let mut replies = Vec::with_capacity(batch.len());
     let mut items = Vec::with_capacity(batch.len());
-    for job in batch {
+    for (job, new_guests) in batch {
         if let Job::Report {
             report,
             token_id,
@@ -238,13 +345,13 @@ async fn write_reports(db: Db, fleet: LiveFleet, batch: Vec<Job>) {
             reply,
         } = job
         {
-            items.push((report, token_id, received_ms));
+            items.push((report, token_id, received_ms, new_guests));
             replies.push(reply);
         }
     }
     let to_store: Vec<ReportToStore<'_>> = items
         .iter()
-        .map(|(report, token_id, received_ms)| ReportToStore {
+        .map(|(report, token_id, received_ms, _)| ReportToStore {
             report,
             token_id: *token_id,
             received_ms: *received_ms,
@@ -260,50 +367,106 @@ async fn write_reports(db: Db, fleet: LiveFleet, batch: Vec<Job>) {
             (0..replies.len()).map(|_| Err(e.again())).collect()
         }
     };
-    for (((_, _, received_ms), reply), outcome) in items.iter().zip(replies).zip(outcomes) {
-        if let Ok(StoreOutcome::Stored {
-            host_id, guests, ..
-        }) = &outcome
-            && let Err(e) = fleet.apply_report(*host_id, guests, *received_ms).await
-        {
-            // Stored all the same: the host is read again with its next report.
-            tracing::warn!(host_id = host_id.0, error = %e, "a stored report could not be analysed");
+    let mut refunds = Vec::new();
+    for (((report, _, received_ms, new_guests), reply), outcome) in
+        items.iter().zip(replies).zip(outcomes)
+    {
+        match &outcome {
+            Ok(StoreOutcome::Stored {
+                host_id,
+                host_reports,
+                guests,
+                ..
+            }) => {
+                if let Err(e) = fleet
+                    .apply_report(*host_id, *host_reports, guests, *received_ms)
+                    .await
+                {
+                    // Stored all the same: the host is read again with its next report.
+                    tracing::warn!(host_id = host_id.0, error = %e, "a stored report could not be analysed");
+                }
+            }
+            _ => refunds.push((report.host.name.clone(), *new_guests)),
         }
         let _ = reply.send(outcome.map_err(AppError::from));
     }
+    refunds
 }
 
 async fn write_facts(db: Db, fleet: LiveFleet, job: Box<FactsJob>) {
-    let stored: AppResult<StoredFacts> = db
-        .record_guest_facts(
-            job.token_id,
-            &job.uuid,
-            job.guest_id,
-            &job.facts,
-            job.received_ms,
-        )
+    let presence = Presence {
+        active_since_ms: job.received_ms - ACTIVE_WITHIN_MS,
+        gone_after_missed_reports: GONE_AFTER_MISSED_REPORTS,
+    };
+    let forms = uuid_forms(&job.uuid);
+    let decide = |token: &TokenBinding, candidates: &[Candidate], held: bool| {
+        binding::decide(token, &forms, candidates, held, presence)
+    };
+    let stored = db
+        .record_guest_facts(job.token_id, &job.uuid, &job.facts, job.received_ms, decide)
         .await
         .map_err(AppError::from);
-    let stored = match stored {
-        Ok(stored) => stored,
+    let delivered = match stored {
+        Ok(Ok(delivered)) => delivered,
+        Ok(Err(refusal)) => {
+            let answer = refused(&job, refusal);
+            let _ = job.reply.send(Err(answer));
+            return;
+        }
         Err(e) => {
             let _ = job.reply.send(Err(e));
             return;
         }
     };
-    match db.guest_host_id(job.guest_id).await {
-        Ok(Some(host_id)) => {
-            if let Err(e) = fleet
-                .apply_facts(host_id, job.guest_id, &stored, job.received_ms)
-                .await
-            {
-                tracing::warn!(guest_id = job.guest_id.0, error = %e, "stored facts could not be analysed");
-            }
-        }
-        Ok(None) => {}
-        Err(e) => {
-            tracing::warn!(guest_id = job.guest_id.0, error = %e, "stored facts could not be analysed")
-        }
+    if let Some(from) = delivered.moved_from {
+        tracing::info!(
+            token_id = job.token_id.0,
+            uuid = ?job.uuid,
+            from_guest = from.0,
+            to_guest = delivered.guest_id.0,
+            "a guest token follows its VM to another host: the old host stopped reporting it"
+        );
     }
-    let _ = job.reply.send(Ok(()));
+    if let Err(e) = fleet
+        .apply_facts(
+            delivered.host_id,
+            delivered.guest_id,
+            &delivered.stored,
+            job.received_ms,
+        )
+        .await
+    {
+        tracing::warn!(guest_id = delivered.guest_id.0, error = %e, "stored facts could not be analysed");
+    }
+    let _ = job.reply.send(Ok(delivered.guest_id));
+}
+
+/// What a guest token is told when its facts go nowhere. Unknown, held and ambiguous UUIDs get
+/// the same answer; an ambiguous one is named to the admin in the log.
+fn refused(job: &FactsJob, refusal: Refusal) -> AppError {
+    match refusal {
+        Refusal::OtherUuid(bound) => AppError::Forbidden(format!(
+            "this guest token delivers facts for the VM with UUID {bound}, not {}; give each \
+             guest its own token",
+            job.uuid
+        )),
+        Refusal::Ambiguous(hosts) => {
+            tracing::warn!(
+                token_id = job.token_id.0,
+                uuid = ?job.uuid,
+                hosts = ?hosts,
+                "guest facts refused: several hosts report a VM with this UUID; pin the token to \
+                 the right one (tickscope-server token bind)"
+            );
+            unavailable(&job.uuid)
+        }
+        Refusal::Unavailable => unavailable(&job.uuid),
+    }
+}
+
+fn unavailable(uuid: &str) -> AppError {
+    AppError::NotFound(format!(
+        "no VM with UUID {uuid} (in either byte order) that this token may deliver for is \
+         reported by a host agent now; its host's agent may not have reported it yet"
+    ))
 }

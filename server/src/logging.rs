@@ -12,7 +12,10 @@
 //! until it is dropped (or flushed), then escapes it all at once, so that the newline ending the
 //! event is the only one that survives.
 
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::io::{self, Write};
+use std::sync::Mutex;
 
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -100,10 +103,79 @@ impl<W: Write> Drop for EscapedEvent<W> {
     }
 }
 
+/// Warnings per sender (a credential): at most so many a minute are written, the rest held back
+/// and counted, and the next line written says how many were. What one sender makes the server
+/// say cannot fill the log, nor drown what others make it say.
+#[derive(Debug)]
+pub struct WarningBudget<K> {
+    per_minute: u32,
+    windows: Mutex<HashMap<K, Window>>,
+}
+
+/// One sender's minute.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    started_ms: i64,
+    written: u32,
+    held_back: u64,
+}
+
+/// Senders with a minute remembered at most; past it, new senders' warnings are held back until
+/// the minutes of others end.
+const MAX_SENDERS: usize = 10_000;
+
+impl<K: Hash + Eq> WarningBudget<K> {
+    pub fn new(per_minute: u32) -> Self {
+        WarningBudget {
+            per_minute,
+            windows: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether `sender` may write a warning at `now_ms`: `Some(n)` with the warnings it had
+    /// held back since its last one written, or `None` (held back now, and counted).
+    pub fn allow(&self, sender: K, now_ms: i64) -> Option<u64> {
+        let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        if windows.len() >= MAX_SENDERS && !windows.contains_key(&sender) {
+            windows.retain(|_, w| now_ms - w.started_ms < 60_000 || w.held_back > 0);
+            if windows.len() >= MAX_SENDERS {
+                return None;
+            }
+        }
+        let window = windows.entry(sender).or_insert(Window {
+            started_ms: now_ms,
+            written: 0,
+            held_back: 0,
+        });
+        if now_ms - window.started_ms >= 60_000 {
+            window.started_ms = now_ms;
+            window.written = 0;
+        }
+        if window.written >= self.per_minute {
+            window.held_back += 1;
+            return None;
+        }
+        window.written += 1;
+        Some(std::mem::take(&mut window.held_back))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn a_sender_writes_its_share_a_minute_and_the_next_line_counts_the_rest() {
+        let budget = WarningBudget::new(2);
+        let said: Vec<Option<u64>> = [0, 1, 2, 3, 59_999, 60_000, 60_001]
+            .iter()
+            .map(|&at_ms| budget.allow("agent-1", at_ms))
+            .collect();
+        assert_eq!(said, [Some(0), Some(0), None, None, None, Some(3), Some(0)]);
+        // Another sender has its own share.
+        assert_eq!(budget.allow("agent-2", 3), Some(0));
+    }
 
     #[test]
     fn only_the_newline_ending_an_event_survives() {

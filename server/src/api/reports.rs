@@ -1,19 +1,78 @@
 //! `POST /api/v1/reports`: where agents' reports come in.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
+use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
+use axum::http::HeaderMap;
 use serde::Serialize;
 use tickscope_agent::wire::Report;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::body::json_body;
+use super::body::{json_body, json_of};
+use std::num::NonZeroU32;
+
 use crate::auth::AgentToken;
 use crate::db::StoreOutcome;
+use crate::domain::{TokenId, TokenRole};
 use crate::error::{AppError, AppResult, ErrorBody};
+use crate::http::spending::Credential;
 use crate::ingest;
 use crate::state::AppState;
+
+/// Takes a report's guests from its token's budget of guest samples (`serve
+/// --ingest-guest-samples-rate`): one token's reports cannot take the writer every other host's
+/// reports wait for.
+fn spend_guest_samples(state: &AppState, token_id: TokenId, guests: usize) -> AppResult<()> {
+    let Some(samples) = NonZeroU32::new(u32::try_from(guests).unwrap_or(u32::MAX)) else {
+        return Ok(());
+    };
+    match state.guest_samples_limiter.check_key_n(&token_id, samples) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(not_until)) => {
+            use governor::clock::{Clock, DefaultClock};
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            state.metrics.refused("guest_samples", "agent");
+            Err(AppError::TooManyRequests {
+                message: format!(
+                    "this agent token sends more guest samples than the server takes from one \
+                     token ({} a second, serve --ingest-guest-samples-rate); retry later",
+                    state.options.budgets.guest_samples_per_token_per_second
+                ),
+                retry_after_s: wait.as_secs().max(1),
+            })
+        }
+        // More guests than the burst: the report is larger than validation lets through.
+        Err(_) => Err(AppError::invalid(
+            "guests",
+            "more guests than this token may send at once",
+        )),
+    }
+}
+
+/// Says in one line of the log, within the token's share of warnings, that facts were left
+/// out of a report, how many guests' and the first one's reason.
+fn say_left_out(state: &AppState, token_id: TokenId, report: &ingest::ValidReport, now_ms: i64) {
+    let left_out = &report.facts_left_out;
+    let Some((guest, why)) = &left_out.first else {
+        return;
+    };
+    let sender = Credential::Token {
+        id: token_id,
+        role: TokenRole::Agent,
+    };
+    match state.warnings.allow(sender, now_ms) {
+        Some(held_back) => tracing::warn!(
+            host = ?report.host.name,
+            guests = left_out.guests,
+            first_guest = ?guest,
+            first_error = %why,
+            earlier_warnings_held_back = held_back,
+            "guest facts left out"
+        ),
+        None => state.metrics.warnings_held_back(1),
+    }
+}
 
 /// A report of 10,000 guests is about 3 MB of JSON.
 const MAX_REPORT_BYTES: usize = 16 * 1024 * 1024;
@@ -67,24 +126,24 @@ struct ReportAccepted {
 async fn receive(
     State(state): State<AppState>,
     AgentToken { token_id }: AgentToken,
-    body: Result<Json<Report>, JsonRejection>,
+    headers: HeaderMap,
+    body: Bytes,
 ) -> AppResult<Json<ReportAccepted>> {
-    if let Err(not_until) = state.ingest_limiter.check_key(&token_id) {
-        use governor::clock::{Clock, DefaultClock};
-        let wait = not_until.wait_time_from(DefaultClock::default().now());
-        state.metrics.report("refused", 0, 0.0);
-        return Err(AppError::TooManyRequests {
-            message:
-                "this agent token sends reports faster than the server takes them; retry later"
-                    .into(),
-            retry_after_s: wait.as_secs().max(1),
-        });
-    }
+    // The report's rate was checked before its body was read (`http::admission`).
     let started = std::time::Instant::now();
     let stored = async {
-        let report = json_body(body, MAX_REPORT_BYTES)?;
         let now = state.clock.now_ms();
-        let report = ingest::validate(report, now)?;
+        let max_guests = state.options.budgets.guests_per_report;
+        // Reading and checking a report of thousands of guests is milliseconds of CPU (linear in
+        // the report): off the async threads, which every other request needs.
+        let report = tokio::task::spawn_blocking(move || {
+            let report = json_body(json_of::<Report>(&headers, &body), MAX_REPORT_BYTES)?;
+            ingest::validate_within(report, now, max_guests)
+        })
+        .await
+        .map_err(|e| AppError::stopped("checking a report", e))??;
+        spend_guest_samples(&state, token_id, report.guests.len())?;
+        say_left_out(&state, token_id, &report, now);
         let outcome = state.store_report(&report, token_id, now).await?;
         Ok::<_, AppError>((report, outcome))
     }

@@ -2,7 +2,9 @@
 //! typed values (`report`), each guest's sample is decided from the stored running totals
 //! (`samples`, `totals`), and guest facts are checked (`facts`).
 
+pub mod binding;
 pub mod facts;
+pub mod host_guests;
 pub mod interval;
 mod report;
 pub mod samples;
