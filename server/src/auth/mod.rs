@@ -19,4 +19,4 @@ pub use session::{
     CSRF_FIELD, LOGIN_CSRF_COOKIE, PageUser, User, UserRole, check_csrf, check_login_csrf,
     csrf_token, current_user, log_in, log_out, login_csrf, safe_next,
 };
-pub use tokens::{new_token, token_hash};
+pub use tokens::{NewTokens, new_token, token_hash};

@@ -12,6 +12,7 @@ use super::error::PageError;
 use super::flash::{self, Back, NoticePage};
 use super::form::{BoundedForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
+use crate::auth::throttle::password_fingerprint;
 use crate::auth::{self, PageUser, User};
 use crate::error::AppError;
 use crate::state::AppState;
@@ -84,21 +85,24 @@ pub async fn change_password(
             .user_by_id(crate::domain::UserId(user.id))
             .await?
             .ok_or_else(|| AppError::NotFound("there is no such user".into()))?;
-        if let Err(wait_s) = state.login_throttle.check(&row.name, state.clock.now_ms()) {
-            tracing::info!(user = ?row.name, wait_s, "password change held back after wrong current passwords");
-            return Err(AppError::TooManyRequests {
-                message: format!(
-                    "Too many wrong current passwords: try again in {wait_s} s."
-                ),
-                retry_after_s: wait_s.unsigned_abs(),
-            });
-        }
+        let password = password_fingerprint(Some(&row.password_hash));
+        let attempt = match state.login_throttle.attempt(&row.name, password, state.clock.now_ms()) {
+            Ok(attempt) => attempt,
+            Err(wait_s) => {
+                tracing::info!(user = ?row.name, wait_s, "password change held back after wrong current passwords");
+                return Err(AppError::TooManyRequests {
+                    message: format!(
+                        "Too many wrong current passwords: try again in {wait_s} s."
+                    ),
+                    retry_after_s: wait_s.unsigned_abs(),
+                });
+            }
+        };
         if !auth::check_password(form.current, Some(row.password_hash)).await? {
-            state.login_throttle.failed(&row.name, state.clock.now_ms());
             tracing::info!(user = ?row.name, "password change refused: wrong current password");
             return Err(AppError::invalid("current", "is not your current password"));
         }
-        state.login_throttle.succeeded(&row.name);
+        attempt.succeeded();
         if form.password != form.again {
             return Err(AppError::invalid("again", "differs from the new password"));
         }

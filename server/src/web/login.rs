@@ -2,6 +2,7 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
+use axum::Extension;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -11,7 +12,9 @@ use tower_sessions::Session;
 use super::error::PageError;
 use super::form::{BoundedForm, CsrfForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
+use crate::auth::throttle::password_fingerprint;
 use crate::auth::{self, PageUser};
+use crate::http::admission::Spend;
 use crate::state::AppState;
 
 #[derive(Template, WebTemplate)]
@@ -87,30 +90,45 @@ pub async fn submit(
     State(state): State<AppState>,
     session: Session,
     headers: HeaderMap,
+    spend: Option<Extension<Spend>>,
     BoundedForm(form): BoundedForm<LoginForm>,
 ) -> Result<Response, PageError> {
+    // A flood of wrong logins from one address writes its share of lines, not one each.
+    let sender = spend.map(|s| s.credential());
     auth::check_login_csrf(&headers, form.csrf.as_deref())?;
     let name = form.name.trim().to_string();
-    if let Err(wait_s) = state.login_throttle.check(&name, state.clock.now_ms()) {
-        tracing::info!(name = ?name, wait_s, "login held back after repeated failures");
-        let mut page = login_page(
-            &state,
-            StatusCode::TOO_MANY_REQUESTS,
-            form.next.as_deref(),
-            form.name,
-            &format!("Too many failed logins for this name: try again in {wait_s} s."),
-        )?;
-        page.headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from(wait_s));
-        return Ok(page);
-    }
     let user = state.db.user_by_name(&name).await?;
+    let password = password_fingerprint(user.as_ref().map(|u| u.password_hash.as_str()));
+    // The attempt takes its place before the password is checked: attempts that arrive together
+    // count as they would one after another.
+    let attempt = match state
+        .login_throttle
+        .attempt(&name, password, state.clock.now_ms())
+    {
+        Ok(attempt) => attempt,
+        Err(wait_s) => {
+            if let Some(held_back) = state.may_log(sender) {
+                tracing::info!(name = ?name, wait_s, earlier_lines_held_back = held_back, "login held back after repeated failures");
+            }
+            let mut page = login_page(
+                &state,
+                StatusCode::TOO_MANY_REQUESTS,
+                form.next.as_deref(),
+                form.name,
+                &format!("Too many failed logins for this name: try again in {wait_s} s."),
+            )?;
+            page.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(wait_s));
+            return Ok(page);
+        }
+    };
     // An unknown name costs a hash check too: the time must not tell which names exist.
     let phc = user.as_ref().map(|u| u.password_hash.clone());
     let matches = auth::check_password(form.password, phc).await?;
     let Some(user) = user.filter(|_| matches) else {
-        state.login_throttle.failed(&name, state.clock.now_ms());
-        tracing::info!(name = ?name, "login refused");
+        if let Some(held_back) = state.may_log(sender) {
+            tracing::info!(name = ?name, earlier_lines_held_back = held_back, "login refused");
+        }
         return login_page(
             &state,
             StatusCode::UNAUTHORIZED,
@@ -119,7 +137,7 @@ pub async fn submit(
             "Unknown user or wrong password.",
         );
     };
-    state.login_throttle.succeeded(&name);
+    attempt.succeeded();
     auth::log_in(&session, user.id.0, &user.password_hash).await?;
     state.db.record_login(user.id, state.clock.now_ms()).await?;
     tracing::info!(user = ?user.name, "logged in");
