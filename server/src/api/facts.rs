@@ -26,8 +26,10 @@ struct FactsAccepted {
     guest_id: i64,
 }
 
-/// A guest probe's facts about its own kernel, sent with a guest token. The guest is found by
-/// the DMI UUID in the facts, which a host agent must have reported.
+/// A guest probe's facts about its own kernel, sent with a guest token. They go to the guest
+/// the token is bound to: the VM with the DMI UUID in the facts on one host, which a host agent
+/// must report; the first delivery binds the token to the one such guest reported now (see
+/// docs/security.md, "Tokens").
 #[utoipa::path(
     post,
     path = "/api/v1/guest-facts",
@@ -39,12 +41,14 @@ struct FactsAccepted {
         (status = 200, description = "Stored", body = FactsAccepted),
         (status = 400, description = "The body is not JSON", body = ErrorBody),
         (status = 401, description = "No token, or an unknown or revoked one", body = ErrorBody),
-        (status = 403, description = "Not a guest token, one bound to another guest, or a new token for a guest another token in use is bound to", body = ErrorBody),
-        (status = 404, description = "No host agent has reported a VM with this UUID", body = ErrorBody),
+        (status = 403, description = "Not a guest token, or one that delivers for another UUID", body = ErrorBody),
+        (status = 404, description = "No VM with this UUID that this token may deliver for is reported now: none is reported yet, another guest token holds it, or several hosts report it (the same answer for each)", body = ErrorBody),
         (status = 408, description = "The body did not arrive within the server's body timeout, or the server took longer than its own", body = ErrorBody),
         (status = 413, description = "The body is over 256 KiB", body = ErrorBody),
         (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
         (status = 422, description = "A value is missing or not acceptable; `field` names it", body = ErrorBody),
+        (status = 429, description = "This guest token delivers more often than the server takes; see Retry-After", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
         (status = 500, description = "The server failed; its log says why", body = ErrorBody),
         (status = 503, description = "Nothing was stored: the database cannot be written now, or every request slot is taken; see Retry-After", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
@@ -66,17 +70,8 @@ async fn receive(
         )
     })?;
     let guest_id = state
-        .db
-        .guest_by_uuid(&facts::uuid_forms(&uuid))
-        .await?
-        .ok_or_else(|| {
-            AppError::NotFound(format!(
-                "no host agent has reported a VM with UUID {uuid} (in either byte order) yet"
-            ))
-        })?;
-    state
         .intake
-        .store_guest_facts(token_id, uuid, guest_id, facts, state.clock.now_ms())
+        .store_guest_facts(token_id, uuid, facts, state.clock.now_ms())
         .await?;
     Ok(Json(FactsAccepted {
         status: "stored",

@@ -36,8 +36,12 @@ pub use alerts::{
     ReceiverRow, RuleRow, SilenceRow,
 };
 pub use error::{StoreError, StoreResult};
-pub use facts::{FactsEventRow, FactsRow, FactsSpanRow, IDLE_READINGS_KEPT_MS, StoredFacts};
-pub use guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
+pub use facts::{
+    DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow, IDLE_READINGS_KEPT_MS, StoredFacts,
+};
+pub use guests::{
+    GONE_AFTER_MISSED_REPORTS, GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow,
+};
 pub use history::{GuestFactsSpanRow, GuestRollupRow, StoredHistories};
 pub use hosts::HostRow;
 pub use migrate_data::{TableCopy, migrate_data};

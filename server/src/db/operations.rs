@@ -10,7 +10,7 @@ use super::alerts::{
     RuleRow, SilenceRow,
 };
 use super::error::StoreResult;
-use super::facts::{FactsEventRow, FactsRow, FactsSpanRow, StoredFacts};
+use super::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow};
 use super::guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 use super::history::StoredHistories;
 use super::hosts::HostRow;
@@ -30,6 +30,7 @@ use crate::domain::{
     TokenRole, UserId, UserRole,
 };
 use crate::ingest::ValidReport;
+use crate::ingest::binding::{Candidate, Delivery, Refusal, TokenBinding};
 use crate::ingest::facts::ValidFacts;
 use crate::ingest::samples::PreviousTotals;
 use crate::ingest::totals::SampleSpan;
@@ -91,13 +92,12 @@ forward! {
         /// that can cover them (received from `reach_ms` before `from_ms` on).
         pub async fn samples_between(&self, guest_id: GuestId, from_ms: i64, to_ms: i64, reach_ms: i64) -> StoreResult<(Vec<IntervalRow>, Vec<IdleReading>)>;
         // Guest facts
-        /// Stores facts a guest probe posted itself with a guest token. The token is bound to the
-        /// first guest UUID it reports for, and refused for any other, so one guest cannot write
-        /// facts for its neighbours; and a UUID another token in use is bound to is refused to a new
-        /// token, so a new token cannot take over a guest. `uuid` is the form the guest sent.
-        pub async fn record_guest_facts(&self, token_id: TokenId, uuid: &str, guest_id: GuestId, facts: &ValidFacts, now_ms: i64) -> StoreResult<StoredFacts>;
-        /// The most recently seen guest with one of these UUIDs.
-        pub async fn guest_by_uuid(&self, uuids: &[String]) -> StoreResult<Option<GuestId>>;
+        /// Stores facts a guest probe posted itself with a guest token, for the guest `decide`
+        /// chooses (`ingest::binding`) from the token's binding and the guests with the UUID the
+        /// facts name (`uuid`, as the guest sent it; either byte order), read in the same
+        /// transaction; binds the token to that guest when it says so. The inner error is the
+        /// decision's refusal: nothing was written.
+        pub async fn record_guest_facts(&self, token_id: TokenId, uuid: &str, facts: &ValidFacts, now_ms: i64, decide: impl Fn(&TokenBinding, &[Candidate], bool) -> Result<Delivery, Refusal>) -> StoreResult<Result<DeliveredFacts, Refusal>>;
         /// The newest facts from every source of every guest, or of one host's guests.
         pub async fn latest_facts(&self, host_id: Option<HostId>) -> StoreResult<Vec<FactsRow>>;
         /// Every set of facts a guest reported, from when it was first to when it was last received
@@ -196,6 +196,11 @@ forward! {
         /// even one another token reports for (an admin replacing a host's token); without it, the
         /// first report binds it, to a host no other token has.
         pub async fn insert_token(&self, name: &str, role: TokenRole, sha256_hex: &str, host_name: Option<&str>, now_ms: i64) -> StoreResult<TokenId>;
+        /// Pins a guest token to a VM (its UUID) and, if given, to the host it is on: an admin's
+        /// word, which it keeps even where another token held the UUID. The token's next delivery
+        /// binds it to that host's guest (`ingest::binding`); `false` when there is no such
+        /// guest token.
+        pub async fn pin_guest_token(&self, id: TokenId, uuid: &str, host_name: Option<&str>) -> StoreResult<bool>;
         /// The tokens whose hash starts with `prefix` (its first [`LOOKUP_PREFIX_CHARS`](super::LOOKUP_PREFIX_CHARS) hex
         /// digits): the caller compares the whole hash itself, in constant time.
         pub async fn tokens_by_hash_prefix(&self, prefix: &str) -> StoreResult<Vec<TokenRow>>;

@@ -52,9 +52,9 @@ struct UserLine {
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Flash {
     notice: String,
-    /// A token just made, shown this once.
-    new_token: String,
-    new_token_name: String,
+    /// The ticket of a token just made, kept in the server's memory (`auth::NewTokens`), never
+    /// in the session store.
+    new_token_ticket: String,
 }
 
 const BACK: Back = Back {
@@ -103,11 +103,12 @@ async fn render(
             id: t.id.0,
             name: t.name,
             role: t.role.to_string(),
-            bound_to: t
-                .host_name
-                .map(|h| format!("host {h}"))
-                .or(t.guest_uuid.map(|u| format!("guest {u}")))
-                .unwrap_or_default(),
+            bound_to: match (t.role, t.guest_uuid, t.host_name) {
+                (Role::Guest, Some(u), Some(h)) => format!("guest {u} on host {h}"),
+                (Role::Guest, Some(u), None) => format!("guest {u}"),
+                (_, _, Some(h)) => format!("host {h}"),
+                _ => String::new(),
+            },
             created: view::time(t.created_ms),
             last_used: when(t.last_used_ms),
             revoked: t.revoked_ms.map(view::time).unwrap_or_default(),
@@ -148,10 +149,15 @@ pub async fn page(
     Admin(user, session): Admin,
 ) -> Result<Response, PageError> {
     let done: Flash = flash::take(&session, BACK.key).await?.unwrap_or_default();
+    let new_token = state
+        .new_tokens
+        .take(&done.new_token_ticket, state.clock.now_ms());
     render(&state, &user, &session, StatusCode::OK, |p| {
         p.notice = done.notice;
-        p.new_token = done.new_token;
-        p.new_token_name = done.new_token_name;
+        if let Some((token, name)) = new_token {
+            p.new_token = token;
+            p.new_token_name = name;
+        }
     })
     .await
 }
@@ -178,6 +184,8 @@ pub struct TokenForm {
     role: String,
     #[serde(default)]
     host: String,
+    #[serde(default)]
+    guest_uuid: String,
 }
 
 /// Longest token name, in characters.
@@ -191,6 +199,7 @@ impl FieldLimits for TokenForm {
         ("name", MAX_TOKEN_NAME_CHARS),
         ("role", MAX_CHOICE_CHARS),
         ("host", tickscope_agent::wire::MAX_NAME_CHARS),
+        ("guest_uuid", 64),
     ];
 }
 
@@ -210,23 +219,48 @@ pub async fn create_token(
             "" => None,
             host => Some(label("host", host, tickscope_agent::wire::MAX_NAME_CHARS)?),
         };
-        if host.is_some() && role != Role::Agent {
-            return Err(AppError::invalid(
-                "host",
-                "only an agent token reports for a host",
-            ));
+        let guest_uuid = match form.guest_uuid.trim() {
+            "" => None,
+            uuid => Some(
+                tickscope_agent::wire::normalise_uuid(uuid)
+                    .ok_or_else(|| AppError::invalid("guest_uuid", "is not a UUID"))?,
+            ),
+        };
+        match role {
+            Role::Agent if guest_uuid.is_some() => {
+                return Err(AppError::invalid(
+                    "guest_uuid",
+                    "only a guest token delivers for a VM",
+                ));
+            }
+            Role::Guest if host.is_some() && guest_uuid.is_none() => {
+                return Err(AppError::invalid(
+                    "guest_uuid",
+                    "a guest token is pinned to a host with its VM's UUID: give both",
+                ));
+            }
+            Role::Viewer if host.is_some() || guest_uuid.is_some() => {
+                return Err(AppError::invalid(
+                    "host",
+                    "a viewer token reads; it is bound to no host or VM",
+                ));
+            }
+            _ => {}
         }
         let token = auth::new_token()?;
-        state
+        let id = state
             .db
             .insert_token(
                 &name,
                 role,
                 &auth::token_hash(&token),
-                host.as_deref(),
+                host.as_deref().filter(|_| role == Role::Agent),
                 state.clock.now_ms(),
             )
             .await?;
+        if let Some(uuid) = &guest_uuid {
+            state.db.pin_guest_token(id, uuid, host.as_deref()).await?;
+        }
         tracing::info!(admin = ?user.name, token = ?name, role = role.as_str(), "token created");
         Ok((name, token))
     }
@@ -234,8 +268,7 @@ pub async fn create_token(
     match made {
         Ok((name, token)) => {
             let flash = Flash {
-                new_token: token,
-                new_token_name: name,
+                new_token_ticket: state.new_tokens.keep(token, name, state.clock.now_ms())?,
                 ..Flash::default()
             };
             BACK.done(&session, flash, "tokens").await

@@ -3,11 +3,12 @@
 use sqlx::SqliteConnection;
 
 use super::store::SqliteDb;
-use crate::db::error::{StoreError, StoreResult};
-use crate::db::facts::{FactsEventRow, FactsRow, FactsSpanRow, StoredFacts};
+use crate::db::error::StoreResult;
+use crate::db::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow, StoredFacts};
 use crate::db::facts::{IDLE_READING_MIN_GAP_MS, IDLE_READINGS_KEPT_MS, MAX_EVENTS_PER_SOURCE};
 use crate::db::guests::IdleReading;
 use crate::domain::{GuestId, HostId, TokenId};
+use crate::ingest::binding::{Candidate, Delivery, Refusal, TokenBinding};
 use crate::ingest::facts::ValidFacts;
 
 async fn record_idle_reading(
@@ -132,83 +133,96 @@ pub(super) async fn record_facts(
 }
 
 impl SqliteDb {
-    /// Stores facts a guest probe posted itself with a guest token. The token is bound to the
-    /// first guest UUID it reports for, and refused for any other, so one guest cannot write
-    /// facts for its neighbours; and a UUID another token in use is bound to is refused to a new
-    /// token, so a new token cannot take over a guest. `uuid` is the form the guest sent.
+    /// Stores facts a guest probe posted itself with a guest token, for the guest `decide`
+    /// chooses (`ingest::binding`) from the token's binding and the guests with the UUID the
+    /// facts name (`uuid`, as the guest sent it; either byte order), read in this transaction;
+    /// binds the token to that guest when it says so. The inner error is the decision's refusal:
+    /// nothing was written.
     pub async fn record_guest_facts(
         &self,
         token_id: TokenId,
         uuid: &str,
-        guest_id: GuestId,
         facts: &ValidFacts,
         now_ms: i64,
-    ) -> StoreResult<StoredFacts> {
+        decide: impl Fn(&TokenBinding, &[Candidate], bool) -> Result<Delivery, Refusal>,
+    ) -> StoreResult<Result<DeliveredFacts, Refusal>> {
+        // The write lock: the token's binding is read, then written, and two probes posting
+        // with new tokens for one guest at once must not both take it.
         let mut tx = self.begin_write().await?;
-        let bound: Option<String> =
-            sqlx::query_scalar("SELECT guest_uuid FROM tokens WHERE id = ?")
-                .bind(token_id)
-                .fetch_one(&mut *tx)
-                .await?;
-        match bound {
-            Some(bound) if bound != uuid => {
-                tx.rollback().await?;
-                return Err(StoreError::Refused(format!(
-                    "this guest token submits facts for the guest with UUID {bound}, not {uuid}; give each guest its own token"
-                )));
-            }
-            Some(_) => {}
-            // A new token takes the UUID it first reports for, unless a token in use has it
-            // (in either byte order): a revoked one no longer holds its guest, so that a guest
-            // whose token was revoked can be given a new one.
-            None => {
-                let [as_sent, swapped] = crate::ingest::facts::uuid_forms(uuid);
-                let taken: bool = sqlx::query_scalar(
-                    "SELECT EXISTS (SELECT 1 FROM tokens
-                        WHERE role = 'guest' AND guest_uuid IN (?, ?) AND id != ?
-                          AND revoked_ms IS NULL)",
-                )
-                .bind(as_sent)
-                .bind(swapped)
-                .bind(token_id)
-                .fetch_one(&mut *tx)
-                .await?;
-                if taken {
-                    tx.rollback().await?;
-                    return Err(StoreError::Refused(format!(
-                        "the guest with UUID {uuid} submits its facts with another guest token; revoke that one to give the guest a new token"
-                    )));
-                }
-            }
-        }
-        sqlx::query("UPDATE tokens SET guest_uuid = ?, last_used_ms = ? WHERE id = ?")
-            .bind(uuid)
-            .bind(now_ms)
+        let (bound_uuid, pinned_host, bound_guest): (
+            Option<String>,
+            Option<String>,
+            Option<GuestId>,
+        ) = sqlx::query_as("SELECT guest_uuid, host_name, guest_id FROM tokens WHERE id = ?")
             .bind(token_id)
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await?;
-        let stored = record_facts(&mut tx, guest_id, facts, now_ms).await?;
-        tx.commit().await?;
-        Ok(stored)
-    }
-
-    /// The most recently seen guest with one of these UUIDs.
-    pub async fn guest_by_uuid(&self, uuids: &[String]) -> StoreResult<Option<GuestId>> {
-        let mut best: Option<(GuestId, i64)> = None;
-        for uuid in uuids {
-            let found: Option<(GuestId, i64)> = sqlx::query_as(
-                "SELECT id, last_seen_ms FROM guests WHERE uuid = ? ORDER BY last_seen_ms DESC LIMIT 1",
-            )
-            .bind(uuid)
-            .fetch_optional(&self.pool)
-            .await?;
-            if let Some(f) = found
-                && best.is_none_or(|b| f.1 > b.1)
-            {
-                best = Some(f);
+        let [as_sent, swapped] = crate::ingest::facts::uuid_forms(uuid);
+        let candidates: Vec<Candidate> = sqlx::query_as::<_, (GuestId, String, i64, i64)>(
+            "SELECT g.id, h.name, g.last_seen_ms, h.reports_stored - g.last_report_n
+             FROM guests g JOIN hosts h ON h.id = g.host_id
+             WHERE g.uuid IN (?, ?) ORDER BY g.id",
+        )
+        .bind(&as_sent)
+        .bind(&swapped)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(|(guest, host, last_seen_ms, missed_reports)| Candidate {
+            guest,
+            host,
+            last_seen_ms,
+            missed_reports,
+        })
+        .collect();
+        // A revoked token no longer holds its guest, so that a guest whose token was revoked can
+        // be given a new one.
+        let held_elsewhere: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM tokens
+                WHERE role = 'guest' AND guest_uuid IN (?, ?) AND id <> ?
+                  AND revoked_ms IS NULL)",
+        )
+        .bind(&as_sent)
+        .bind(&swapped)
+        .bind(token_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let token = TokenBinding {
+            uuid: bound_uuid,
+            pinned_host,
+            guest: bound_guest,
+        };
+        let delivery = match decide(&token, &candidates, held_elsewhere) {
+            Ok(delivery) => delivery,
+            Err(refusal) => {
+                tx.rollback().await?;
+                return Ok(Err(refusal));
             }
-        }
-        Ok(best.map(|(id, _)| id))
+        };
+        sqlx::query(
+            "UPDATE tokens SET guest_uuid = COALESCE(guest_uuid, ?),
+                guest_id = CASE WHEN ? THEN ? ELSE guest_id END, last_used_ms = ?
+             WHERE id = ?",
+        )
+        .bind(uuid)
+        .bind(delivery.binds)
+        .bind(delivery.guest)
+        .bind(now_ms)
+        .bind(token_id)
+        .execute(&mut *tx)
+        .await?;
+        let stored = record_facts(&mut tx, delivery.guest, facts, now_ms).await?;
+        let host_id: HostId = sqlx::query_scalar("SELECT host_id FROM guests WHERE id = ?")
+            .bind(delivery.guest)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Ok(DeliveredFacts {
+            guest_id: delivery.guest,
+            host_id,
+            moved_from: delivery.moved_from,
+            stored,
+        }))
     }
 
     /// The newest facts from every source of every guest, or of one host's guests.

@@ -30,6 +30,28 @@ impl SqliteDb {
         Ok(id)
     }
 
+    /// Pins a guest token to a VM (its UUID) and, if given, to the host it is on: an admin's
+    /// word, which it keeps even where another token held the UUID. The token's next delivery
+    /// binds it to that host's guest (`ingest::binding`); `false` when there is no such guest
+    /// token.
+    pub async fn pin_guest_token(
+        &self,
+        id: TokenId,
+        uuid: &str,
+        host_name: Option<&str>,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE tokens SET guest_uuid = ?, host_name = ?, guest_id = NULL
+             WHERE id = ? AND role = 'guest'",
+        )
+        .bind(uuid)
+        .bind(host_name)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// The tokens whose hash starts with `prefix` (its first [`LOOKUP_PREFIX_CHARS`] hex
     /// digits): the caller compares the whole hash itself, in constant time.
     pub async fn tokens_by_hash_prefix(&self, prefix: &str) -> StoreResult<Vec<TokenRow>> {
