@@ -13,7 +13,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
-use super::client::{self, PostError};
+use super::client::{self, PostError, Reach};
 use super::context::AlertContext;
 use super::labels::{self, parse_set};
 use super::webhook::{rfc3339, subject_url};
@@ -43,6 +43,8 @@ pub struct AlertmanagerOptions {
     pub ca_pem: Option<Vec<u8>>,
     /// How often every alert is sent again.
     pub resend: Duration,
+    /// The addresses they may be at (see `client::Reach`).
+    pub reach: Reach,
 }
 
 impl AlertmanagerOptions {
@@ -54,6 +56,7 @@ impl AlertmanagerOptions {
         basic_auth: Option<&str>,
         ca_pem: Option<Vec<u8>>,
         resend: Duration,
+        reach: Reach,
     ) -> Result<AlertmanagerOptions, String> {
         let authorization = match (bearer_token, basic_auth) {
             (Some(_), Some(_)) => {
@@ -70,7 +73,7 @@ impl AlertmanagerOptions {
             (None, None) => None,
         };
         if let Some(pem) = &ca_pem {
-            client::agent(Some(pem), client::POST_TIMEOUT)?;
+            client::agent(Some(pem), client::POST_TIMEOUT, &reach)?;
         }
         if resend.is_zero() {
             return Err("the Alertmanager resend interval must be at least 1 second".into());
@@ -90,6 +93,9 @@ impl AlertmanagerOptions {
                         .into(),
                 );
             }
+            reach
+                .check_url(url)
+                .map_err(|e| format!("--alertmanager-url {url}: {e}"))?;
             targets.push(Target {
                 url: url.to_string(),
                 authorization: authorization.clone(),
@@ -99,6 +105,7 @@ impl AlertmanagerOptions {
             targets,
             ca_pem,
             resend,
+            reach,
         })
     }
 }
@@ -157,7 +164,11 @@ pub fn spawn(
 ) {
     let ends_ahead_ms = 4 * options.resend.max(evaluate_every).as_millis() as i64;
     for target in options.targets {
-        let agent = match client::agent(options.ca_pem.as_deref(), client::POST_TIMEOUT) {
+        let agent = match client::agent(
+            options.ca_pem.as_deref(),
+            client::POST_TIMEOUT,
+            &options.reach,
+        ) {
             Ok(agent) => agent,
             Err(e) => {
                 tracing::error!(error = %e, "alerts cannot be sent to Alertmanager");
@@ -295,8 +306,15 @@ mod tests {
     #[test]
     fn options_refuse_what_cannot_work() {
         let urls = ["http://am:9093/".to_string()];
-        let ok =
-            AlertmanagerOptions::new(&urls, None, Some("ada:pw\n"), None, DEFAULT_RESEND).unwrap();
+        let ok = AlertmanagerOptions::new(
+            &urls,
+            None,
+            Some("ada:pw\n"),
+            None,
+            DEFAULT_RESEND,
+            Reach::default(),
+        )
+        .unwrap();
         assert_eq!(ok.targets[0].url, "http://am:9093");
         assert_eq!(
             ok.targets[0].authorization.as_deref(),
@@ -308,7 +326,10 @@ mod tests {
             (None, None, Duration::ZERO),
         ];
         for (bearer, basic, resend) in cases {
-            assert!(AlertmanagerOptions::new(&urls, bearer, basic, None, resend).is_err());
+            assert!(
+                AlertmanagerOptions::new(&urls, bearer, basic, None, resend, Reach::default())
+                    .is_err()
+            );
         }
         for url in [
             "am:9093",
@@ -316,10 +337,37 @@ mod tests {
             "https://ada@am:9093/prefix",
         ] {
             assert!(
-                AlertmanagerOptions::new(&[url.into()], None, None, None, DEFAULT_RESEND).is_err(),
+                AlertmanagerOptions::new(
+                    &[url.into()],
+                    None,
+                    None,
+                    None,
+                    DEFAULT_RESEND,
+                    Reach::default()
+                )
+                .is_err(),
                 "{url}"
             );
         }
+        // The server's own addresses, unless allowed.
+        let loopback = ["http://127.0.0.1:9093".to_string()];
+        assert!(
+            AlertmanagerOptions::new(
+                &loopback,
+                None,
+                None,
+                None,
+                DEFAULT_RESEND,
+                Reach::default()
+            )
+            .is_err()
+        );
+        let allowed = Reach {
+            allowed: vec!["127.0.0.1".parse().unwrap()],
+        };
+        assert!(
+            AlertmanagerOptions::new(&loopback, None, None, None, DEFAULT_RESEND, allowed).is_ok()
+        );
         // An @ in the path is no user.
         assert!(
             AlertmanagerOptions::new(
@@ -327,7 +375,8 @@ mod tests {
                 None,
                 None,
                 None,
-                DEFAULT_RESEND
+                DEFAULT_RESEND,
+                Reach::default()
             )
             .is_ok()
         );

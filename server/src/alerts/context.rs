@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::client::Reach;
 use crate::clock::SharedClock;
 use crate::cluster::lease::Lease;
 use crate::db::Db;
@@ -23,4 +24,6 @@ pub struct AlertContext {
     pub clock: SharedClock,
     /// The evaluation and the senders run only while this server holds the lease.
     pub lease: Lease,
+    /// The addresses notifications may be sent to.
+    pub reach: Reach,
 }

@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use super::client::{self, PostError};
+use super::client::{self, PostError, Reach};
 use super::context::AlertContext;
 use super::labels::{self, LabelSet};
 use super::measure::Measure;
@@ -342,7 +342,7 @@ async fn deliver_groups(
             vec![(rows.iter().collect(), body.to_string())]
         };
         for (told, body) in bodies {
-            let sent = post(&receiver, body).await?;
+            let sent = post(&receiver, body, &state.reach).await?;
             let now_ms = state.clock.now_ms();
             let ids: Vec<OutboxId> = told.iter().map(|r| r.id).collect();
             match sent {
@@ -397,13 +397,22 @@ async fn deliver_groups(
 }
 
 /// One POST to a receiver, off the async threads.
-async fn post(receiver: &ReceiverRow, body: String) -> AppResult<Result<(), PostError>> {
+async fn post(
+    receiver: &ReceiverRow,
+    body: String,
+    reach: &Reach,
+) -> AppResult<Result<(), PostError>> {
     let url = receiver.url.clone();
+    let reach = reach.clone();
     let auth = receiver.auth_header.clone().filter(|a| !a.is_empty());
     let ca = receiver.ca_pem.clone().filter(|c| !c.is_empty());
     tokio::task::spawn_blocking(move || {
-        let agent = client::agent(ca.as_deref().map(str::as_bytes), client::POST_TIMEOUT)
-            .map_err(PostError::Refused)?;
+        let agent = client::agent(
+            ca.as_deref().map(str::as_bytes),
+            client::POST_TIMEOUT,
+            &reach,
+        )
+        .map_err(PostError::Refused)?;
         client::post_json(&agent, &url, auth.as_deref(), &body)
     })
     .await

@@ -19,6 +19,7 @@ use super::form::{
 };
 use super::frame::Frame;
 use super::view;
+use crate::alerts::client::Reach;
 use crate::alerts::labels;
 use crate::alerts::{RuleKind, Scope, as_silences};
 use crate::analysis::alerting::{self, Silence};
@@ -639,9 +640,12 @@ impl FieldLimits for ReceiverForm {
 impl ReceiverForm {
     /// The receiver the form describes. The auth header and CA are `None` when left empty
     /// (kept as stored), `Some("")` when to be cleared.
-    fn receiver(&self) -> AppResult<NewReceiver> {
+    fn receiver(&self, reach: &Reach) -> AppResult<NewReceiver> {
         let name = label("name", &self.name, MAX_NAME_CHARS)?;
         let url = webhook_url(&self.url)?;
+        reach
+            .check_url(&url)
+            .map_err(|e| AppError::invalid("url", e))?;
         let format = match self.format.as_str() {
             f @ ("alertmanager" | "json") => f,
             _ => return Err(AppError::invalid("format", "must be alertmanager or json")),
@@ -673,8 +677,12 @@ impl ReceiverForm {
         }
         let ca = self.ca_pem.trim();
         if !ca.is_empty() {
-            crate::alerts::client::agent(Some(ca.as_bytes()), crate::alerts::client::POST_TIMEOUT)
-                .map_err(|e| AppError::invalid("ca_pem", e))?;
+            crate::alerts::client::agent(
+                Some(ca.as_bytes()),
+                crate::alerts::client::POST_TIMEOUT,
+                reach,
+            )
+            .map_err(|e| AppError::invalid("ca_pem", e))?;
         }
         let secret = |value: &str, clear: &str| -> Option<String> {
             if clear == "on" {
@@ -693,6 +701,13 @@ impl ReceiverForm {
             auth_header: secret(auth, &self.clear_auth),
             ca_pem: secret(ca, &self.clear_ca),
         })
+    }
+}
+
+/// The addresses the server's notifications may be sent to.
+fn reach(state: &AppState) -> Reach {
+    Reach {
+        allowed: state.options.receiver_networks.clone(),
     }
 }
 
@@ -723,7 +738,7 @@ pub async fn create_receiver(
     }: AdminForm<ReceiverForm>,
 ) -> Result<Response, PageError> {
     let made = async {
-        let mut receiver = form.receiver()?;
+        let mut receiver = form.receiver(&reach(&state))?;
         receiver.auth_header = receiver.auth_header.filter(|a| !a.is_empty());
         receiver.ca_pem = receiver.ca_pem.filter(|c| !c.is_empty());
         state
@@ -751,7 +766,7 @@ pub async fn save_receiver(
 ) -> Result<Response, PageError> {
     let id = id_of(id, "receiver")?;
     let saved = async {
-        let receiver = form.receiver()?;
+        let receiver = form.receiver(&reach(&state))?;
         state
             .db
             .update_receiver(crate::domain::ReceiverId(id), &receiver)
