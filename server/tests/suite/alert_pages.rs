@@ -329,6 +329,33 @@ async fn an_admin_manages_rules_silences_receivers_and_acknowledges() {
         )
         .await;
     assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    // ... nor one of the server's own or its link's (the cloud metadata service), unless an
+    // admin allows its network.
+    for url in [
+        "http://127.0.0.1:9093/",
+        "http://localhost:9093/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]/hook",
+    ] {
+        let refused = s
+            .post_form(
+                &admin,
+                "/alerts/receivers",
+                &[
+                    ("name", "inside"),
+                    ("url", url),
+                    ("format", "json"),
+                    ("csrf", csrf),
+                ],
+            )
+            .await;
+        assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{url}");
+        assert!(
+            refused.body.contains("--allow-receiver-networks"),
+            "{url}: {}",
+            refused.body
+        );
+    }
     let added = s
         .post_form(
             &admin,

@@ -228,6 +228,9 @@ async fn alerts_reach_a_real_alertmanager_grouped_resolved_and_silenced_there() 
             "1",
             "--external-url",
             "https://tickscope.example/",
+            // Both Alertmanagers listen on loopback, which alerts reach only when allowed.
+            "--allow-receiver-networks",
+            "127.0.0.0/8",
         ],
         &mut processes,
     );

@@ -155,6 +155,9 @@ async fn server_on(retry_base_ms: i64, clock: SharedClock) -> Server {
         Options {
             retry_base_ms,
             external_url: "https://tickscope.example".into(),
+            // The tests' receivers listen on loopback, which notifications reach only when an
+            // admin allows it.
+            receiver_networks: vec!["127.0.0.0/8".parse().unwrap()],
             ..Options::default()
         },
         clock,
@@ -451,9 +454,15 @@ async fn a_restart_in_the_middle_neither_loses_nor_repeats_a_notification() {
     let before = s.db.outbox_counts().await.unwrap();
     assert_eq!((before.waiting, before.delivered), (2, 0));
 
-    let restarted = AppState::new(s.db.clone(), Options::default())
-        .await
-        .unwrap();
+    let restarted = AppState::new(
+        s.db.clone(),
+        Options {
+            receiver_networks: vec!["127.0.0.0/8".parse().unwrap()],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
     // The restarted server evaluates again: the alerts still fire, and nothing new is written.
     let again = alerts::evaluate(&restarted, start + STEP_MS).await.unwrap();
     assert_eq!((again.firing, again.notifications), (2, 0));
@@ -696,6 +705,60 @@ async fn a_receiver_that_answers_400_gets_exactly_one_attempt() {
     assert_eq!(receiver.requests.load(Ordering::SeqCst), 1);
     let counts = s.db.outbox_counts().await.unwrap();
     assert_eq!((counts.waiting, counts.delivered, counts.failed), (0, 0, 2));
+}
+
+/// A receiver that answers with a redirect is not followed there: the notification waits for
+/// its next attempt, and the address redirected to hears nothing.
+#[tokio::test]
+async fn a_receiver_that_redirects_is_not_followed() {
+    let s = server(20).await;
+    let (target, target_url) = Receiver::start(0).await;
+    let redirects = Arc::new(AtomicUsize::new(0));
+    let counted = redirects.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        post(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let to = target_url.clone();
+            async move { (StatusCode::TEMPORARY_REDIRECT, [("location", to)]) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    s.db.insert_receiver(&hook("moved", &url, "json"), 0)
+        .await
+        .unwrap();
+    set_duration(&s, 0).await;
+    report_at(&s, 0, START_MS, ticking()).await;
+    alerts::evaluate(&s.state, START_MS).await.unwrap();
+    assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 0);
+    assert!(redirects.load(Ordering::SeqCst) >= 1);
+    assert_eq!(target.requests.load(Ordering::SeqCst), 0);
+    assert_eq!(s.db.outbox_counts().await.unwrap().waiting, 2);
+}
+
+/// A receiver on the server's own loopback is not reached unless an admin allowed its network:
+/// whatever an admin session typed, the server does not post to what only it can reach.
+#[tokio::test]
+async fn a_receiver_on_loopback_is_not_reached_unless_allowed() {
+    let s = server_with_clock(
+        Options {
+            retry_base_ms: 20,
+            ..Options::default()
+        },
+        Arc::new(SystemClock),
+    )
+    .await;
+    let (receiver, url) = Receiver::start(0).await;
+    s.db.insert_receiver(&hook("inside", &url, "json"), 0)
+        .await
+        .unwrap();
+    set_duration(&s, 0).await;
+    report_at(&s, 0, START_MS, ticking()).await;
+    alerts::evaluate(&s.state, START_MS).await.unwrap();
+    assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 0);
+    assert_eq!(receiver.requests.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]

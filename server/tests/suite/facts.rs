@@ -426,9 +426,9 @@ async fn the_guests_own_idle_time_decides_which_intervals_are_waste() {
         "{g}"
     );
 
-    // Readings of one source closer than a second apart are not kept (a guest posting in a loop
-    // cannot grow the table), so the next report comes a little later.
-    clock.advance_ms(1100);
+    // Readings of one source closer than ten seconds apart (a report interval) are not kept (a
+    // guest posting in a loop cannot grow the table), so the next report comes an interval later.
+    clock.advance_ms(10_100);
     let mut working = idle;
     working["idle_fraction"] = json!(0.3);
     let reply = s

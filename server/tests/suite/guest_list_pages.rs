@@ -41,9 +41,10 @@ async fn next_links_reach_every_kept_guest_exactly_once_with_the_filters_kept() 
     for i in 0..40 {
         guests.push(common::guest(&format!("quiet-{i:03}"), 1, 0.3, 38.0, None));
     }
-    let reply = s
-        .post_report(Some(&s.agent_token), &common::report(1, guests))
-        .await;
+    // A host with the cores to run them all.
+    let mut report = common::report(1, guests);
+    report["host"]["cpus"] = serde_json::json!(64);
+    let reply = s.post_report(Some(&s.agent_token), &report).await;
     assert!(reply.status.is_success(), "{}", reply.body);
     let login = s.login("alice", "viewer").await;
 

@@ -32,6 +32,7 @@ mod login;
 mod metrics;
 mod migrate_data;
 mod migrations;
+mod one_sender;
 mod openapi;
 mod outage;
 mod prometheus;

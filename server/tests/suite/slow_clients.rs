@@ -64,7 +64,10 @@ fn seventy_slow_bodies_keep_nobody_waiting() {
     // 70 logins that announce a body and send one byte of it a second, as the attack did.
     let mut slow: Vec<TcpStream> = (0..70)
         .map(|_| {
-            let mut s = connect(&url);
+            // From another address than the clients that must still be served below: a client
+            // address without a credential has only so many requests in flight.
+            let mut s = common::processes::connect_from(common::processes::ATTACKER, &url).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
             s.write_all(
                 b"POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 60000\r\n\r\nn",
             )

@@ -518,7 +518,13 @@ fn an_alert_is_delivered_once_and_the_lease_moves_when_its_holder_is_killed() {
     // `Processes::kill` finds first (both are added as "tickscope-server").
     let mut processes = Processes::default();
     let every = EVERY_S.to_string();
-    let args = ["--alert-interval", every.as_str()];
+    // The receiver listens on loopback, which notifications reach only when allowed.
+    let args = [
+        "--alert-interval",
+        every.as_str(),
+        "--allow-receiver-networks",
+        "127.0.0.0/8",
+    ];
     let first = start_server(&test_db, &args, &mut processes);
     wait_to_hold(&first, LEASE_PATIENCE);
     let second = start_server(&test_db, &args, &mut processes);

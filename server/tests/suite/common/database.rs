@@ -163,6 +163,28 @@ impl RawDb {
         }
     }
 
+    /// Every stored dashboard session as text: its data (the encoded bytes read as text) and
+    /// its expiry.
+    pub async fn sessions(&mut self) -> Vec<(String, String)> {
+        let rows: Vec<(Vec<u8>, String)> = match self {
+            RawDb::Sqlite(c) => {
+                sqlx::query_as("SELECT data, CAST(expiry_date AS TEXT) FROM tower_sessions")
+                    .fetch_all(&mut *c)
+                    .await
+                    .unwrap()
+            }
+            RawDb::Postgres(c) => {
+                sqlx::query_as("SELECT data, expiry_date::text FROM tower_sessions.session")
+                    .fetch_all(&mut *c)
+                    .await
+                    .unwrap()
+            }
+        };
+        rows.into_iter()
+            .map(|(data, expiry)| (String::from_utf8_lossy(&data).into_owned(), expiry))
+            .collect()
+    }
+
     /// Takes the lock every write of the server waits for: SQLite's write lock, or the
     /// advisory lock of PostgreSQL's write transactions. Held until [`RawDb::release`].
     pub async fn hold_write_lock(&mut self) {

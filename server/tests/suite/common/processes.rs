@@ -57,6 +57,28 @@ impl Drop for Processes {
     }
 }
 
+/// The address an attacker's connections come from in the tests, apart from everyone else's
+/// (127.0.0.1): the server's budgets per client address tell them apart.
+pub const ATTACKER: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
+
+/// A connection to the server at `url` (`http://host:port`) from `source`.
+pub fn connect_from(source: std::net::IpAddr, url: &str) -> std::io::Result<std::net::TcpStream> {
+    let server: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(std::net::SocketAddr::new(source, 0))?;
+        socket.connect(server).await
+    })?;
+    let stream = stream.into_std()?;
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    Ok(stream)
+}
+
 /// A loopback port nobody listens on (yet).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
