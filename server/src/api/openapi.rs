@@ -126,27 +126,35 @@ fn apply(field: &mut Object, limit: &Limit) {
     }
 }
 
-/// Adds to every operation the answer any request may get when the server is saturated: every
-/// request slot of its kind was taken for over a second (see `http::admission`).
-pub fn state_busy_answer(doc: &mut OpenApi) {
+/// Adds to every operation the answers any request may get from the admission (see
+/// `http::admission`): 429 when its credential has as many requests, streams or body bytes in
+/// flight as it may, 503 when every request slot of its kind was taken for over a second.
+pub fn state_admission_answers(doc: &mut OpenApi) {
     use utoipa::openapi::schema::{ObjectBuilder, Type};
     use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, ResponseBuilder};
-    let busy = ResponseBuilder::new()
-        .description("The server is serving as many requests as it can; see Retry-After")
-        .content(
-            "application/json",
-            ContentBuilder::new()
-                .schema(Some(Ref::from_schema_name("ErrorBody")))
-                .build(),
-        )
-        .header(
-            "Retry-After",
-            HeaderBuilder::new()
-                .schema(Some(ObjectBuilder::new().schema_type(Type::Integer)))
-                .description(Some("Seconds to wait"))
-                .build(),
-        )
-        .build();
+    let answer = |description: &str| {
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("ErrorBody")))
+                    .build(),
+            )
+            .header(
+                "Retry-After",
+                HeaderBuilder::new()
+                    .schema(Some(ObjectBuilder::new().schema_type(Type::Integer)))
+                    .description(Some("Seconds to wait"))
+                    .build(),
+            )
+            .build()
+    };
+    let busy = answer("The server is serving as many requests as it can; see Retry-After");
+    let spent = answer(
+        "The caller (its token, session or address) has as many requests, streamed answers or \
+         body bytes in flight as it may (docs/security.md); see Retry-After",
+    );
     for item in doc.paths.paths.values_mut() {
         let operations = [
             &mut item.get,
@@ -156,11 +164,13 @@ pub fn state_busy_answer(doc: &mut OpenApi) {
             &mut item.patch,
         ];
         for operation in operations.into_iter().flatten() {
-            operation
-                .responses
-                .responses
+            let responses = &mut operation.responses.responses;
+            responses
                 .entry("503".to_string())
                 .or_insert_with(|| RefOr::T(busy.clone()));
+            responses
+                .entry("429".to_string())
+                .or_insert_with(|| RefOr::T(spent.clone()));
         }
     }
 }

@@ -9,7 +9,7 @@ use axum::response::IntoResponse;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-use super::openapi::{ApiDoc, state_busy_answer, state_edge_limits};
+use super::openapi::{ApiDoc, state_admission_answers, state_edge_limits};
 use super::{alerts, exports, facts, guests, health, hosts, metrics, reports};
 use crate::state::AppState;
 
@@ -31,7 +31,7 @@ fn described() -> OpenApiRouter<AppState> {
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = described().into_openapi();
     state_edge_limits(&mut doc);
-    state_busy_answer(&mut doc);
+    state_admission_answers(&mut doc);
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
 }

@@ -637,6 +637,30 @@ mod tests {
     }
 
     #[test]
+    fn readers_never_wait_for_the_writers_side() {
+        let current = Arc::new(Current::default());
+        set(&current, 1, vec![guest(1, 1, "a", 20.0)]);
+        // A writer holds the writers' side, as it does through a host's analysis.
+        let writing = current.lock();
+        let (read, answer) = std::sync::mpsc::channel();
+        let reader = current.clone();
+        std::thread::spawn(move || {
+            let _ = read.send((
+                reader.ranked(1_000).len(),
+                reader.held(),
+                reader.guest(GuestId(1), 1_000).is_some(),
+                reader.change(GuestId(1)),
+                reader.changes(1_000).len(),
+            ));
+        });
+        let seen = answer
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a reader waited for the writer");
+        drop(writing);
+        assert_eq!(seen, (1, 1, true, Some(None), 0));
+    }
+
+    #[test]
     fn guests_silent_longer_than_the_active_limit_are_not_ranked() {
         let current = Current::default();
         set(&current, 1, vec![guest(1, 1, "a", 20.0)]);

@@ -651,6 +651,24 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever names a report holds, alike or alike the suffixed forms of each other,
+        /// every guest gets an identity of its own in at most two tries each.
+        #[test]
+        fn no_names_make_keeping_guests_apart_super_linear(
+            names in proptest::collection::vec(
+                proptest::sample::select(vec!["a", "a#2", "a#3", "a#2#2", "a#2#3", "b", "b#2"]),
+                1..3000,
+            )
+        ) {
+            let mut identities = Identities::default();
+            let distinct: HashSet<String> =
+                names.iter().map(|n| identities.distinct(n.to_string())).collect();
+            proptest::prop_assert_eq!(distinct.len(), names.len());
+            proptest::prop_assert!(identities.tries <= 2 * names.len());
+        }
+    }
+
     #[test]
     fn guests_sharing_a_name_on_one_host_stay_apart() {
         let mut r = report();
