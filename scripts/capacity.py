@@ -355,9 +355,13 @@ class Server:
         log.write(f"--- serve, {time.strftime('%H:%M:%S')}\n")
         log.flush()
         offset = log.tell()
+        # The simulator stands for thousands of hosts from one address, each sender thread with a
+        # connection of its own, opened at once: more than a real client address gets.
         self.child = self.processes.start(
             "tickscope-server",
-            [self.binary, "serve", "--listen", "127.0.0.1:0", "--db", self.db],
+            [self.binary, "serve", "--listen", "127.0.0.1:0", "--db", self.db,
+             "--max-connections-per-address", "4096",
+             "--max-new-connections-per-address", "100000"],
             stdout=subprocess.DEVNULL,
             stderr=log,
             env=dict(os.environ, NO_COLOR="1"),

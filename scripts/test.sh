@@ -24,10 +24,12 @@ cd "$(dirname "$0")/.."
 # ansible-inventory and PyYAML and the printed demo plan with pdftotext (server/tests/suite/exports.rs).
 # postgresql (15): the suite runs a second time on PostgreSQL, on a throwaway cluster
 # (scripts/postgres.sh).
+# haproxy: a real load balancer speaking the PROXY protocol in front of the server
+# (server/tests/suite/one_sender.rs).
 packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl
     systemd adduser strace libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod
     linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils
-    prometheus-alertmanager prometheus ansible-core python3-yaml poppler-utils postgresql)
+    prometheus-alertmanager prometheus ansible-core python3-yaml poppler-utils postgresql haproxy)
 as_root=()
 [ "$(id -u)" -eq 0 ] || as_root=(sudo)
 missing=()
@@ -44,6 +46,7 @@ fi
 # no module importing a higher layer. Layers lowest first, as the map lists them.
 python3 scripts/module-cycles.py --self-test
 python3 scripts/capacity.py --self-test
+python3 scripts/hostile.py --self-test
 python3 scripts/module-cycles.py server/src --layers "$(cat scripts/server-layers.txt)"
 python3 scripts/module-cycles.py agent/src
 

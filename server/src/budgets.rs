@@ -14,11 +14,13 @@ const DEFAULT_REQUESTS_PER_ADDRESS: usize = 8;
 const DEFAULT_STREAMS_PER_CREDENTIAL: usize = 2;
 const DEFAULT_BODY_BYTES_PER_CREDENTIAL: usize = 32 * 1024 * 1024;
 const DEFAULT_CONNECTIONS_PER_ADDRESS: usize = 256;
+const DEFAULT_NEW_CONNECTIONS_PER_ADDRESS_PER_SECOND: u32 = 100;
 const DEFAULT_GUESTS_PER_REPORT: usize = 10_000;
 const DEFAULT_GUESTS_PER_HOST: usize = 10_000;
 const DEFAULT_NEW_GUESTS_PER_HOST_PER_MINUTE: u32 = 120;
 const DEFAULT_GUEST_SAMPLES_PER_TOKEN_PER_SECOND: u32 = 2_000;
 const DEFAULT_FACTS_PER_GUEST_TOKEN_PER_MINUTE: u32 = 12;
+const DEFAULT_REPORT_KIB_PER_TOKEN_PER_SECOND: u32 = 4096;
 const DEFAULT_WARNINGS_PER_CREDENTIAL_PER_MINUTE: u32 = 10;
 
 /// The budgets, as the server was started with.
@@ -62,6 +64,15 @@ pub struct Budgets {
         default_value_t = DEFAULT_CONNECTIONS_PER_ADDRESS
     )]
     pub connections_per_address: usize,
+    /// Connections one client address may open per second, in bursts of twice that; more are
+    /// closed at once, before a byte is read (a client that reconnects in a loop costs an accept
+    /// each, not a request each).
+    #[arg(
+        long = "max-new-connections-per-address",
+        env = "TICKSCOPE_MAX_NEW_CONNECTIONS_PER_ADDRESS",
+        default_value_t = DEFAULT_NEW_CONNECTIONS_PER_ADDRESS_PER_SECOND
+    )]
+    pub new_connections_per_address_per_second: u32,
     /// Guests one report may hold (422 beyond).
     #[arg(
         long = "max-guests-per-report",
@@ -92,6 +103,15 @@ pub struct Budgets {
         default_value_t = DEFAULT_GUEST_SAMPLES_PER_TOKEN_PER_SECOND
     )]
     pub guest_samples_per_token_per_second: u32,
+    /// KiB of reports one agent token may send per second, sustained; two of the largest
+    /// reports at once (429 beyond, before the report is read as JSON: a report is parsed only
+    /// within its token's budget).
+    #[arg(
+        long = "ingest-kib-rate",
+        env = "TICKSCOPE_INGEST_KIB_RATE",
+        default_value_t = DEFAULT_REPORT_KIB_PER_TOKEN_PER_SECOND
+    )]
+    pub report_kib_per_token_per_second: u32,
     /// Facts deliveries one guest token may make per minute (the probe delivers once a minute
     /// by default; the rest is room for retries; 429 beyond).
     #[arg(
@@ -118,11 +138,13 @@ impl Default for Budgets {
             streams_per_credential: DEFAULT_STREAMS_PER_CREDENTIAL,
             body_bytes_per_credential: DEFAULT_BODY_BYTES_PER_CREDENTIAL,
             connections_per_address: DEFAULT_CONNECTIONS_PER_ADDRESS,
+            new_connections_per_address_per_second: DEFAULT_NEW_CONNECTIONS_PER_ADDRESS_PER_SECOND,
             guests_per_report: DEFAULT_GUESTS_PER_REPORT,
             guests_per_host: DEFAULT_GUESTS_PER_HOST,
             new_guests_per_host_per_minute: DEFAULT_NEW_GUESTS_PER_HOST_PER_MINUTE,
             guest_samples_per_token_per_second: DEFAULT_GUEST_SAMPLES_PER_TOKEN_PER_SECOND,
             facts_per_guest_token_per_minute: DEFAULT_FACTS_PER_GUEST_TOKEN_PER_MINUTE,
+            report_kib_per_token_per_second: DEFAULT_REPORT_KIB_PER_TOKEN_PER_SECOND,
             warnings_per_credential_per_minute: DEFAULT_WARNINGS_PER_CREDENTIAL_PER_MINUTE,
         }
     }
@@ -159,6 +181,10 @@ impl Budgets {
             (
                 "--facts-per-guest-token-per-minute",
                 self.facts_per_guest_token_per_minute as usize,
+            ),
+            (
+                "--ingest-kib-rate",
+                self.report_kib_per_token_per_second as usize,
             ),
         ];
         match counts.iter().find(|(_, n)| *n == 0) {

@@ -379,6 +379,7 @@ async fn main() -> Result<()> {
             }
             let limits = ConnectionLimits {
                 per_address: budgets.connections_per_address,
+                new_per_address_per_second: budgets.new_connections_per_address_per_second,
                 max_connections: connection_cap(max_connections),
                 header_read_timeout: std::time::Duration::from_secs(header_timeout),
                 tls_handshake_timeout: std::time::Duration::from_secs(header_timeout),

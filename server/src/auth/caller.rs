@@ -65,7 +65,7 @@ where
             return Ok(caller.clone());
         }
         let db = Db::from_ref(state);
-        let Some(header) = parts.headers.get(AUTHORIZATION) else {
+        if !parts.headers.contains_key(AUTHORIZATION) {
             // No token: the dashboard's own session, if the browser has one.
             if let Ok(session) = Session::from_request_parts(parts, state).await
                 && let Some(user) = current_user(&session, &db).await?
@@ -75,27 +75,43 @@ where
             return Err(AppError::Unauthorized(
                 "missing Authorization: Bearer <token> (or a dashboard login)".into(),
             ));
-        };
-        let token = header
-            .to_str()
-            .ok()
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| {
-                AppError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
-            })?;
-        let hash = token_hash(token);
-        let row = db
-            .tokens_by_hash_prefix(&hash[..LOOKUP_PREFIX_CHARS])
-            .await?
-            .into_iter()
-            .find(|row| bool::from(row.sha256_hex.as_bytes().ct_eq(hash.as_bytes())))
-            .filter(|row| row.revoked_ms.is_none())
-            .ok_or_else(|| AppError::Unauthorized("unknown or revoked token".into()))?;
-        Ok(Caller::Token {
-            token_id: row.id,
-            role: row.role,
-        })
+        }
+        let hash = bearer_hash(parts)?.unwrap_or_default();
+        caller_of_token(&db, &hash).await
     }
+}
+
+/// The SHA-256 (hex) of the bearer token the request carries, `None` without an Authorization
+/// header; 401 for one that is not `Bearer <token>`.
+pub fn bearer_hash(parts: &Parts) -> AppResult<Option<String>> {
+    let Some(header) = parts.headers.get(AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let token = header
+        .to_str()
+        .ok()
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            AppError::Unauthorized("the Authorization header must be `Bearer <token>`".into())
+        })?;
+    Ok(Some(token_hash(token)))
+}
+
+/// The caller whose token hashes to `hash`: looked up by the hash's prefix, then the whole
+/// hash compared in constant time; 401 for an unknown or revoked token.
+pub async fn caller_of_token(db: &Db, hash: &str) -> AppResult<Caller> {
+    let prefix = hash.get(..LOOKUP_PREFIX_CHARS).unwrap_or(hash);
+    let row = db
+        .tokens_by_hash_prefix(prefix)
+        .await?
+        .into_iter()
+        .find(|row| bool::from(row.sha256_hex.as_bytes().ct_eq(hash.as_bytes())))
+        .filter(|row| row.revoked_ms.is_none())
+        .ok_or_else(|| AppError::Unauthorized("unknown or revoked token".into()))?;
+    Ok(Caller::Token {
+        token_id: row.id,
+        role: row.role,
+    })
 }

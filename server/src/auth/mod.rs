@@ -9,7 +9,7 @@ pub mod session_store;
 pub mod throttle;
 mod tokens;
 
-pub use caller::{Caller, Role};
+pub use caller::{Caller, Role, bearer_hash, caller_of_token};
 pub use extract::{AgentToken, GuestToken, Viewer};
 pub use passwords::{
     MAX_USER_NAME_CHARS, MIN_PASSWORD_CHARS, check_password, hash_password, hash_password_async,

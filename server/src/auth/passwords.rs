@@ -11,24 +11,50 @@ use tokio::sync::Semaphore;
 
 use crate::error::{AppError, AppResult};
 
-/// Hashes running at once: one per CPU. Each takes 19 MiB and tens of milliseconds, so a flood
-/// of logins waits its turn instead of taking all the memory.
-static HASHING_SLOTS: LazyLock<Semaphore> =
-    LazyLock::new(|| Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())));
+/// Hashes running at once: one per two CPUs (at least one). Each takes 19 MiB and tens of
+/// milliseconds of a CPU, so a flood of logins waits its turn instead of taking all the memory,
+/// and at most half the machine: the other half serves everyone else.
+static HASHING_SLOTS: LazyLock<Semaphore> = LazyLock::new(|| {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    Semaphore::new((cpus / 2).max(1))
+});
+
+/// How much lower than the server's own threads the hashing runs (a nice value): a request
+/// that needs a CPU while passwords are being hashed gets it first.
+const HASHING_NICENESS: i32 = 10;
 
 /// A hash of no password, checked when the user name is unknown, so that a wrong name costs as
 /// long as a wrong password and the time does not tell which names exist.
 static DUMMY_HASH: OnceLock<String> = OnceLock::new();
 
-/// Runs `work` (hashing) on a blocking thread, at most `HASHING_SLOTS` at once.
+/// Runs `work` (hashing) on a thread of its own at a lower priority, at most `HASHING_SLOTS`
+/// at once. Not on tokio's blocking threads: a thread's priority stays with it, and those
+/// threads also read reports for everyone. (A thread per hash: tens of microseconds against
+/// the hash's tens of milliseconds.)
 async fn in_a_slot<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> AppResult<T> {
     let _slot = HASHING_SLOTS
         .acquire()
         .await
         .map_err(|e| AppError::Internal(format!("hashing slots closed: {e}")))?;
-    tokio::task::spawn_blocking(work)
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("password-hash".into())
+        .spawn(move || {
+            lower_priority();
+            let _ = done.send(work());
+        })
+        .map_err(|e| AppError::Internal(format!("cannot start a hashing thread: {e}")))?;
+    result
         .await
-        .map_err(|e| AppError::stopped("password hashing", e))
+        .map_err(|_| AppError::Internal("a password hashing thread ended without an answer".into()))
+}
+
+/// Lowers this thread's priority to the hashing's (Linux nice values are per thread).
+fn lower_priority() {
+    let thread = rustix::thread::gettid();
+    let now = rustix::process::getpriority_process(Some(thread)).unwrap_or(0);
+    // Raising one's own nice value needs no privilege; failing to is not worth failing a login.
+    let _ = rustix::process::setpriority_process(Some(thread), now + HASHING_NICENESS);
 }
 
 /// [`hash_password`] off the async threads.

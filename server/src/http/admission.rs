@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::http::{Method, header};
 use axum::middleware::Next;
@@ -112,6 +112,12 @@ const MAX_BUFFERED_BODY_BYTES: usize = 256 * 1024 * 1024;
 const SESSION_CHECKED_FOR_MS: i64 = 60_000;
 /// Sessions remembered as checked at most.
 const MAX_CHECKED_SESSIONS: usize = 10_000;
+/// How long a token found in the database is taken as it was without looking it up again (a
+/// token revoked on another server, or with the command line, works this long at most; one
+/// revoked on this server's settings page stops at once).
+const TOKEN_CHECKED_FOR_MS: i64 = 5_000;
+/// Tokens remembered as checked at most.
+const MAX_CHECKED_TOKENS: usize = 10_000;
 
 /// The slots and budgets, shared by every request of one server.
 pub struct Admission {
@@ -129,6 +135,10 @@ pub struct Admission {
     reports: DefaultKeyedRateLimiter<TokenId>,
     /// Facts deliveries per guest token, checked before they are read.
     facts: DefaultKeyedRateLimiter<TokenId>,
+    /// KiB of reports per agent token, checked once a report is read, before it is parsed.
+    report_kib: DefaultKeyedRateLimiter<TokenId>,
+    /// Tokens found in the database by the SHA-256 of the token, and until when (ms) that holds.
+    checked_tokens: Mutex<HashMap<String, (Caller, i64)>>,
     sessions: Sessions,
     /// Session ids found in the store, and until when (ms) that holds.
     checked_sessions: Mutex<HashMap<i128, i64>>,
@@ -169,6 +179,12 @@ impl Admission {
         } = settings;
         let facts_per_minute =
             NonZeroU32::new(budgets.facts_per_guest_token_per_minute).unwrap_or(NonZeroU32::MIN);
+        let kib_per_second =
+            NonZeroU32::new(budgets.report_kib_per_token_per_second).unwrap_or(NonZeroU32::MIN);
+        // Two of the largest reports at once: an agent catching up after an outage sends them.
+        let kib_burst = NonZeroU32::new((2 * MAX_AGENT_BODY_BYTES / 1024) as u32)
+            .unwrap_or(NonZeroU32::MIN)
+            .max(kib_per_second);
         Admission {
             limits,
             budgets,
@@ -185,6 +201,10 @@ impl Admission {
             facts: RateLimiter::keyed(
                 Quota::per_minute(facts_per_minute).allow_burst(facts_per_minute),
             ),
+            report_kib: RateLimiter::keyed(
+                Quota::per_second(kib_per_second).allow_burst(kib_burst),
+            ),
+            checked_tokens: Mutex::new(HashMap::new()),
             sessions,
             checked_sessions: Mutex::new(HashMap::new()),
             metrics,
@@ -255,6 +275,45 @@ impl Admission {
         }
         checked.insert(id.0, now_ms + SESSION_CHECKED_FOR_MS);
         Some(id.0)
+    }
+
+    /// The caller of the token whose SHA-256 is `hash`, from the tokens checked within the last
+    /// few seconds, else from the database (remembered then).
+    async fn token_caller(&self, db: &Db, hash: &str, now_ms: i64) -> Result<Caller, AppError> {
+        {
+            let checked = self.lock_tokens();
+            if let Some((caller, until_ms)) = checked.get(hash)
+                && *until_ms > now_ms
+            {
+                return Ok(caller.clone());
+            }
+        }
+        let caller = crate::auth::caller_of_token(db, hash).await?;
+        let mut checked = self.lock_tokens();
+        if checked.len() >= MAX_CHECKED_TOKENS {
+            checked.retain(|_, (_, until_ms)| *until_ms > now_ms);
+            if checked.len() >= MAX_CHECKED_TOKENS {
+                checked.clear();
+            }
+        }
+        checked.insert(
+            hash.to_string(),
+            (caller.clone(), now_ms + TOKEN_CHECKED_FOR_MS),
+        );
+        Ok(caller)
+    }
+
+    /// Forgets what it remembers of a token (it was just revoked).
+    pub fn forget_token(&self, id: TokenId) {
+        self.lock_tokens().retain(
+            |_, (caller, _)| !matches!(caller, Caller::Token { token_id, .. } if *token_id == id),
+        );
+    }
+
+    fn lock_tokens(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Caller, i64)>> {
+        self.checked_tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<i128, i64>> {
@@ -382,6 +441,9 @@ pub async fn admit(
         Ok(read) => read,
         Err(e) => return e.into_response(),
     };
+    if let Err(e) = report_bytes(&admission, &parts, &spend, bytes.len()) {
+        return e.into_response();
+    }
     let slots = match kind {
         Kind::Token | Kind::Session => &admission.credentialed,
         _ => &admission.anonymous,
@@ -445,14 +507,19 @@ async fn who(
     let anonymous = Credential::Address(client);
     match kind {
         Kind::Token => {
-            let looking = admission.spend(anonymous)?;
-            let Some(_lookup) =
-                wait_for(&admission.lookups, 1, admission.limits.queue_timeout).await
-            else {
-                return Err(busy());
+            let now_ms = crate::clock::now_ms();
+            let hash = crate::auth::bearer_hash(parts)?.unwrap_or_default();
+            let caller = {
+                let looking = admission.spend(anonymous)?;
+                let Some(_lookup) =
+                    wait_for(&admission.lookups, 1, admission.limits.queue_timeout).await
+                else {
+                    return Err(busy());
+                };
+                let caller = admission.token_caller(db, &hash, now_ms).await?;
+                drop(looking);
+                caller
             };
-            let caller = Caller::from_request_parts(parts, db).await?;
-            drop(looking);
             let (credential, limit) = match caller {
                 Caller::Token { token_id, role } => (
                     Credential::Token { id: token_id, role },
@@ -525,6 +592,53 @@ fn rate(admission: &Admission, parts: &Parts, credential: Credential) -> Result<
             retry_after_s: wait.as_secs().max(1),
         }
     })
+}
+
+/// A report's bytes, from its agent token's budget, once it is read and before it is parsed: a
+/// token cannot make the server parse more than its share of JSON, valid or not.
+fn report_bytes(
+    admission: &Admission,
+    parts: &Parts,
+    spend: &Spend,
+    bytes: usize,
+) -> Result<(), AppError> {
+    let credential = spend.credential();
+    let Credential::Token {
+        id,
+        role: Role::Agent,
+    } = credential
+    else {
+        return Ok(());
+    };
+    if parts.method != Method::POST || parts.uri.path() != "/api/v1/reports" {
+        return Ok(());
+    }
+    let kib = NonZeroU32::new(u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX))
+        .unwrap_or(NonZeroU32::MIN);
+    let refused = |wait_s: u64| {
+        admission.metrics.refused("report_bytes", credential.kind());
+        AppError::TooManyRequests {
+            message: format!(
+                "this agent token sends more report bytes than the server reads from one token \
+                 ({} KiB a second, serve --ingest-kib-rate); retry later",
+                admission.budgets.report_kib_per_token_per_second
+            ),
+            retry_after_s: wait_s.max(1),
+        }
+    };
+    match admission.report_kib.check_key_n(&id, kib) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(not_until)) => {
+            use governor::clock::{Clock, DefaultClock};
+            Err(refused(
+                not_until
+                    .wait_time_from(DefaultClock::default().now())
+                    .as_secs(),
+            ))
+        }
+        // Larger than the burst: never, within the body limit; refused all the same.
+        Err(_) => Err(refused(60)),
+    }
 }
 
 /// `permits` of `semaphore`, if they come within `patience`.

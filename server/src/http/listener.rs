@@ -53,6 +53,8 @@ pub struct ConnectionLimits {
     pub write_stall_timeout: Duration,
     /// Connections one client address may have open at once.
     pub per_address: usize,
+    /// Connections one client address may open per second (in bursts of twice that).
+    pub new_per_address_per_second: u32,
 }
 
 /// Who connects through whom: the load balancers trusted to say who their clients are, and
@@ -96,7 +98,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
-    let per_address = Arc::new(AddressSlots::new(limits.per_address));
+    let per_address = Arc::new(AddressSlots::new(
+        limits.per_address,
+        limits.new_per_address_per_second,
+    ));
     let proxies = Arc::new(proxies);
     let graceful = GracefulShutdown::new();
     let mut accept_failures = AcceptFailures::default();
@@ -203,22 +208,41 @@ pub async fn serve(
     }
 }
 
-/// Connections open per client address.
+/// Connections open per client address, and how fast each opens new ones.
 struct AddressSlots {
     open: Mutex<HashMap<IpAddr, usize>>,
     cap: usize,
+    opened: governor::DefaultKeyedRateLimiter<IpAddr>,
+    /// Connections taken since the rate limiter last forgot the addresses it no longer needs.
+    since_pruned: std::sync::atomic::AtomicUsize,
 }
 
+/// How many connections are taken between two prunings of the rate limiter's addresses.
+const PRUNE_EVERY: usize = 10_000;
+
 impl AddressSlots {
-    fn new(cap: usize) -> AddressSlots {
+    fn new(cap: usize, per_second: u32) -> AddressSlots {
+        let per_second = std::num::NonZeroU32::new(per_second).unwrap_or(std::num::NonZeroU32::MIN);
+        let burst = per_second.saturating_mul(std::num::NonZeroU32::new(2).unwrap_or(per_second));
         AddressSlots {
             open: Mutex::new(HashMap::new()),
             cap,
+            opened: governor::RateLimiter::keyed(
+                governor::Quota::per_second(per_second).allow_burst(burst),
+            ),
+            since_pruned: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
-    /// One more connection from `address`, if it has fewer than the cap open.
+    /// One more connection from `address`, if it opens fewer than its rate and has fewer than
+    /// the cap open.
     fn take(self: &Arc<Self>, address: IpAddr) -> Option<AddressSlot> {
+        use std::sync::atomic::Ordering;
+        if self.since_pruned.fetch_add(1, Ordering::Relaxed) >= PRUNE_EVERY {
+            self.since_pruned.store(0, Ordering::Relaxed);
+            self.opened.retain_recent();
+        }
+        self.opened.check_key(&address).ok()?;
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let count = open.entry(address).or_default();
         if *count >= self.cap {

@@ -57,13 +57,14 @@ struct RefusalLabels {
 
 /// The budgets a request can be refused for, each counted from 0 (see `crate::budgets`):
 /// what one credential has at once (`requests`, `streams`, `body_bytes`), how fast it sends
-/// (`reports`, `guest_samples`, `facts`), and what one host may bring (`new_guests`,
+/// (`reports`, `report_bytes`, `guest_samples`, `facts`), and what one host may bring (`new_guests`,
 /// `guests_per_host`).
 pub const BUDGETS: &[&str] = &[
     "requests",
     "streams",
     "body_bytes",
     "reports",
+    "report_bytes",
     "guest_samples",
     "facts",
     "new_guests",

@@ -292,6 +292,8 @@ pub async fn revoke_token(
             AppError::NotFound("There is no such token, or it was revoked before.".into()).into(),
         );
     }
+    // This server stops taking it at once (others on the database within seconds).
+    state.admission.forget_token(crate::domain::TokenId(id));
     tracing::info!(admin = ?user.name, token = id, "token revoked");
     BACK.done(
         &session,

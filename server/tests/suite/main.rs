@@ -38,6 +38,7 @@ mod outage;
 mod prometheus;
 mod real_guests;
 mod rollups;
+mod server_env;
 mod settings;
 mod simulate;
 mod slow_clients;

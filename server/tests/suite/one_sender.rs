@@ -877,3 +877,147 @@ fn a_new_password_from_the_command_line_ends_the_hold_on_the_name() {
     set_password("passwd", "the second long password");
     assert_eq!(try_login("the second long password"), 303);
 }
+
+/// Behind a load balancer that names its clients with the PROXY protocol (Debian's HAProxy), the
+/// cap per client address counts the clients it carries, not the balancer: one client address
+/// holds only its share, and everyone else still gets through the same balancer.
+#[test]
+#[ignore = "runs the server binary and HAProxy; scripts/test.sh runs it"]
+fn behind_haproxy_one_client_address_still_holds_only_its_share() {
+    let Some(haproxy) = ["/usr/sbin/haproxy", "/usr/bin/haproxy"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+    else {
+        eprintln!(
+            "skipped: HAProxy is not installed (Debian's haproxy; scripts/test.sh installs it)"
+        );
+        return;
+    };
+    many_files();
+    let work = tempfile::tempdir().unwrap();
+    let db = work.path().join("t.db");
+    let victim = add_token(&db, "agent");
+    let viewer = add_token(&db, "viewer");
+    let mut processes = Processes::default();
+    let server = start_server(
+        &db,
+        &[
+            "--trusted-proxies",
+            "127.0.0.1",
+            "--proxy-protocol",
+            "--max-connections-per-address",
+            "50",
+        ],
+        &mut processes,
+    );
+    let front = common::processes::free_port();
+    let config = work.path().join("haproxy.cfg");
+    std::fs::write(
+        &config,
+        format!(
+            "global\n  maxconn 4000\ndefaults\n  mode tcp\n  timeout connect 5s\n  \
+             timeout client 60s\n  timeout server 60s\nfrontend tickscope\n  \
+             bind 127.0.0.1:{front}\n  default_backend tickscope\nbackend tickscope\n  \
+             server s1 {} send-proxy-v2\n",
+            server.trim_start_matches("http://")
+        ),
+    )
+    .unwrap();
+    let child = std::process::Command::new(haproxy)
+        .args(["-db", "-f"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    processes.add("haproxy", child);
+    let url = format!("http://127.0.0.1:{front}");
+    common::processes::wait_for_count("HAProxy listening", 1, Duration::from_secs(30), || {
+        usize::from(std::net::TcpStream::connect(("127.0.0.1", front)).is_ok())
+    });
+    let mut held: Vec<TcpStream> = (0..200)
+        .filter_map(|_| {
+            let mut stream = connect_from(ATTACKER, &url).ok()?;
+            stream
+                .write_all(
+                    b"POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 65536\r\n\r\n",
+                )
+                .ok()?;
+            Some(stream)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1000));
+    let answers = bystanders(&url, &viewer, &victim, 1);
+    assert_all_served(
+        "200 request heads from one address, through HAProxy",
+        &answers,
+    );
+    let waiting = held
+        .iter_mut()
+        .map(|s| {
+            s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+            let still_open = matches!(
+                s.read(&mut [0u8; 1]),
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+            );
+            usize::from(still_open)
+        })
+        .sum::<usize>();
+    assert!(
+        waiting <= 50,
+        "{waiting} of 200 connections from one address are held open through HAProxy; the cap is 50"
+    );
+    // The balancer's own address, without a PROXY header, is not taken for a client.
+    let mut direct = std::net::TcpStream::connect(server.trim_start_matches("http://")).unwrap();
+    direct
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    direct
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = direct.read_to_end(&mut answer);
+    assert!(
+        !String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"),
+        "a trusted proxy's connection without a PROXY header was served"
+    );
+}
+
+/// A client that reconnects in a loop is held to its rate of new connections: the ones over it
+/// are closed before a byte is read, and everyone else still gets in.
+#[test]
+#[ignore = "runs the server binary; scripts/test.sh runs it"]
+fn one_address_reconnecting_in_a_loop_is_held_to_its_rate() {
+    many_files();
+    let work = tempfile::tempdir().unwrap();
+    let db = work.path().join("t.db");
+    let victim = add_token(&db, "agent");
+    let viewer = add_token(&db, "viewer");
+    let mut processes = Processes::default();
+    let url = start_server(
+        &db,
+        &["--max-new-connections-per-address", "10"],
+        &mut processes,
+    );
+    // 100 connections within well under a second: 20 (the burst) are served.
+    let mut opened: Vec<TcpStream> = (0..100)
+        .filter_map(|_| {
+            let mut stream = connect_from(ATTACKER, &url).ok()?;
+            stream
+                .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                .ok()?;
+            Some(stream)
+        })
+        .collect();
+    let served = opened
+        .iter_mut()
+        .filter_map(answer_status)
+        .filter(|s| *s == 200)
+        .count();
+    assert!(
+        (20..=30).contains(&served),
+        "{served} of 100 connections opened at once were served; the burst is 20"
+    );
+    let answers = bystanders(&url, &viewer, &victim, 1);
+    assert_all_served("100 connections opened at once from one address", &answers);
+}
