@@ -357,9 +357,11 @@ async fn write_reports(db: Db, fleet: LiveFleet, batch: Vec<(Job, usize)>) -> Ve
             received_ms: *received_ms,
         })
         .collect();
+    let started = std::time::Instant::now();
     let outcomes = db
         .store_reports(&to_store, crate::ingest::samples::sample_spans)
         .await;
+    let stored_in = started.elapsed();
     let outcomes: Vec<Result<StoreOutcome, StoreError>> = match outcomes {
         Ok(outcomes) => outcomes,
         Err(e) => {
@@ -390,6 +392,15 @@ async fn write_reports(db: Db, fleet: LiveFleet, batch: Vec<(Job, usize)>) -> Ve
         }
         let _ = reply.send(outcome.map_err(AppError::from));
     }
+    // What the writer's time went to, for whoever wonders why reports wait (`TICKSCOPE_LOG=
+    // tickscope_server::intake=debug`).
+    tracing::debug!(
+        reports = items.len(),
+        guests = items.iter().map(|(r, ..)| r.guests.len()).sum::<usize>(),
+        stored_ms = stored_in.as_millis() as u64,
+        applied_ms = (started.elapsed() - stored_in).as_millis() as u64,
+        "a batch of reports written"
+    );
     refunds
 }
 
