@@ -24,7 +24,6 @@ Standard library only. `--self-test` checks the parsing and the percentiles.
 import gzip
 import http.client
 import json
-import math
 import os
 import re
 import secrets
@@ -34,6 +33,17 @@ import sys
 import tempfile
 import time
 import urllib.parse
+
+from benchlib import (
+    StepFailed,
+    env_number,
+    fmt,
+    listening_url,
+    percentile,
+    run_tool,
+    say,
+    status_kib,
+)
 
 # The pages a user reads while the fleet reports, by the name shown in the table; `{id}` is the
 # guest found on the guest list at the start.
@@ -54,30 +64,9 @@ SERVER_CPU_MAX_CORES = 1.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-class StepFailed(Exception):
-    """A step of the benchmark failed; the message says which and why."""
-
-
-def env_number(name, default, kind=float):
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return kind(raw)
-    except ValueError:
-        raise StepFailed(f"{name}={raw!r} is not a number")
-
 
 # ---------------------------------------------------------------- pure helpers (self-tested)
 
-
-def percentile(values, p):
-    """The nearest-rank percentile `p` (0-100) of `values`; None if there are none."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(p / 100.0 * len(ordered)))
-    return ordered[rank - 1]
 
 
 def parse_latency_line(text):
@@ -107,11 +96,6 @@ def first_guest_id(html):
     return int(m.group(1)) if m else None
 
 
-def listening_url(log):
-    """The base URL from the server's `listening on http://...` log line, or None."""
-    m = re.search(r"listening on (https?://[0-9A-Za-z.:\[\]]+)", log)
-    return m.group(1) if m else None
-
 
 def cpu_ticks(stat_line):
     """utime + stime (clock ticks) from a /proc/<pid>/stat line; the name may hold spaces."""
@@ -119,11 +103,6 @@ def cpu_ticks(stat_line):
     # After the name: state is field 3 of the whole line, utime 14 and stime 15.
     return int(fields[11]) + int(fields[12])
 
-
-def status_kib(status_text, key):
-    """A `Key:   N kB` value of /proc/<pid>/status, in KiB, or None."""
-    m = re.search(rf"^{key}:\s+(\d+) kB", status_text, re.M)
-    return int(m.group(1)) if m else None
 
 
 def self_test():
@@ -208,12 +187,6 @@ class Processes:
                 child.wait()
         self.children = []
 
-
-def run_tool(argv, what, stdin_text=None):
-    done = subprocess.run(argv, input=stdin_text, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise StepFailed(f"{what} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return done.stdout
 
 
 def read_proc(pid):
@@ -761,13 +734,6 @@ def run_fleet(guests, config, binaries, processes):
             ) / 2**20
     return result
 
-
-def say(text):
-    print(text, file=sys.stderr, flush=True)
-
-
-def fmt(value, digits=1):
-    return "—" if value is None else f"{value:,.{digits}f}"
 
 
 def ratio(a, b):

@@ -74,7 +74,6 @@ import collections
 import errno
 import http.client
 import json
-import math
 import multiprocessing
 import os
 import re
@@ -91,6 +90,17 @@ import threading
 import time
 import urllib.parse
 import uuid
+
+from benchlib import (
+    StepFailed,
+    env_number,
+    fmt,
+    listening_url,
+    percentile,
+    run_tool,
+    say,
+    status_kib,
+)
 
 SHAPES = [
     "body-agent", "body-guest", "validation", "big-host", "churn", "streams", "login",
@@ -131,34 +141,9 @@ SERVER_STOP_S = 15.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-class StepFailed(Exception):
-    """A step of the benchmark failed; the message says which and why."""
-
-
-def env_number(name, default, kind=float):
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return kind(raw)
-    except ValueError:
-        raise StepFailed(f"{name}={raw!r} is not a number")
-
 
 # ---------------------------------------------------------------- pure helpers (self-tested)
 
-
-def percentile(values, p):
-    """The nearest-rank percentile `p` (0-100) of `values`; None if there are none."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(p / 100.0 * len(ordered)))
-    return ordered[rank - 1]
-
-
-def fmt(value, digits=1):
-    return "—" if value is None else f"{value:,.{digits}f}"
 
 
 def ratio_text(attack, idle, goal=GOAL_RATIO):
@@ -225,17 +210,6 @@ def cookie_in(set_cookies, name):
             return value.split(";", 1)[0]
     return None
 
-
-def listening_url(log):
-    """The base URL from the server's `listening on http://...` log line, or None."""
-    m = re.search(r"listening on (https?://[0-9A-Za-z.:\[\]]+)", log)
-    return m.group(1) if m else None
-
-
-def status_kib(status_text, key):
-    """A `Key:   N kB` value of /proc/<pid>/status, in KiB, or None."""
-    m = re.search(rf"^{key}:\s+(\d+) kB", status_text, re.M)
-    return int(m.group(1)) if m else None
 
 
 def cpu_ticks(stat_line):
@@ -513,12 +487,6 @@ class Processes:
                 child.wait()
         self.children = []
 
-
-def run_tool(argv, what, stdin_text=None):
-    done = subprocess.run(argv, input=stdin_text, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise StepFailed(f"{what} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return done.stdout
 
 
 def tail(path, lines=20):
@@ -1203,9 +1171,6 @@ class Attack:
 
 # ---------------------------------------------------------------- the run
 
-
-def say(text):
-    print(text, file=sys.stderr, flush=True)
 
 
 def raise_open_files():
