@@ -62,11 +62,13 @@ fn seventy_slow_bodies_keep_nobody_waiting() {
     let url = start_server(&db, &["--body-timeout", "8"], &mut processes);
 
     // 70 logins that announce a body and send one byte of it a second, as the attack did.
-    let mut slow: Vec<TcpStream> = (0..70)
-        .map(|_| {
-            // From another address than the clients that must still be served below: a client
-            // address without a credential has only so many requests in flight.
-            let mut s = common::processes::connect_from(common::processes::ATTACKER, &url).unwrap();
+    let mut slow: Vec<TcpStream> = (0..70u8)
+        .map(|i| {
+            // Each from an address of its own, none the clients' below: one address without a
+            // credential has only so many requests in flight, and the rest would be refused at
+            // once (429) rather than held to their body deadline, which is what this measures.
+            let source = std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 1, 1 + i));
+            let mut s = common::processes::connect_from(source, &url).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
             s.write_all(
                 b"POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 60000\r\n\r\nn",
@@ -115,9 +117,11 @@ fn seventy_slow_bodies_keep_nobody_waiting() {
     }
 
     // The slow ones are cut off when their body deadline passes, and told why.
-    let answer = read_to_close(&mut slow[0]);
-    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
-    assert!(answer.contains("did not arrive within 8 s"), "{answer}");
+    for stream in &mut slow {
+        let answer = read_to_close(stream);
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("did not arrive within 8 s"), "{answer}");
+    }
     trickling.store(false, std::sync::atomic::Ordering::Relaxed);
     trickle.join().unwrap();
 }
