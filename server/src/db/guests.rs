@@ -19,6 +19,8 @@ pub struct GuestRow {
     pub name: String,
     pub uuid: Option<String>,
     pub management: Option<String>,
+    /// Stored as a 64-bit integer: PostgreSQL has no unsigned types.
+    #[sqlx(try_from = "i64")]
     pub vcpus: u32,
     pub pid: i64,
     pub boot_args: Option<String>,
@@ -54,6 +56,8 @@ pub struct IntervalRow {
     pub guest_id: GuestId,
     pub received_ms: i64,
     pub length_ms: f64,
+    /// Stored as a 64-bit integer: PostgreSQL has no unsigned types.
+    #[sqlx(try_from = "i64")]
     pub vcpus: u32,
     pub host_cpu_s: f64,
     pub vcpu_wakeups: i64,
@@ -93,6 +97,8 @@ pub enum GuestScope {
 pub struct SampleRow {
     pub end_ms: i64,
     pub length_ms: f64,
+    /// Stored as a 64-bit integer: PostgreSQL has no unsigned types.
+    #[sqlx(try_from = "i64")]
     pub vcpus: u32,
     pub host_cpu_s: f64,
     pub vcpu_wakeups: i64,

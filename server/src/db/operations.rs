@@ -14,6 +14,7 @@ use super::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow};
 use super::guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 use super::history::StoredHistories;
 use super::hosts::HostRow;
+use super::process_totals::ProcessTotalsRow;
 #[cfg(feature = "test-support")]
 use super::reports::RawSample;
 use super::reports::{ReportToStore, StoreOutcome};
@@ -22,7 +23,6 @@ use super::rollups::RollupRow;
 use super::rollups::StoredCounts;
 use super::store::{Backend, Db};
 use super::tokens::{TokenListRow, TokenRow};
-use super::totals::ProcessTotalsRow;
 use super::users::UserRow;
 use crate::analysis::history::Summary;
 use crate::domain::{
@@ -32,8 +32,8 @@ use crate::domain::{
 use crate::ingest::ValidReport;
 use crate::ingest::binding::{Candidate, Delivery, Refusal, TokenBinding};
 use crate::ingest::facts::ValidFacts;
+use crate::ingest::process_totals::SampleSpan;
 use crate::ingest::samples::PreviousTotals;
-use crate::ingest::totals::SampleSpan;
 
 /// Writes, for each signature, a method of [`Db`] that calls the backend's method of the same
 /// name with the same arguments.
@@ -57,23 +57,27 @@ macro_rules! forward {
 }
 
 forward! {
+        /// Commits one write, to learn whether the database can be written now (a read-only file
+        /// or mount, a full disk, a database server that is down or read-only).
+        pub async fn probe_write(&self, now_ms: i64) -> StoreResult<()>;
         // Reports and samples
         /// Stores a batch of reports in one transaction (group commit): one fsync for all of them
         /// instead of one each. Each report is stored whole or not at all (a savepoint each): a
-        /// duplicate or a refused report leaves the others alone. `plan` decides each guest's
+        /// duplicate or a refused report leaves the others alone. `decide_samples` decides each guest's
         /// sample from the running totals stored before (`ingest::samples::sample_spans`); it is
         /// called inside the transaction, so that what it was given is what the report follows, a
         /// second report of the same host in the batch seeing the first.
         ///
         /// The outer error is the batch's: nothing of it was written (the commit failed, or the
         /// database did). The inner ones are each report's.
-        pub async fn store_reports(&self, batch: &[ReportToStore<'_>], plan: impl Fn(&ValidReport, &PreviousTotals) -> Vec<SampleSpan>) -> StoreResult<Vec<StoreResult<StoreOutcome>>>;
+        pub async fn store_reports(&self, batch: &[ReportToStore<'_>], decide_samples: impl Fn(&ValidReport, &PreviousTotals) -> Vec<SampleSpan>) -> StoreResult<Vec<StoreResult<StoreOutcome>>>;
         /// Stores one report in a transaction of its own: [`Db::store_reports`] with a batch of one.
-        pub async fn store_report(&self, report: &ValidReport, token_id: TokenId, received_ms: i64, plan: impl Fn(&ValidReport, &PreviousTotals) -> Vec<SampleSpan>) -> StoreResult<StoreOutcome>;
+        pub async fn store_lone_report(&self, report: &ValidReport, token_id: TokenId, received_ms: i64, decide_samples: impl Fn(&ValidReport, &PreviousTotals) -> Vec<SampleSpan>) -> StoreResult<StoreOutcome>;
         /// Rows in the reports and samples tables, for checking that refused input stored nothing.
         pub async fn count_reports_and_samples(&self) -> StoreResult<(i64, i64)>;
         /// Hosts whose name does not match a SQL LIKE pattern: the demo refuses to mix its simulated
-        /// hosts into a database that real agents report to.
+        /// hosts into a database that real agents report to. The pattern matches ignoring case,
+        /// with no escape character.
         pub async fn count_hosts_not_like(&self, pattern: &str) -> StoreResult<i64>;
         // Guests and their windows
         /// The guests in `scope`.
@@ -98,7 +102,7 @@ forward! {
         /// transaction; binds the token to that guest when it says so. The inner error is the
         /// decision's refusal: nothing was written.
         pub async fn record_guest_facts(&self, token_id: TokenId, uuid: &str, facts: &ValidFacts, now_ms: i64, decide: impl Fn(&TokenBinding, &[Candidate], bool) -> Result<Delivery, Refusal>) -> StoreResult<Result<DeliveredFacts, Refusal>>;
-        /// The newest facts from every source of every guest, or of one host's guests.
+        /// The newest facts from every source of every guest, or of one host's guests, by id.
         pub async fn latest_facts(&self, host_id: Option<HostId>) -> StoreResult<Vec<FactsRow>>;
         /// Every set of facts a guest reported, from when it was first to when it was last received
         /// (server clock), with the newest full facts of the set; oldest first.
@@ -107,7 +111,8 @@ forward! {
         pub async fn facts_history(&self, guest_id: GuestId) -> StoreResult<Vec<FactsEventRow>>;
         /// Every kernel or command-line change of each guest (or of `guest_id`): a facts row that
         /// has an older one from the same source (the first facts a guest reports are not a change).
-        /// As (guest id, source, first received, server clock ms), oldest first.
+        /// As (guest id, source, first received, server clock ms), oldest first (equal times by id,
+        /// so that the order does not depend on the plan).
         pub async fn fact_changes(&self, guest_id: Option<GuestId>) -> StoreResult<Vec<(GuestId, String, i64)>>;
         /// [`Db::fact_changes`] of one host's guests.
         pub async fn fact_changes_of_host(&self, host_id: HostId) -> StoreResult<Vec<(GuestId, String, i64)>>;
@@ -116,7 +121,7 @@ forward! {
         /// them (received from `reach_ms` before `from_ms` on), their rollups starting in the span
         /// and every set of facts they reported: what [`Db::samples_between`],
         /// [`Db::rollups_between`] and [`Db::facts_spans`] give for one guest, for all of them in
-        /// four queries.
+        /// four queries. Ties (of received_ms, of a rollup's start) come in a fixed order.
         pub async fn histories_between(&self, guest_ids: &[GuestId], from_ms: i64, to_ms: i64, reach_ms: i64) -> StoreResult<StoredHistories>;
         // Hosts
         /// Every host that ever reported, by name.
@@ -134,12 +139,11 @@ forward! {
         /// Merges the five-minute rollups of whole hours before `before_ms` (a multiple of an hour)
         /// into hourly ones. Returns the five-minute rows merged.
         pub async fn merge_hourly_rollups(&self, before_ms: i64) -> StoreResult<u64>;
-        /// Deletes hourly rollups that start before `rollups_before_ms`, and reports received
-        /// before `reports_before_ms`, whose samples must have been rolled up (a sample refers to
-        /// its report). Returns the rows deleted.
         /// The reports of a guest's samples received in [from_ms, to_ms).
         pub async fn reports_of_samples(&self, guest_id: GuestId, from_ms: i64, to_ms: i64) -> StoreResult<Vec<ReportId>>;
-        /// `keep_reports`: reports received before `reports_before_ms` that samples still refer to.
+        /// Deletes hourly rollups that start before `rollups_before_ms`, and reports received
+        /// before `reports_before_ms`, whose samples must have been rolled up (a sample refers to
+        /// its report), but `keep_reports`, which samples still refer to. Returns the rows deleted.
         pub async fn expire(&self, rollups_before_ms: i64, reports_before_ms: i64, keep_reports: &[ReportId]) -> StoreResult<u64>;
         /// A guest's rollups starting in [from_ms, to_ms), oldest first.
         pub async fn rollups_between(&self, guest_id: GuestId, from_ms: i64, to_ms: i64) -> StoreResult<Vec<RollupRow>>;
@@ -234,7 +238,8 @@ forward! {
         /// The sequence numbers of one agent run's reports, in the order they were stored.
         #[cfg(feature = "test-support")]
         pub async fn report_sequence(&self, run_id: &str) -> StoreResult<Vec<i64>>;
-        /// Inserts sample rows as they are, in one transaction, with the statement ingest uses.
+        /// Inserts sample rows as they are, in one transaction, one `INSERT` each: the ingest
+        /// benchmark's baseline of bare inserts.
         #[cfg(feature = "test-support")]
         pub async fn insert_raw_samples(&self, rows: &[RawSample]) -> StoreResult<()>;
         /// Every guest's id by (host name, guest name).

@@ -1,11 +1,12 @@
 //! What storing a report comes to.
 
+use tickscope_agent::wire::WakeupsSource;
+
 use super::facts::StoredFacts;
 use super::guests::{GuestRow, IntervalRow};
-#[cfg(feature = "test-support")]
-use crate::domain::GuestId;
-use crate::domain::{HostId, ReportId, TokenId};
-use crate::ingest::ValidReport;
+use crate::domain::{GuestId, HostId, ReportId, TokenId};
+use crate::ingest::process_totals::SampleSpan;
+use crate::ingest::{ValidGuest, ValidReport};
 
 /// One report to store: who sent it and when it arrived (server clock).
 pub struct ReportToStore<'a> {
@@ -39,6 +40,76 @@ pub struct StoredGuest {
     pub first_seen_ms: i64,
     pub sample: IntervalRow,
     pub facts: Option<StoredFacts>,
+}
+
+/// A guest's row as its upsert left it (the columns the upsert returns).
+#[derive(sqlx::FromRow)]
+pub(super) struct UpsertedGuest {
+    pub hypervisor: String,
+    pub identity: String,
+    pub id: GuestId,
+    pub name: String,
+    pub uuid: Option<String>,
+    pub management: Option<String>,
+    #[sqlx(try_from = "i64")]
+    pub vcpus: u32,
+    pub pid: i64,
+    pub boot_args: Option<String>,
+    pub uses_kvm: Option<bool>,
+    pub cpu_source: Option<String>,
+    pub last_seen_ms: i64,
+    pub first_seen_ms: i64,
+    pub vm_process_since_ms: Option<i64>,
+}
+
+impl StoredGuest {
+    /// What storing `guest` of `report` came to: the row as its upsert left it, the sample
+    /// ingest decided (`span`), and the facts stored, if any.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn assemble(
+        report: &ValidReport,
+        host_id: HostId,
+        host_reports: i64,
+        guest: &ValidGuest,
+        span: &SampleSpan,
+        row: UpsertedGuest,
+        received_ms: i64,
+        facts: Option<StoredFacts>,
+    ) -> StoredGuest {
+        StoredGuest {
+            sample: IntervalRow {
+                guest_id: row.id,
+                received_ms,
+                length_ms: span.length_ms,
+                vcpus: guest.vcpus,
+                host_cpu_s: span.host_cpu_s,
+                vcpu_wakeups: span.vcpu_wakeups,
+                from_vcpu_threads: guest.wakeups_source == WakeupsSource::VcpuThreads.as_str(),
+            },
+            first_seen_ms: row.first_seen_ms,
+            row: GuestRow {
+                id: row.id,
+                identity: guest.identity.clone(),
+                host_id,
+                host_name: report.host.name.clone(),
+                host_halt_poll_ns: report.host.kvm_halt_poll_ns,
+                hypervisor: guest.hypervisor,
+                name: row.name,
+                uuid: row.uuid,
+                management: row.management,
+                vcpus: row.vcpus,
+                pid: row.pid,
+                boot_args: row.boot_args,
+                uses_kvm: row.uses_kvm,
+                cpu_source: row.cpu_source,
+                last_seen_ms: row.last_seen_ms,
+                process_since_ms: row.vm_process_since_ms,
+                last_report_n: host_reports,
+                host_reports,
+            },
+            facts,
+        }
+    }
 }
 
 #[cfg(feature = "test-support")]

@@ -63,15 +63,6 @@ impl Db {
         }
     }
 
-    /// Commits one write, to learn whether the database can be written now (a read-only file or
-    /// mount, a full disk, a database server that is down or read-only).
-    pub async fn probe_write(&self, now_ms: i64) -> StoreResult<()> {
-        match &self.backend {
-            Backend::Sqlite(db) => db.probe_write(now_ms).await,
-            Backend::Postgres(db) => db.probe_write(now_ms).await,
-        }
-    }
-
     /// Bytes an unprivileged process may still write where the database is, when this server
     /// can see it: an SQLite file's file system; not a database server's disk.
     pub fn free_bytes(&self) -> Option<u64> {

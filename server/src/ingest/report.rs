@@ -13,7 +13,7 @@ use tickscope_agent::wire::{
 
 use super::facts::{self, ValidFacts};
 use super::interval;
-use super::totals::ReportedTotals;
+use super::process_totals::ReportedTotals;
 use crate::error::{AppError, AppResult};
 
 /// Limits on what one report may hold: far above any real host, low enough to keep one bad

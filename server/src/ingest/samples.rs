@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
+use super::process_totals::{self, Measured, Plausible, SampleSpan, StoredTotals};
 use super::report::{CPU_TICK_SLACK_S, MAX_WAKEUPS_PER_VCPU_S, ValidReport};
-use super::totals::{self, Measured, Plausible, SampleSpan, StoredTotals};
 
 /// The running totals stored for a host's guests before a report, by (hypervisor name, guest
 /// identity): what makes a guest the same guest from one report to the next.
@@ -17,7 +17,7 @@ pub fn sample_spans(report: &ValidReport, previous: &PreviousTotals) -> Vec<Samp
         .guests
         .iter()
         .map(|guest| {
-            let span = totals::sample_span(
+            let span = process_totals::sample_span(
                 previous.get(&(
                     guest.hypervisor.as_str().to_string(),
                     guest.identity.clone(),

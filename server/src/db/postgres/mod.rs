@@ -1,22 +1,47 @@
-//! The PostgreSQL backend: [`PgDb`] and every statement it runs, one file per aggregate, the
-//! same operations as `sqlite/` in PostgreSQL's dialect (`$n` parameters, `RETURNING`,
-//! `= ANY($1)` for lists, `ON CONFLICT`), on the schema of `migrations/postgres/`.
+//! The PostgreSQL backend: [`PgDb`], a pool of connections to one database, and what is
+//! PostgreSQL's own: its dialect (`dialect`), its write transaction (an advisory lock first,
+//! `store`), its error codes (`fault`), what several servers on one database tell each other
+//! (`cluster`), the deletion of old reports a sample may still refer to, and its query plans.
+//! Every statement else is the shared one of `db/sql/`, compiled here against `dialect`.
 
-mod alerts;
 mod cluster;
-mod facts;
+mod dialect;
 mod fault;
-mod guests;
-mod history;
-mod hosts;
-mod reports;
-mod rollups;
-mod settings;
-mod store;
+mod history_samples;
+mod old_reports;
 #[cfg(feature = "test-support")]
+mod plans;
+mod store;
+
+// The shared statements of `db/sql/`, compiled against this backend's `dialect` (a new file
+// there is added to every backend's list; a backend that lacks one lacks its operations, and
+// `Db` does not compile).
+#[path = "../sql/alerts.rs"]
+mod alerts;
+#[path = "../sql/facts.rs"]
+mod facts;
+#[path = "../sql/guests.rs"]
+mod guests;
+#[path = "../sql/history.rs"]
+mod history;
+#[path = "../sql/hosts.rs"]
+mod hosts;
+#[path = "../sql/probe.rs"]
+mod probe;
+#[path = "../sql/process_totals.rs"]
+mod process_totals;
+#[path = "../sql/reports.rs"]
+mod reports;
+#[path = "../sql/rollups.rs"]
+mod rollups;
+#[path = "../sql/settings.rs"]
+mod settings;
+#[cfg(feature = "test-support")]
+#[path = "../sql/test_support.rs"]
 mod test_support;
+#[path = "../sql/tokens.rs"]
 mod tokens;
-mod totals;
+#[path = "../sql/users.rs"]
 mod users;
 
 pub use cluster::{PgChangeListener, PgLeaseSession};

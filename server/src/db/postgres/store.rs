@@ -69,21 +69,6 @@ impl PgDb {
         Ok(tx)
     }
 
-    /// Commits one write, to learn whether the database can be written now (a server that is
-    /// down, read-only or out of space).
-    pub async fn probe_write(&self, now_ms: i64) -> StoreResult<()> {
-        let mut tx = self.begin_write().await?;
-        sqlx::query(
-            "INSERT INTO write_probe (id, at_ms) VALUES (1, $1)
-             ON CONFLICT (id) DO UPDATE SET at_ms = excluded.at_ms",
-        )
-        .bind(now_ms)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
     pub async fn close(&self) {
         self.pool.close().await;
     }

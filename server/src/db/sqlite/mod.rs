@@ -1,21 +1,51 @@
-//! The SQLite backend: [`SqliteDb`] and every statement it runs, one file per aggregate.
+//! The SQLite backend (the default): [`SqliteDb`], the pool on one database file, and what is
+//! SQLite's own: its dialect (`dialect`), its write transaction (`BEGIN IMMEDIATE`,
+//! `write_tx`), its error codes (`fault`), the packed read of many guests' samples, the
+//! deletion of old reports without the foreign-key check, and its query plans. Every statement
+//! else is the shared one of `db/sql/`, compiled here against `dialect`.
 
-mod alerts;
-mod facts;
+mod dialect;
 mod fault;
-mod guests;
-mod history;
-mod hosts;
-mod reports;
-mod rollups;
-mod settings;
-mod store;
+mod old_reports;
+mod packed_samples;
 #[cfg(feature = "test-support")]
-mod test_support;
-mod tokens;
-mod totals;
-mod users;
+mod plans;
+mod store;
 mod write_tx;
+
+// The shared statements of `db/sql/`, compiled against this backend's `dialect` (a new file
+// there is added to every backend's list; a backend that lacks one lacks its operations, and
+// `Db` does not compile).
+#[path = "../sql/alerts.rs"]
+mod alerts;
+#[path = "../sql/facts.rs"]
+mod facts;
+#[path = "../sql/guests.rs"]
+mod guests;
+#[path = "../sql/history.rs"]
+mod history;
+#[path = "../sql/hosts.rs"]
+mod hosts;
+#[path = "../sql/probe.rs"]
+mod probe;
+#[path = "../sql/process_totals.rs"]
+mod process_totals;
+#[path = "../sql/reports.rs"]
+mod reports;
+#[path = "../sql/rollups.rs"]
+mod rollups;
+#[path = "../sql/settings.rs"]
+mod settings;
+#[cfg(feature = "test-support")]
+#[path = "../sql/test_support.rs"]
+mod test_support;
+#[path = "../sql/tokens.rs"]
+mod tokens;
+#[path = "../sql/users.rs"]
+mod users;
 
 pub use fault::storage_fault;
 pub use store::{MIGRATOR, SqliteDb};
+
+#[cfg(test)]
+mod tests;

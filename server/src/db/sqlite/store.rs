@@ -45,20 +45,6 @@ impl SqliteDb {
         })
     }
 
-    /// Commits one write, to learn whether the database can be written now (a read-only file or
-    /// mount, a full disk).
-    pub async fn probe_write(&self, now_ms: i64) -> StoreResult<()> {
-        let mut tx = self.begin_write().await?;
-        sqlx::query(
-            "INSERT INTO write_probe (id, at_ms) VALUES (1, ?)
-             ON CONFLICT (id) DO UPDATE SET at_ms = excluded.at_ms",
-        )
-        .bind(now_ms)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await
-    }
-
     /// Bytes an unprivileged process may still write on the file system holding the database.
     pub fn free_bytes(&self) -> std::io::Result<u64> {
         let dir = match self.path.parent() {

@@ -81,3 +81,23 @@ impl DerefMut for WriteTx {
         &mut self.conn
     }
 }
+
+impl SqliteDb {
+    /// Tells the other servers on this database of a change: none share an SQLite file.
+    pub(super) async fn announce<'c>(
+        &self,
+        _conn: impl sqlx::SqliteExecutor<'c>,
+        _change: crate::db::cluster::ClusterChange,
+    ) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// Tells the other servers that reports of `hosts` were stored: none share an SQLite file.
+    pub(super) async fn announce_hosts(
+        &self,
+        _tx: &mut WriteTx,
+        _hosts: Vec<crate::domain::HostId>,
+    ) -> StoreResult<()> {
+        Ok(())
+    }
+}

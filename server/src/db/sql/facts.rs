@@ -1,13 +1,7 @@
-//! Guest facts and idle readings, in PostgreSQL. As in SQLite, except: a guest is looked up by
-//! all its UUID forms in one query (a bound array) rather than one query each, since every
-//! query is a network round trip here; `JOIN` replaces the `CROSS JOIN` that fixes SQLite's
-//! join order (PostgreSQL's planner orders joins itself, and takes no `ON` after `CROSS JOIN`);
-//! and the reads without an `ORDER BY` on SQLite get the order SQLite's plan gives them (by id),
-//! since PostgreSQL's hash plans give none.
+//! Guest facts and idle readings. Reads that need no order of their own come by id, so that
+//! the order does not depend on the plan (PostgreSQL's hash plans give none).
 
-use sqlx::PgConnection;
-
-use super::store::PgDb;
+use super::dialect::{Conn, JOIN_IN_ORDER, Store};
 use crate::db::error::StoreResult;
 use crate::db::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow, StoredFacts};
 use crate::db::facts::{IDLE_READING_MIN_GAP_MS, IDLE_READINGS_KEPT_MS, MAX_EVENTS_PER_SOURCE};
@@ -17,7 +11,7 @@ use crate::ingest::binding::{Candidate, Delivery, Refusal, TokenBinding};
 use crate::ingest::facts::ValidFacts;
 
 async fn record_idle_reading(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     guest_id: GuestId,
     facts: &ValidFacts,
     idle_fraction: f64,
@@ -66,9 +60,9 @@ async fn record_idle_reading(
 
 /// Refreshes the guest's newest row from this source when its facts did not change, or adds a
 /// row when they did (dropping the oldest beyond `MAX_EVENTS_PER_SOURCE`). `conn` is a write
-/// transaction's (ingest's, or [`PgDb::record_guest_facts`]'s).
+/// transaction's (ingest's, or [`Store::record_guest_facts`]'s).
 pub(super) async fn record_facts(
-    conn: &mut PgConnection,
+    conn: &mut Conn,
     guest_id: GuestId,
     facts: &ValidFacts,
     now_ms: i64,
@@ -136,12 +130,7 @@ pub(super) async fn record_facts(
     })
 }
 
-impl PgDb {
-    /// Stores facts a guest probe posted itself with a guest token, for the guest `decide`
-    /// chooses (`ingest::binding`) from the token's binding and the guests with the UUID the
-    /// facts name (`uuid`, as the guest sent it; either byte order), read in this transaction;
-    /// binds the token to that guest when it says so. The inner error is the decision's refusal:
-    /// nothing was written.
+impl Store {
     pub async fn record_guest_facts(
         &self,
         token_id: TokenId,
@@ -230,8 +219,6 @@ impl PgDb {
         }))
     }
 
-    /// The newest facts from every source of every guest, or of one host's guests. By id, the
-    /// order SQLite's plan gives.
     pub async fn latest_facts(&self, host_id: Option<HostId>) -> StoreResult<Vec<FactsRow>> {
         Ok(sqlx::query_as(
             "SELECT f.guest_id, f.source, f.received_ms, f.facts_json,
@@ -239,7 +226,7 @@ impl PgDb {
                         AS process_since_ms
              FROM guest_facts f
              WHERE f.id IN (SELECT MAX(id) FROM guest_facts GROUP BY guest_id, source)
-               AND ($1::BIGINT IS NULL OR f.guest_id IN (SELECT id FROM guests WHERE host_id = $1))
+               AND (CAST($1 AS BIGINT) IS NULL OR f.guest_id IN (SELECT id FROM guests WHERE host_id = $1))
              ORDER BY f.id",
         )
         .bind(host_id)
@@ -247,8 +234,6 @@ impl PgDb {
         .await?)
     }
 
-    /// Every set of facts a guest reported, from when it was first to when it was last received
-    /// (server clock), with the newest full facts of the set; oldest first.
     pub async fn facts_spans(&self, guest_id: GuestId) -> StoreResult<Vec<FactsSpanRow>> {
         Ok(sqlx::query_as(
             "SELECT source, first_received_ms, received_ms, facts_json
@@ -259,7 +244,6 @@ impl PgDb {
         .await?)
     }
 
-    /// A guest's kernel events, newest first.
     pub async fn facts_history(&self, guest_id: GuestId) -> StoreResult<Vec<FactsEventRow>> {
         Ok(sqlx::query_as(
             "SELECT source, first_received_ms, received_ms, kernel_release, cmdline
@@ -271,17 +255,13 @@ impl PgDb {
         .await?)
     }
 
-    /// Every kernel or command-line change of each guest (or of `guest_id`): a facts row that
-    /// has an older one from the same source (the first facts a guest reports are not a change).
-    /// As (guest id, source, first received, server clock ms), oldest first (equal times by id,
-    /// so that the order does not depend on the plan).
     pub async fn fact_changes(
         &self,
         guest_id: Option<GuestId>,
     ) -> StoreResult<Vec<(GuestId, String, i64)>> {
         Ok(sqlx::query_as(
             "SELECT f.guest_id, f.source, f.first_received_ms FROM guest_facts f
-             WHERE ($1::BIGINT IS NULL OR f.guest_id = $1)
+             WHERE (CAST($1 AS BIGINT) IS NULL OR f.guest_id = $1)
                AND EXISTS (SELECT 1 FROM guest_facts e
                            WHERE e.guest_id = f.guest_id AND e.source = f.source AND e.id < f.id)
              ORDER BY f.guest_id, f.first_received_ms, f.id",
@@ -291,21 +271,21 @@ impl PgDb {
         .await?)
     }
 
-    /// [`PgDb::fact_changes`] of one host's guests.
     pub async fn fact_changes_of_host(
         &self,
         host_id: HostId,
     ) -> StoreResult<Vec<(GuestId, String, i64)>> {
-        Ok(sqlx::query_as(
+        let sql = format!(
             "SELECT f.guest_id, f.source, f.first_received_ms
-             FROM guests g JOIN guest_facts f ON f.guest_id = g.id
+             FROM guests g {JOIN_IN_ORDER} guest_facts f ON f.guest_id = g.id
              WHERE g.host_id = $1
                AND EXISTS (SELECT 1 FROM guest_facts e
                            WHERE e.guest_id = f.guest_id AND e.source = f.source AND e.id < f.id)
-             ORDER BY f.guest_id, f.first_received_ms, f.id",
-        )
-        .bind(host_id)
-        .fetch_all(&self.pool)
-        .await?)
+             ORDER BY f.guest_id, f.first_received_ms, f.id"
+        );
+        Ok(sqlx::query_as(&sql)
+            .bind(host_id)
+            .fetch_all(&self.pool)
+            .await?)
     }
 }

@@ -1,15 +1,14 @@
-//! Dashboard users, in PostgreSQL: names compare as `lower(name COLLATE "C")` (ASCII letters
-//! folded only), the expression of the unique index that stands for SQLite's `COLLATE NOCASE`, and the last-admin checks run under
-//! the write lock, because under READ COMMITTED two demotions (or removals) of two different
-//! admins would each count the other still there and leave none.
+//! Dashboard users. Names are compared ignoring ASCII case (`dialect::USER_NAME_*`). The
+//! last-admin checks run in a write transaction: on PostgreSQL under READ COMMITTED, two
+//! demotions (or removals) of two different admins would otherwise each count the other still
+//! there and leave none.
 
-use super::store::{PgDb, WriteTx};
+use super::dialect::{Store, USER_NAME_CONFLICT, USER_NAME_IS_PARAM_1, USER_NAME_KEY, WriteTx};
 use crate::db::error::{StoreError, StoreResult};
 use crate::db::users::UserRow;
 use crate::domain::{UserId, UserRole};
 
-impl PgDb {
-    /// Adds a user; a name already taken is refused.
+impl Store {
     pub async fn insert_user(
         &self,
         name: &str,
@@ -17,29 +16,30 @@ impl PgDb {
         password_hash: &str,
         now_ms: i64,
     ) -> StoreResult<UserId> {
-        // The conflict target names the index's expression: a name taken in another case is
-        // taken.
-        let inserted: Option<UserId> = sqlx::query_scalar(
-            r#"INSERT INTO users (name, role, password_hash, created_ms) VALUES ($1, $2, $3, $4)
-               ON CONFLICT ((lower(name COLLATE "C"))) DO NOTHING RETURNING id"#,
-        )
-        .bind(name)
-        .bind(role)
-        .bind(password_hash)
-        .bind(now_ms)
-        .fetch_optional(&self.pool)
-        .await?;
+        // A name taken in another case is taken.
+        let sql = format!(
+            "INSERT INTO users (name, role, password_hash, created_ms) VALUES ($1, $2, $3, $4)
+             ON CONFLICT {USER_NAME_CONFLICT} DO NOTHING RETURNING id"
+        );
+        let inserted: Option<UserId> = sqlx::query_scalar(&sql)
+            .bind(name)
+            .bind(role)
+            .bind(password_hash)
+            .bind(now_ms)
+            .fetch_optional(&self.pool)
+            .await?;
         inserted.ok_or_else(|| StoreError::Conflict(format!("there is already a user {name:?}")))
     }
 
     pub async fn user_by_name(&self, name: &str) -> StoreResult<Option<UserRow>> {
-        Ok(sqlx::query_as(
-            r#"SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users
-               WHERE lower(name COLLATE "C") = lower($1 COLLATE "C")"#,
-        )
-        .bind(name)
-        .fetch_optional(&self.pool)
-        .await?)
+        let sql = format!(
+            "SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users
+             WHERE {USER_NAME_IS_PARAM_1}"
+        );
+        Ok(sqlx::query_as(&sql)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?)
     }
 
     pub async fn user_by_id(&self, id: UserId) -> StoreResult<Option<UserRow>> {
@@ -61,19 +61,15 @@ impl PgDb {
         Ok(())
     }
 
-    /// Every user, by name.
     pub async fn users(&self) -> StoreResult<Vec<UserRow>> {
-        // SQLite sorts the NOCASE column byte by byte once case is folded; "C" does the same
-        // whatever the database's own collation.
-        Ok(sqlx::query_as(
-            r#"SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users
-               ORDER BY lower(name COLLATE "C") COLLATE "C""#,
-        )
-        .fetch_all(&self.pool)
-        .await?)
+        // Byte by byte once case is folded, whatever the database's own collation.
+        let sql = format!(
+            "SELECT id, name, role, password_hash, created_ms, last_login_ms FROM users
+             ORDER BY {USER_NAME_KEY}"
+        );
+        Ok(sqlx::query_as(&sql).fetch_all(&self.pool).await?)
     }
 
-    /// Gives a user a new password hash (which ends their sessions).
     pub async fn set_password(&self, user_id: UserId, password_hash: &str) -> StoreResult<()> {
         let done = sqlx::query("UPDATE users SET password_hash = $1 WHERE id = $2")
             .bind(password_hash)
@@ -86,7 +82,6 @@ impl PgDb {
         Ok(())
     }
 
-    /// Changes a user's role; refused when it would leave no admin.
     pub async fn set_role(&self, user_id: UserId, role: UserRole) -> StoreResult<()> {
         // Under the write lock, the admins counted are those committed by every earlier write.
         let mut tx = self.begin_write().await?;
@@ -106,7 +101,6 @@ impl PgDb {
         Ok(())
     }
 
-    /// Removes a user (whose sessions then lead nowhere); refused for the last admin.
     pub async fn delete_user(&self, user_id: UserId) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
         let done = sqlx::query(

@@ -1,87 +1,36 @@
-//! Reports and their samples, in PostgreSQL: one transaction per batch and a savepoint per
-//! report, as on SQLite. What differs: PostgreSQL aborts the whole transaction on any failed
-//! statement, so a report that fails is rolled back to its savepoint before the next one runs
-//! (SQLite would carry on without it); SQLite's two-argument `MAX` is `GREATEST` and its null-safe
-//! `IS` is `IS NOT DISTINCT FROM`; the upserts name the row they update (`g.`, `hosts.`), which
-//! PostgreSQL needs to tell it from `excluded`; unsigned counts are bound as BIGINT.
+//! Reports and their samples: one transaction per batch and a savepoint per report. A report
+//! that fails is rolled back to its savepoint before the next one runs (PostgreSQL refuses
+//! every statement of a transaction once one failed; SQLite would carry on). The upserts name
+//! the row they update (`g.`, `hosts.`), which PostgreSQL needs to tell it from `excluded`;
+//! unsigned counts are bound as 64-bit integers.
 
 use std::collections::HashMap;
 
-use sqlx::postgres::PgRow;
-use sqlx::{Postgres, QueryBuilder, Row};
+use sqlx::QueryBuilder;
 
-use super::guests::get_u32;
-use super::store::{PgDb, WriteTx};
+use super::dialect::{DB, GREATEST, JOIN_IN_ORDER, NAME_NOT_LIKE_PARAM_1, Store, WriteTx};
 use crate::db::error::{StoreError, StoreResult};
-use crate::db::guests::{GuestRow, IntervalRow};
-use crate::db::reports::{ReportToStore, StoreOutcome, StoredGuest};
+use crate::db::reports::{ReportToStore, StoreOutcome, StoredGuest, UpsertedGuest};
 use crate::domain::{GuestId, HostId, ReportId, TokenId};
 use crate::ingest::ValidReport;
+use crate::ingest::host_binding::{HostClaim, may_report};
+use crate::ingest::process_totals::{SampleSpan, StoredTotals};
 use crate::ingest::samples::PreviousTotals;
-use crate::ingest::totals::{SampleSpan, StoredTotals};
-use tickscope_agent::wire::WakeupsSource;
 
 /// When a report's totals replace the stored ones (`g` the guest's row as stored): a report that
 /// ends before the stored totals were read (it arrived late) must not set them back.
 const NEWER_TOTALS: &str = "(excluded.totals_at_ms IS NULL OR g.totals_at_ms IS NULL
     OR excluded.totals_at_ms >= g.totals_at_ms)";
 
-/// A guest's row as its upsert left it.
-struct UpsertedGuest {
-    hypervisor: String,
-    identity: String,
-    id: GuestId,
-    name: String,
-    uuid: Option<String>,
-    management: Option<String>,
-    vcpus: u32,
-    pid: i64,
-    boot_args: Option<String>,
-    uses_kvm: Option<bool>,
-    cpu_source: Option<String>,
-    last_seen_ms: i64,
-    first_seen_ms: i64,
-    vm_process_since_ms: Option<i64>,
-}
-
-/// Decoded by hand: `vcpus` is a `u32`, which sqlx does not decode from PostgreSQL's BIGINT.
-fn upserted_guest(row: PgRow) -> Result<UpsertedGuest, sqlx::Error> {
-    Ok(UpsertedGuest {
-        hypervisor: row.try_get("hypervisor")?,
-        identity: row.try_get("identity")?,
-        id: row.try_get("id")?,
-        name: row.try_get("name")?,
-        uuid: row.try_get("uuid")?,
-        management: row.try_get("management")?,
-        vcpus: get_u32(&row, "vcpus")?,
-        pid: row.try_get("pid")?,
-        boot_args: row.try_get("boot_args")?,
-        uses_kvm: row.try_get("uses_kvm")?,
-        cpu_source: row.try_get("cpu_source")?,
-        last_seen_ms: row.try_get("last_seen_ms")?,
-        first_seen_ms: row.try_get("first_seen_ms")?,
-        vm_process_since_ms: row.try_get("vm_process_since_ms")?,
-    })
-}
-
-/// Guests written per statement: 20 values each, well under PostgreSQL's 65,535 parameters
-/// (the same chunks as SQLite's, whose limit is 32,766).
+/// Guests written per statement: 20 values each, well under SQLite's 32,766 parameters and
+/// PostgreSQL's 65,535.
 const ROWS_PER_STATEMENT: usize = 1000;
 
-impl PgDb {
-    /// Stores a batch of reports in one transaction (group commit): one fsync for all of them
-    /// instead of one each. Each report is stored whole or not at all (a savepoint each): a
-    /// duplicate or a refused report leaves the others alone. `plan` decides each guest's
-    /// sample from the running totals stored before (`ingest::samples::sample_spans`); it is
-    /// called inside the transaction, so that what it was given is what the report follows, a
-    /// second report of the same host in the batch seeing the first.
-    ///
-    /// The outer error is the batch's: nothing of it was written (the commit failed, or the
-    /// database did). The inner ones are each report's.
+impl Store {
     pub async fn store_reports(
         &self,
         batch: &[ReportToStore<'_>],
-        plan: impl Fn(&ValidReport, &PreviousTotals) -> Vec<SampleSpan>,
+        decide_samples: impl Fn(&ValidReport, &PreviousTotals) -> Vec<SampleSpan>,
     ) -> StoreResult<Vec<StoreResult<StoreOutcome>>> {
         // The write lock is taken up front, so two copies of one report arriving at once (at
         // this server or another) queue behind each other and the second sees the first
@@ -90,7 +39,7 @@ impl PgDb {
         let mut outcomes = Vec::with_capacity(batch.len());
         for item in batch {
             sqlx::query("SAVEPOINT report").execute(&mut *tx).await?;
-            let outcome = store_one(&mut tx, item, &plan).await;
+            let outcome = store_one(&mut tx, item, &decide_samples).await;
             let keep = matches!(outcome, Ok(StoreOutcome::Stored { .. }));
             if !keep {
                 // Also what lets the batch go on after a report's statement failed: PostgreSQL
@@ -119,51 +68,42 @@ impl PgDb {
         Ok(outcomes)
     }
 
-    /// Stores one report in a transaction of its own: [`PgDb::store_reports`] with a batch of one.
-    pub async fn store_report(
+    pub async fn store_lone_report(
         &self,
         report: &ValidReport,
         token_id: TokenId,
         received_ms: i64,
-        plan: impl Fn(&ValidReport, &PreviousTotals) -> Vec<SampleSpan>,
+        decide_samples: impl Fn(&ValidReport, &PreviousTotals) -> Vec<SampleSpan>,
     ) -> StoreResult<StoreOutcome> {
         let batch = [ReportToStore {
             report,
             token_id,
             received_ms,
         }];
-        self.store_reports(&batch, plan)
+        self.store_reports(&batch, decide_samples)
             .await?
             .pop()
             .unwrap_or_else(|| Err(StoreError::Corrupt("a batch of one stored nothing".into())))
     }
 }
 
-/// Stores one report inside the batch's transaction (see [`PgDb::store_reports`]).
+/// Stores one report inside the batch's transaction (see [`Store::store_reports`]).
 async fn store_one(
     tx: &mut WriteTx,
     item: &ReportToStore<'_>,
-    plan: &impl Fn(&ValidReport, &PreviousTotals) -> Vec<SampleSpan>,
+    decide_samples: &impl Fn(&ValidReport, &PreviousTotals) -> Vec<SampleSpan>,
 ) -> StoreResult<StoreOutcome> {
     let (report, token_id, now_ms) = (item.report, item.token_id, item.received_ms);
+    // Which host the token may report for is ingest's decision, from what is read here.
     let bound_host: Option<String> =
         sqlx::query_scalar("SELECT host_name FROM tokens WHERE id = $1")
             .bind(token_id)
             .fetch_one(&mut **tx)
             .await?;
-    match bound_host {
-        Some(bound) if bound != report.host.name => {
-            return Err(StoreError::Refused(format!(
-                "this agent token reports for host {bound:?}, not {:?}; give each host its own token",
-                report.host.name
-            )));
-        }
-        Some(_) => {}
-        // A token made without --host takes the host it first reports for, unless another
-        // token has it: one that reported for it (revoked or not) or one an admin made for
-        // it. Only an admin hands a host to another token, by making it with --host.
-        None => {
-            let taken: bool = sqlx::query_scalar(
+    let claim = match bound_host {
+        Some(bound) => HostClaim::Bound(bound),
+        None => HostClaim::Unbound {
+            host_taken: sqlx::query_scalar(
                 "SELECT EXISTS (SELECT 1 FROM tokens
                                 WHERE role = 'agent' AND host_name = $1 AND id <> $2)
                      OR EXISTS (SELECT 1 FROM hosts WHERE name = $1)",
@@ -171,33 +111,29 @@ async fn store_one(
             .bind(&report.host.name)
             .bind(token_id)
             .fetch_one(&mut **tx)
-            .await?;
-            if taken {
-                return Err(StoreError::Refused(format!(
-                    "host {0:?} reports with another agent token; to give it this one, an admin makes a token bound to it (tickscope-server token add NAME --role agent --host {0}, or on the settings page)",
-                    report.host.name
-                )));
-            }
-        }
-    }
+            .await?,
+        },
+    };
+    may_report(&claim, &report.host.name).map_err(StoreError::Refused)?;
     // A report is a repeat only of one for the same host: another host's token cannot have
     // this host's reports taken for duplicates.
-    let seen: Option<ReportId> = sqlx::query_scalar(
-        "SELECT r.id FROM hosts h JOIN reports r ON r.host_id = h.id
-         WHERE h.name = $1 AND r.agent_id = $2 AND r.run_id = $3 AND r.seq = $4",
-    )
-    .bind(&report.host.name)
-    .bind(&report.agent_id)
-    .bind(&report.run_id)
-    .bind(report.seq)
-    .fetch_optional(&mut **tx)
-    .await?;
+    let sql = format!(
+        "SELECT r.id FROM hosts h {JOIN_IN_ORDER} reports r ON r.host_id = h.id
+         WHERE h.name = $1 AND r.agent_id = $2 AND r.run_id = $3 AND r.seq = $4"
+    );
+    let seen: Option<ReportId> = sqlx::query_scalar(&sql)
+        .bind(&report.host.name)
+        .bind(&report.agent_id)
+        .bind(&report.run_id)
+        .bind(report.seq)
+        .fetch_optional(&mut **tx)
+        .await?;
     if seen.is_some() {
         return Ok(StoreOutcome::Duplicate);
     }
 
     let host = &report.host;
-    let (host_id, host_reports): (HostId, i64) = sqlx::query_as(
+    let sql = format!(
         "INSERT INTO hosts (name, cpus, kernel, agent_version, kvm_halt_poll_ns, first_seen_ms,
             last_report_ms, agent_dropped_reports, blind_spots_json, reports_stored)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)
@@ -205,23 +141,24 @@ async fn store_one(
             blind_spots_json = excluded.blind_spots_json,
             cpus = excluded.cpus, kernel = excluded.kernel,
             agent_version = excluded.agent_version, kvm_halt_poll_ns = excluded.kvm_halt_poll_ns,
-            last_report_ms = GREATEST(hosts.last_report_ms, excluded.last_report_ms),
+            last_report_ms = {GREATEST}(hosts.last_report_ms, excluded.last_report_ms),
             agent_dropped_reports =
-                GREATEST(hosts.agent_dropped_reports, excluded.agent_dropped_reports),
+                {GREATEST}(hosts.agent_dropped_reports, excluded.agent_dropped_reports),
             reports_stored = hosts.reports_stored + 1
-         RETURNING id, reports_stored",
-    )
-    .bind(&host.name)
-    .bind(i64::from(host.cpus))
-    .bind(&host.kernel)
-    .bind(&report.agent_version)
-    .bind(host.kvm_halt_poll_ns)
-    .bind(now_ms)
-    .bind(now_ms)
-    .bind(report.dropped_reports)
-    .bind(&host.blind_spots_json)
-    .fetch_one(&mut **tx)
-    .await?;
+         RETURNING id, reports_stored"
+    );
+    let (host_id, host_reports): (HostId, i64) = sqlx::query_as(&sql)
+        .bind(&host.name)
+        .bind(i64::from(host.cpus))
+        .bind(&host.kernel)
+        .bind(&report.agent_version)
+        .bind(host.kvm_halt_poll_ns)
+        .bind(now_ms)
+        .bind(now_ms)
+        .bind(report.dropped_reports)
+        .bind(&host.blind_spots_json)
+        .fetch_one(&mut **tx)
+        .await?;
 
     let report_id: ReportId = sqlx::query_scalar(
         "INSERT INTO reports (host_id, token_id, agent_id, run_id, seq, start_ms, end_ms, length_ms, received_ms)
@@ -263,7 +200,7 @@ async fn store_one(
 
     // What each guest's sample stores is ingest's decision, from the totals read above in
     // this same transaction: a copy of the report arriving meanwhile waits for the lock.
-    let spans = plan(report, &previous);
+    let spans = decide_samples(report, &previous);
     if spans.len() != report.guests.len() {
         return Err(StoreError::Corrupt(format!(
             "{} samples planned for {} guests",
@@ -282,7 +219,7 @@ async fn store_one(
     {
         // A report names each guest once (ingest makes identities unique), as PostgreSQL
         // requires of one upsert: it refuses to update a row twice in one statement.
-        let mut upsert = QueryBuilder::<Postgres>::new(
+        let mut upsert = QueryBuilder::<DB>::new(
             "INSERT INTO guests AS g (host_id, hypervisor, identity, name, uuid, management, vcpus,
                 pid, boot_args, uses_kvm, cpu_source, first_seen_ms, last_seen_ms, process_key,
                 cpu_s_total, wakeups_total, totals_at_ms, vm_process, vm_process_since_ms,
@@ -318,7 +255,7 @@ async fn store_one(
                 name = excluded.name, uuid = excluded.uuid, management = excluded.management,
                 vcpus = excluded.vcpus, pid = excluded.pid, boot_args = excluded.boot_args,
                 uses_kvm = excluded.uses_kvm, cpu_source = excluded.cpu_source,
-                last_seen_ms = GREATEST(g.last_seen_ms, excluded.last_seen_ms),
+                last_seen_ms = {GREATEST}(g.last_seen_ms, excluded.last_seen_ms),
                 last_report_n = excluded.last_report_n,
                 process_key = CASE WHEN {NEWER} THEN excluded.process_key ELSE g.process_key END,
                 cpu_s_total = CASE WHEN {NEWER} THEN excluded.cpu_s_total ELSE g.cpu_s_total END,
@@ -333,12 +270,12 @@ async fn store_one(
                     ELSE excluded.vm_process_since_ms END
              RETURNING hypervisor, identity, id, name, uuid, management, vcpus, pid, boot_args,
                 uses_kvm, cpu_source, last_seen_ms, first_seen_ms, vm_process_since_ms"
-                .replace("{NEWER}", NEWER_TOTALS),
+                .replace("{NEWER}", NEWER_TOTALS)
+                .replace("{GREATEST}", GREATEST),
         );
         // RETURNING comes in no promised order: match the rows by guest.
         let mut rows: HashMap<(String, String), UpsertedGuest> = upsert
-            .build()
-            .try_map(upserted_guest)
+            .build_query_as::<UpsertedGuest>()
             .fetch_all(&mut **tx)
             .await?
             .into_iter()
@@ -358,7 +295,7 @@ async fn store_one(
             .collect::<StoreResult<Vec<UpsertedGuest>>>()?;
         let guest_ids: Vec<GuestId> = upserted.iter().map(|row| row.id).collect();
 
-        let mut insert = QueryBuilder::<Postgres>::new(
+        let mut insert = QueryBuilder::<DB>::new(
             "INSERT INTO samples (guest_id, report_id, end_ms, received_ms, length_ms, vcpus,
                 host_cpu_s, vcpu_wakeups, wakeups_source) ",
         );
@@ -383,39 +320,16 @@ async fn store_one(
                 Some(facts) => Some(super::facts::record_facts(tx, row.id, facts, now_ms).await?),
                 None => None,
             };
-            stored.push(StoredGuest {
-                sample: IntervalRow {
-                    guest_id: row.id,
-                    received_ms: now_ms,
-                    length_ms: span.length_ms,
-                    vcpus: guest.vcpus,
-                    host_cpu_s: span.host_cpu_s,
-                    vcpu_wakeups: span.vcpu_wakeups,
-                    from_vcpu_threads: guest.wakeups_source == WakeupsSource::VcpuThreads.as_str(),
-                },
-                first_seen_ms: row.first_seen_ms,
-                row: GuestRow {
-                    id: row.id,
-                    identity: guest.identity.clone(),
-                    host_id,
-                    host_name: host.name.clone(),
-                    host_halt_poll_ns: host.kvm_halt_poll_ns,
-                    hypervisor: guest.hypervisor,
-                    name: row.name,
-                    uuid: row.uuid,
-                    management: row.management,
-                    vcpus: row.vcpus,
-                    pid: row.pid,
-                    boot_args: row.boot_args,
-                    uses_kvm: row.uses_kvm,
-                    cpu_source: row.cpu_source,
-                    last_seen_ms: row.last_seen_ms,
-                    process_since_ms: row.vm_process_since_ms,
-                    last_report_n: host_reports,
-                    host_reports,
-                },
+            stored.push(StoredGuest::assemble(
+                report,
+                host_id,
+                host_reports,
+                guest,
+                span,
+                row,
+                now_ms,
                 facts,
-            });
+            ));
         }
     }
 
@@ -436,8 +350,7 @@ async fn store_one(
     })
 }
 
-impl PgDb {
-    /// Rows in the reports and samples tables, for checking that refused input stored nothing.
+impl Store {
     pub async fn count_reports_and_samples(&self) -> StoreResult<(i64, i64)> {
         sqlx::query_as("SELECT (SELECT COUNT(*) FROM reports), (SELECT COUNT(*) FROM samples)")
             .fetch_one(&self.pool)
@@ -446,17 +359,12 @@ impl PgDb {
     }
 }
 
-impl PgDb {
-    /// Hosts whose name does not match a SQL LIKE pattern: the demo refuses to mix its simulated
-    /// hosts into a database that real agents report to. `ILIKE ... ESCAPE ''` matches as
-    /// SQLite's `LIKE` does: ignoring case, and with no escape character (PostgreSQL's `LIKE`
-    /// heeds case and takes a backslash for one).
+impl Store {
     pub async fn count_hosts_not_like(&self, pattern: &str) -> StoreResult<i64> {
-        Ok(
-            sqlx::query_scalar("SELECT COUNT(*) FROM hosts WHERE name NOT ILIKE $1 ESCAPE ''")
-                .bind(pattern)
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        let sql = format!("SELECT COUNT(*) FROM hosts WHERE {NAME_NOT_LIKE_PARAM_1}");
+        Ok(sqlx::query_scalar(&sql)
+            .bind(pattern)
+            .fetch_one(&self.pool)
+            .await?)
     }
 }

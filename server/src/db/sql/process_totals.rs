@@ -1,12 +1,10 @@
-//! VM process running totals, in PostgreSQL: the same query as SQLite's, in PostgreSQL's
-//! parameter syntax.
+//! VM process running totals.
 
-use super::store::PgDb;
+use super::dialect::Store;
 use crate::db::error::StoreResult;
-use crate::db::totals::ProcessTotalsRow;
+use crate::db::process_totals::ProcessTotalsRow;
 
-impl PgDb {
-    /// The latest totals of every guest reported since `since_ms` whose agent sends totals.
+impl Store {
     pub async fn process_totals(&self, since_ms: i64) -> StoreResult<Vec<ProcessTotalsRow>> {
         Ok(sqlx::query_as(
             "SELECT id AS guest_id, cpu_s_total, wakeups_total, totals_at_ms

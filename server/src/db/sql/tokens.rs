@@ -1,15 +1,12 @@
-//! Tokens, in PostgreSQL: the same statements as SQLite's, in `$n` parameters; the hash-prefix
-//! lookup matches the expression index `tokens_lookup_prefix` (`substr(sha256_hex, 1, 16)`).
+//! Tokens. The hash-prefix lookup is the very expression of the index `tokens_lookup_prefix`
+//! (`substr(sha256_hex, 1, 16)`), so that both databases use it.
 
-use super::store::PgDb;
+use super::dialect::Store;
 use crate::db::error::StoreResult;
 use crate::db::tokens::{TokenListRow, TokenRow};
 use crate::domain::{TokenId, TokenRole};
 
-impl PgDb {
-    /// Stores a new token's hash. `host_name` binds an agent token to one host from the start,
-    /// even one another token reports for (an admin replacing a host's token); without it, the
-    /// first report binds it, to a host no other token has.
+impl Store {
     pub async fn insert_token(
         &self,
         name: &str,
@@ -32,10 +29,6 @@ impl PgDb {
         Ok(id)
     }
 
-    /// Pins a guest token to a VM (its UUID) and, if given, to the host it is on: an admin's
-    /// word, which it keeps even where another token held the UUID. The token's next delivery
-    /// binds it to that host's guest (`ingest::binding`); `false` when there is no such guest
-    /// token.
     pub async fn pin_guest_token(
         &self,
         id: TokenId,
@@ -59,7 +52,6 @@ impl PgDb {
     ///
     /// [`LOOKUP_PREFIX_CHARS`]: crate::db::tokens::LOOKUP_PREFIX_CHARS
     pub async fn tokens_by_hash_prefix(&self, prefix: &str) -> StoreResult<Vec<TokenRow>> {
-        // The very expression of the index, so that PostgreSQL uses it.
         Ok(sqlx::query_as(
             "SELECT id, name, role, revoked_ms, sha256_hex FROM tokens
              WHERE substr(sha256_hex, 1, 16) = $1",
@@ -69,7 +61,6 @@ impl PgDb {
         .await?)
     }
 
-    /// Every token, newest first.
     pub async fn tokens(&self) -> StoreResult<Vec<TokenListRow>> {
         Ok(sqlx::query_as(
             "SELECT id, name, role, host_name, guest_uuid, created_ms, last_used_ms, revoked_ms
@@ -79,7 +70,6 @@ impl PgDb {
         .await?)
     }
 
-    /// Revokes a token from now on; false when there is no such token or it was revoked before.
     pub async fn revoke_token(&self, id: TokenId, now_ms: i64) -> StoreResult<bool> {
         let done =
             sqlx::query("UPDATE tokens SET revoked_ms = $1 WHERE id = $2 AND revoked_ms IS NULL")

@@ -1,12 +1,9 @@
-//! Alert rules, alerts, silences, receivers and the notification outbox, in PostgreSQL: the
-//! same statements as SQLite's, except where PostgreSQL is stricter or sorts otherwise. Waiting
-//! groups are grouped by every column they select (PostgreSQL refuses a bare column SQLite
-//! takes from "some row" of the group), the outbox is counted with `FILTER` (a boolean is not
-//! a number here), receivers are sorted by name in the "C" collation (SQLite's byte order,
-//! whatever the database's collation), and one POST's notifications are marked delivered in
-//! one statement over `= ANY($n)`.
+//! Alert rules, alerts, silences, receivers and the notification outbox. Waiting groups are
+//! grouped by every column they select (PostgreSQL refuses a bare column SQLite takes from "some
+//! row" of the group), the outbox is counted with `FILTER`, and receivers and groups are
+//! sorted byte by byte.
 
-use super::store::PgDb;
+use super::dialect::{BYTEWISE, Store, id_list, in_id_list};
 use crate::db::alerts::{
     AlertRow, AlertWrite, NewReceiver, NewRule, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
     RuleRow, SilenceRow,
@@ -22,7 +19,7 @@ const ALERT_COLUMNS: &str =
     a.subject_name, a.host_name, a.state, a.active_ms, a.fired_ms, a.resolved_ms, a.value,
     a.evaluated_ms, a.acked_by, a.acked_ms, a.labels_json, a.annotations_json";
 
-impl PgDb {
+impl Store {
     pub async fn alert_rules(&self) -> StoreResult<Vec<RuleRow>> {
         Ok(sqlx::query_as(
             "SELECT id, name, kind, scope, scope_value, threshold, duration_s, severity, enabled,
@@ -33,7 +30,6 @@ impl PgDb {
         .await?)
     }
 
-    /// Adds a rule (`id` None) or replaces one; returns its id.
     pub async fn save_alert_rule(
         &self,
         id: Option<RuleId>,
@@ -73,7 +69,6 @@ impl PgDb {
         saved.ok_or_else(|| StoreError::NotFound("there is no such rule".into()))
     }
 
-    /// Deletes a rule with its alerts and their notifications still waiting.
     pub async fn delete_alert_rule(&self, id: RuleId) -> StoreResult<()> {
         // Under the write lock: the cascade locks alerts and notifications in another order
         // than the evaluation's writes do, which could deadlock with them.
@@ -89,7 +84,6 @@ impl PgDb {
         Ok(())
     }
 
-    /// Pending and firing alerts, oldest first.
     pub async fn open_alerts(&self) -> StoreResult<Vec<AlertRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {ALERT_COLUMNS} FROM alerts a JOIN alert_rules r ON r.id = a.rule_id
@@ -99,10 +93,9 @@ impl PgDb {
         .await?)
     }
 
-    /// Resolved alerts, newest first.
     pub async fn resolved_alerts(&self, limit: i64) -> StoreResult<Vec<AlertRow>> {
-        // SQLite reads a negative LIMIT as none, PostgreSQL refuses it; NULL is none here.
-        let limit = (limit >= 0).then_some(limit);
+        // A negative limit is none (PostgreSQL refuses one, SQLite a NULL).
+        let limit = if limit < 0 { i64::MAX } else { limit };
         Ok(sqlx::query_as(&format!(
             "SELECT {ALERT_COLUMNS} FROM alerts a JOIN alert_rules r ON r.id = a.rule_id
              WHERE a.state = 'resolved' ORDER BY a.resolved_ms DESC, a.id DESC LIMIT $1"
@@ -112,7 +105,6 @@ impl PgDb {
         .await?)
     }
 
-    /// Every alert a guest or host has had, newest first.
     pub async fn alerts_of(&self, subject: &str, subject_id: i64) -> StoreResult<Vec<AlertRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {ALERT_COLUMNS} FROM alerts a JOIN alert_rules r ON r.id = a.rule_id
@@ -125,7 +117,6 @@ impl PgDb {
         .await?)
     }
 
-    /// Writes one evaluation's alert changes and their notifications, all or nothing.
     pub async fn write_alerts(&self, writes: Vec<AlertWrite>, now_ms: i64) -> StoreResult<()> {
         if writes.is_empty() {
             return Ok(());
@@ -250,7 +241,6 @@ impl PgDb {
         Ok(())
     }
 
-    /// Marks an open alert acknowledged; `false` if there is no such open alert.
     pub async fn acknowledge_alert(&self, id: AlertId, by: &str, now_ms: i64) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE alerts SET acked_by = $1, acked_ms = $2
@@ -264,7 +254,6 @@ impl PgDb {
         Ok(done.rows_affected() == 1)
     }
 
-    /// Silences that have not ended by `now_ms`, soonest ending first.
     pub async fn silences(&self, now_ms: i64) -> StoreResult<Vec<SilenceRow>> {
         Ok(sqlx::query_as(
             "SELECT id, rule_id, pattern, starts_ms, ends_ms, reason, created_by, created_ms
@@ -302,7 +291,6 @@ impl PgDb {
         .await?)
     }
 
-    /// Ends a silence now; `false` if there is no such silence still running.
     pub async fn expire_silence(&self, id: SilenceId, now_ms: i64) -> StoreResult<bool> {
         let done = sqlx::query("UPDATE silences SET ends_ms = $1 WHERE id = $2 AND ends_ms > $1")
             .bind(now_ms)
@@ -314,7 +302,7 @@ impl PgDb {
 
     pub async fn receivers(&self) -> StoreResult<Vec<ReceiverRow>> {
         Ok(sqlx::query_as(&format!(
-            r#"SELECT {RECEIVER_COLUMNS} FROM receivers ORDER BY name COLLATE "C""#
+            "SELECT {RECEIVER_COLUMNS} FROM receivers ORDER BY name{BYTEWISE}"
         ))
         .fetch_all(&self.pool)
         .await?)
@@ -350,8 +338,6 @@ impl PgDb {
         id.ok_or_else(|| StoreError::Conflict(format!("there is already a receiver {:?}", r.name)))
     }
 
-    /// Changes a receiver; `None` for the auth header or CA keeps the stored one, `Some("")`
-    /// removes it.
     pub async fn update_receiver(&self, id: ReceiverId, r: &NewReceiver) -> StoreResult<()> {
         let done = sqlx::query(
             "UPDATE receivers SET name = $1, url = $2, format = $3, group_by = $4,
@@ -383,7 +369,6 @@ impl PgDb {
         Ok(())
     }
 
-    /// Deletes a receiver with the notifications still waiting for it.
     pub async fn delete_receiver(&self, id: ReceiverId) -> StoreResult<()> {
         // Under the write lock: the cascade locks alerts and notifications in another order
         // than the evaluation's writes do, which could deadlock with them.
@@ -399,14 +384,13 @@ impl PgDb {
         Ok(())
     }
 
-    /// Every (receiver, group) of an enabled receiver with notifications waiting.
     pub async fn pending_groups(&self) -> StoreResult<Vec<PendingGroup>> {
         // The receiver's columns and the group's last send have one value per (receiver,
         // group), but PostgreSQL takes only grouped columns (or those of a grouped primary
         // key): r.id and g.last_sent_ms are grouped by too. Groups created at the same
-        // millisecond come by receiver and key, as SQLite's grouping leaves them.
-        Ok(sqlx::query_as(
-            r#"SELECT o.receiver_id, o.group_key, MIN(o.created_ms) AS first_created_ms,
+        // millisecond come by receiver and key.
+        Ok(sqlx::query_as(&format!(
+            "SELECT o.receiver_id, o.group_key, MIN(o.created_ms) AS first_created_ms,
                     MIN(o.next_attempt_ms) AS next_attempt_ms, g.last_sent_ms,
                     r.group_wait_s, r.group_interval_s
              FROM outbox o
@@ -415,14 +399,12 @@ impl PgDb {
                 ON g.receiver_id = o.receiver_id AND g.group_key = o.group_key
              WHERE o.delivered_ms IS NULL AND o.failed_ms IS NULL AND r.enabled
              GROUP BY o.receiver_id, o.group_key, r.id, g.last_sent_ms
-             ORDER BY first_created_ms, o.receiver_id, o.group_key COLLATE "C""#,
-        )
+             ORDER BY first_created_ms, o.receiver_id, o.group_key{BYTEWISE}"
+        ))
         .fetch_all(&self.pool)
         .await?)
     }
 
-    /// The notifications of one (receiver, group) whose attempt is due by `now_ms`, oldest
-    /// first.
     pub async fn group_notifications(
         &self,
         receiver_id: ReceiverId,
@@ -443,8 +425,6 @@ impl PgDb {
         .await?)
     }
 
-    /// Marks the notifications of one POST delivered, and the group as notified now.
-    /// `group_key` None: rows posted alone, whose group is not remembered.
     pub async fn group_delivered(
         &self,
         receiver_id: ReceiverId,
@@ -453,11 +433,12 @@ impl PgDb {
         now_ms: i64,
     ) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
-        sqlx::query(
-            "UPDATE outbox SET delivered_ms = $1, attempts = attempts + 1 WHERE id = ANY($2)",
-        )
+        sqlx::query(&format!(
+            "UPDATE outbox SET delivered_ms = $1, attempts = attempts + 1 WHERE {}",
+            in_id_list("id", 2)
+        ))
         .bind(now_ms)
-        .bind(ids)
+        .bind(id_list(ids.iter().map(|id| id.0)))
         .execute(&mut *tx)
         .await?;
         if let Some(group_key) = group_key {
@@ -477,8 +458,6 @@ impl PgDb {
         Ok(())
     }
 
-    /// Alerts Alertmanager is told about at `now_ms`: every firing one, and those that fired
-    /// and resolved at `resolved_since_ms` or later.
     pub async fn alerts_to_announce(&self, resolved_since_ms: i64) -> StoreResult<Vec<AlertRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {ALERT_COLUMNS} FROM alerts a JOIN alert_rules r ON r.id = a.rule_id
@@ -491,7 +470,6 @@ impl PgDb {
         .await?)
     }
 
-    /// Records a failed attempt: tried again at `next_attempt_ms`, or given up when `None`.
     pub async fn notification_failed(
         &self,
         id: OutboxId,

@@ -1,0 +1,31 @@
+//! Many guests' raw samples in PostgreSQL, for [`Store::histories_between`]: plain rows (a
+//! PostgreSQL connection streams rows cheaply; SQLite packs them, see its `packed_samples`).
+
+use super::dialect::Store;
+use crate::db::error::StoreResult;
+use crate::db::guests::IntervalRow;
+use crate::domain::GuestId;
+
+impl Store {
+    /// The samples of `guest_ids` received in [from_ms, to_ms), by guest, oldest first (equal
+    /// times by id).
+    pub(super) async fn samples_of_guests(
+        &self,
+        guest_ids: &[GuestId],
+        from_ms: i64,
+        to_ms: i64,
+    ) -> StoreResult<Vec<IntervalRow>> {
+        Ok(sqlx::query_as(
+            "SELECT guest_id, received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups,
+                    wakeups_source = 'vcpu_threads' AS from_vcpu_threads
+             FROM samples
+             WHERE guest_id = ANY($1) AND received_ms >= $2 AND received_ms < $3
+             ORDER BY guest_id, received_ms, id",
+        )
+        .bind(guest_ids)
+        .bind(from_ms)
+        .bind(to_ms)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}

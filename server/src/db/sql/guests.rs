@@ -1,0 +1,178 @@
+//! Guests, their samples and idle readings for the analysis windows.
+
+use super::dialect::{BYTEWISE, DB, Store, recent_rows_of_each_guest};
+use crate::db::error::StoreResult;
+use crate::db::guests::{
+    GONE_AFTER_MISSED_REPORTS, GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow,
+};
+use crate::domain::{GuestId, HostId};
+
+/// The condition on `g` (guests) for `scope`, its parameters numbered from `$first`, and its
+/// binds, in order.
+pub(super) fn scope_condition(scope: &GuestScope, first: usize) -> (String, Vec<i64>) {
+    let (a, b, c, d) = (first, first + 1, first + 2, first + 3);
+    let gone = GONE_AFTER_MISSED_REPORTS;
+    // A guest still on its host.
+    let present = |n: usize| {
+        format!(
+            "g.last_report_n > (SELECT h0.reports_stored FROM hosts h0 WHERE h0.id = g.host_id) \
+             - ${n}"
+        )
+    };
+    match *scope {
+        GuestScope::Active { since_ms } => (
+            format!("g.last_seen_ms >= ${a} AND {}", present(b)),
+            vec![since_ms, gone],
+        ),
+        GuestScope::Host {
+            host_id,
+            guest_id: Some(guest_id),
+            active_since_ms,
+        } => (
+            format!(
+                "g.host_id = ${a} AND ((g.last_seen_ms >= ${b} AND {}) OR g.id = ${d})",
+                present(c)
+            ),
+            vec![host_id.0, active_since_ms, gone, guest_id.0],
+        ),
+        GuestScope::Host {
+            host_id,
+            guest_id: None,
+            active_since_ms,
+        } => (
+            format!(
+                "g.host_id = ${a} AND g.last_seen_ms >= ${b} AND {}",
+                present(c)
+            ),
+            vec![host_id.0, active_since_ms, gone],
+        ),
+    }
+}
+
+/// The samples of each guest's window: `$1` is the window's length, the condition's parameters
+/// start at `$2` (`scope_condition(scope, 2)`). Each guest's window is looked up in
+/// `samples_guest_received`, guest by guest (see `recent_rows_of_each_guest`), never by a pass
+/// over every sample ever stored.
+pub(super) fn window_sql(condition: &str) -> String {
+    format!(
+        "SELECT s.guest_id, s.received_ms, s.length_ms, s.vcpus, s.host_cpu_s, s.vcpu_wakeups,
+                s.wakeups_source = 'vcpu_threads' AS from_vcpu_threads
+         FROM guests g {}
+         WHERE {condition}
+         ORDER BY g.id, s.received_ms, s.id",
+        recent_rows_of_each_guest("samples", "s")
+    )
+}
+
+impl Store {
+    pub async fn guests_in(&self, scope: GuestScope) -> StoreResult<Vec<GuestRow>> {
+        let (condition, binds) = scope_condition(&scope, 1);
+        let sql = format!(
+            "SELECT g.id, g.identity, g.host_id, h.name AS host_name,
+                    h.kvm_halt_poll_ns AS host_halt_poll_ns, g.hypervisor, g.name, g.uuid,
+                    g.management, g.vcpus, g.pid, g.boot_args, g.uses_kvm, g.cpu_source,
+                    g.last_seen_ms, g.vm_process_since_ms AS process_since_ms, g.last_report_n,
+                    h.reports_stored AS host_reports
+             FROM guests g JOIN hosts h ON h.id = g.host_id
+             WHERE {condition}"
+        );
+        let mut query = sqlx::query_as::<DB, GuestRow>(&sql);
+        for bind in binds {
+            query = query.bind(bind);
+        }
+        Ok(query.fetch_all(&self.pool).await?)
+    }
+
+    pub async fn window_intervals(
+        &self,
+        scope: GuestScope,
+        window_ms: i64,
+    ) -> StoreResult<Vec<IntervalRow>> {
+        let (condition, binds) = scope_condition(&scope, 2);
+        let sql = window_sql(&condition);
+        let mut query = sqlx::query_as::<DB, IntervalRow>(&sql).bind(window_ms);
+        for bind in binds {
+            query = query.bind(bind);
+        }
+        Ok(query.fetch_all(&self.pool).await?)
+    }
+
+    pub async fn window_idle_readings(
+        &self,
+        scope: GuestScope,
+        window_ms: i64,
+        reach_ms: i64,
+    ) -> StoreResult<Vec<IdleReading>> {
+        let (condition, binds) = scope_condition(&scope, 2);
+        let sql = format!(
+            "SELECT r.guest_id, r.source, r.received_ms, r.measured_ms, r.idle_fraction
+             FROM guests g {}
+             WHERE {condition}
+             ORDER BY g.id, r.received_ms, r.source{BYTEWISE}",
+            recent_rows_of_each_guest("guest_idle_readings", "r")
+        );
+        let mut query = sqlx::query_as(&sql).bind(window_ms + reach_ms);
+        for bind in binds {
+            query = query.bind(bind);
+        }
+        Ok(query.fetch_all(&self.pool).await?)
+    }
+
+    pub async fn guest_host_id(&self, guest_id: GuestId) -> StoreResult<Option<HostId>> {
+        Ok(
+            sqlx::query_scalar("SELECT host_id FROM guests WHERE id = $1")
+                .bind(guest_id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    pub async fn recent_samples(
+        &self,
+        guest_id: GuestId,
+        limit: i64,
+    ) -> StoreResult<Vec<SampleRow>> {
+        // By `received_ms` first, so that `samples_guest_received` gives the order: by `id`
+        // alone, once the table is analysed, PostgreSQL may walk the whole primary key
+        // backwards looking for the guest's rows.
+        Ok(sqlx::query_as(
+            "SELECT end_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups, wakeups_source
+             FROM samples WHERE guest_id = $1 ORDER BY received_ms DESC, id DESC LIMIT $2",
+        )
+        .bind(guest_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub async fn samples_between(
+        &self,
+        guest_id: GuestId,
+        from_ms: i64,
+        to_ms: i64,
+        reach_ms: i64,
+    ) -> StoreResult<(Vec<IntervalRow>, Vec<IdleReading>)> {
+        let samples = sqlx::query_as(
+            "SELECT guest_id, received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups,
+                    wakeups_source = 'vcpu_threads' AS from_vcpu_threads
+             FROM samples WHERE guest_id = $1 AND received_ms >= $2 AND received_ms < $3
+             ORDER BY received_ms, id",
+        )
+        .bind(guest_id)
+        .bind(from_ms)
+        .bind(to_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        let sql = format!(
+            "SELECT guest_id, source, received_ms, measured_ms, idle_fraction
+             FROM guest_idle_readings WHERE guest_id = $1 AND received_ms >= $2
+             ORDER BY received_ms, source{BYTEWISE}"
+        );
+        let readings = sqlx::query_as(&sql)
+            .bind(guest_id)
+            .bind(from_ms - reach_ms)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok((samples, readings))
+    }
+}

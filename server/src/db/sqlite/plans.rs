@@ -1,0 +1,36 @@
+//! What only tests and benchmarks ask of SQLite itself: a checkpoint, a vacuum, and the plan of
+//! a query (the `test-support` feature).
+
+use super::dialect::Store;
+use crate::db::error::StoreResult;
+
+impl Store {
+    /// Copies the write-ahead log into the database file and empties it.
+    pub async fn checkpoint(&self) -> StoreResult<()> {
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Rebuilds the database file without its free pages (after a retention deleted much).
+    pub async fn vacuum(&self) -> StoreResult<()> {
+        sqlx::query("VACUUM").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// SQLite's plan for `sql` with `binds`, one line per step (`EXPLAIN QUERY PLAN`'s detail).
+    pub(super) async fn plan(&self, sql: &str, binds: &[i64]) -> StoreResult<Vec<String>> {
+        let explain = format!("EXPLAIN QUERY PLAN {sql}");
+        let mut query = sqlx::query_as::<_, (i64, i64, i64, String)>(&explain);
+        for bind in binds {
+            query = query.bind(*bind);
+        }
+        Ok(query
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .map(|(_, _, _, detail)| detail)
+            .collect())
+    }
+}
