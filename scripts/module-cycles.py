@@ -156,6 +156,12 @@ SELF_TEST = {
     "b.rs": "pub fn g() {}\n/* outer /* nested */ still crate::d::n */\n",
     "c.rs": "pub fn k() {}\n#[cfg(test)]\nmod tests { use crate::d::n; }\n",
     "d.rs": "pub fn n() {}\n",
+    # One file compiled into two modules by `#[path]`: each copy's `super` is its includer.
+    "e/mod.rs": '#[path = "../shared/s.rs"]\nmod s;\nmod k;\n',
+    "e/k.rs": "pub fn z() {}\n",
+    "f/mod.rs": '#[path = "../shared/s.rs"]\nmod s;\nmod k;\n// #[path = "../b.rs"] mod b;\n',
+    "f/k.rs": "pub fn z() {}\n",
+    "shared/s.rs": "use super::k::z;\n",
 }
 
 
@@ -171,11 +177,39 @@ def self_test():
                 f.write(text)
         edges = module_edges(root)
     got = sorted((a, b) for a, targets in edges.items() for b in targets)
-    expected = [("crate::a", "crate::b"), ("crate::a", "crate::c"), ("crate::a::x", "crate::a")]
+    expected = [
+        ("crate::a", "crate::b"),
+        ("crate::a", "crate::c"),
+        ("crate::a::x", "crate::a"),
+        ("crate::e::s", "crate::e::k"),
+        ("crate::f::s", "crate::f::k"),
+    ]
     if got != expected:
         print(f"self-test failed: edges {got}, expected {expected}")
         sys.exit(1)
     print("self-test passed")
+
+
+PATH_MOD = re.compile(
+    r'#\[path\s*=\s*"([^"]+)"\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;'
+)
+
+
+def path_includes(files):
+    """Modules declared with `#[path = "..."] mod name;`: {module: file}. Such a file is a
+    module of the declaring one (its `super` is the declarer), once per declaration: one file
+    included by two modules is two modules, as the compiler sees it. The path is relative to the
+    declaring file's directory."""
+    included = {}
+    for mod, path in files.items():
+        # Lines that are comments are left out; the path's string must be kept, which
+        # strip_comments would blank.
+        lines = open(path, encoding="utf-8").read().split("\n")
+        code = "\n".join(line for line in lines if not line.lstrip().startswith("//"))
+        for m in PATH_MOD.finditer(code):
+            target = os.path.normpath(os.path.join(os.path.dirname(path), m.group(1)))
+            included[mod + "::" + m.group(2)] = target
+    return included
 
 
 def module_edges(root):
@@ -186,6 +220,10 @@ def module_edges(root):
             if name.endswith(".rs") and not (name == "main.rs" and dirpath == root):
                 path = os.path.join(dirpath, name)
                 files[module_of(root, path)] = path
+    included = path_includes(files)
+    shared = {os.path.normpath(p) for p in included.values()}
+    files = {m: p for m, p in files.items() if os.path.normpath(p) not in shared}
+    files.update(included)
     modules = set(files)
     edges = {m: set() for m in modules}
     for mod, path in files.items():

@@ -35,7 +35,7 @@ use tickscope_agent::wire::{
 use tickscope_server::app;
 use tickscope_server::auth;
 use tickscope_server::db::{Db, GuestScope, RawSample};
-use tickscope_server::fleet::current::Current;
+use tickscope_server::fleet::state::FleetState;
 use tickscope_server::ingest;
 use tickscope_server::retention::{self, Retention};
 use tickscope_server::state::{AppState, Options};
@@ -97,7 +97,7 @@ async fn store(
 ) {
     let valid = ingest::validate(report, tickscope_server::clock::now_ms()).unwrap();
     state
-        .store_report(&valid, token, received_ms)
+        .ingest_report(std::sync::Arc::new(valid), token, received_ms)
         .await
         .unwrap();
 }
@@ -340,7 +340,7 @@ async fn time_analysis(db: &Db, calls: usize) -> (f64, f64) {
     let mut times = Vec::new();
     for _ in 0..calls {
         let started = Instant::now();
-        let current = Current::load(db, tickscope_server::clock::now_ms())
+        let current = FleetState::load(db, tickscope_server::clock::now_ms())
             .await
             .unwrap();
         times.push(started.elapsed().as_secs_f64() * 1000.0);

@@ -78,7 +78,10 @@ async fn main() {
         for (host, token) in &mut agents {
             let report = host.report(end, interval_ms);
             let valid = ingest::validate(report, end).unwrap();
-            state.store_report(&valid, *token, end).await.unwrap();
+            state
+                .ingest_report(std::sync::Arc::new(valid), *token, end)
+                .await
+                .unwrap();
             reports += 1;
         }
         end += interval_ms;

@@ -230,7 +230,9 @@ impl Fleet {
             let valid = ingest::validate(report, state.clock.now_ms())?;
             // Received when it ended, on the simulated timeline: the backfill's reports then
             // spread over the window as an agent's would, instead of arriving all at once.
-            state.store_report(&valid, token_id, end_ms).await?;
+            state
+                .ingest_report(std::sync::Arc::new(valid), token_id, end_ms)
+                .await?;
         }
         Ok(())
     }

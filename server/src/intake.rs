@@ -122,8 +122,9 @@ impl Intake {
         Ok(())
     }
 
-    /// Stores a report, brings the fleet up to date with it, and says what happened.
-    pub async fn store_report(
+    /// Hands a report to the writer, which stores it with the others waiting and brings the
+    /// fleet up to date with it; says what happened.
+    pub async fn submit_report(
         &self,
         report: Arc<ValidReport>,
         token_id: TokenId,

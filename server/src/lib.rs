@@ -21,6 +21,7 @@ pub mod health;
 pub mod http;
 pub mod ingest;
 pub mod intake;
+pub mod lease;
 pub mod logging;
 pub mod metrics;
 pub mod retention;

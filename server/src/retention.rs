@@ -8,10 +8,10 @@ use std::time::Duration;
 use axum::extract::FromRef;
 
 use crate::clock::SharedClock;
-use crate::cluster::lease::Lease;
 use crate::db::{Db, FIVE_MINUTES_MS, HOUR_MS, IDLE_READINGS_KEPT_MS};
 use crate::error::AppResult;
 use crate::fleet::{self, ANALYSIS_WINDOW_MS, AROUND_CHANGE_MS, LiveFleet};
+use crate::lease::Lease;
 
 const HOUR: i64 = HOUR_MS;
 const DAY: i64 = 24 * HOUR;

@@ -16,19 +16,19 @@ use crate::auth::session_store::Sessions;
 use crate::auth::throttle::LoginThrottle;
 use crate::budgets::Budgets;
 use crate::clock::{SharedClock, SystemClock};
-use crate::cluster::lease::Lease;
 use crate::db::{Db, StoreOutcome};
 use crate::domain::Network;
 use crate::domain::TokenId;
 use crate::error::{AppError, AppResult};
-use crate::fleet::current::Current;
 use crate::fleet::live::LiveFleet;
+use crate::fleet::state::FleetState;
 use crate::health::StorageStatus;
 use crate::http::admission::{Admission, AdmissionLimits, AdmissionSettings, RequestTimeout};
 use crate::http::listener::Proxies;
 use crate::http::spending::Credential;
 use crate::ingest::ValidReport;
 use crate::intake::{GuestLimits, Intake};
+use crate::lease::Lease;
 use crate::logging::WarningBudget;
 use crate::metrics::Metrics;
 
@@ -87,7 +87,7 @@ impl AppState {
         let cost = saved_cost_model(&db, &options.cost).await?;
         let started = std::time::Instant::now();
         let now_ms = clock.now_ms();
-        let current = Current::load(&db, now_ms).await?;
+        let current = FleetState::load(&db, now_ms).await?;
         tracing::info!(
             guests = current.ranked(now_ms).len(),
             took_ms = started.elapsed().as_millis() as u64,
@@ -148,15 +148,15 @@ impl AppState {
 
     /// Stores a report (with the reports that arrive with it, in one transaction), and brings
     /// the live fleet up to date with it before it returns.
-    pub async fn store_report(
+    pub async fn ingest_report(
         &self,
-        report: &ValidReport,
+        report: Arc<ValidReport>,
         token_id: TokenId,
         received_ms: i64,
     ) -> AppResult<StoreOutcome> {
         let outcome = self
             .intake
-            .store_report(Arc::new(report.clone()), token_id, received_ms)
+            .submit_report(report, token_id, received_ms)
             .await;
         self.storage.record(&outcome, self.clock.now_ms());
         let outcome = outcome?;

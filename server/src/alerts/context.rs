@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use super::client::Reach;
 use crate::clock::SharedClock;
-use crate::cluster::lease::Lease;
 use crate::db::Db;
 use crate::fleet::LiveFleet;
+use crate::lease::Lease;
 use crate::metrics::Metrics;
 
 #[derive(Clone)]

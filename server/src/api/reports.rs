@@ -144,7 +144,8 @@ async fn receive(
         .map_err(|e| AppError::stopped("checking a report", e))??;
         spend_guest_samples(&state, token_id, report.guests.len())?;
         say_left_out(&state, token_id, &report, now);
-        let outcome = state.store_report(&report, token_id, now).await?;
+        let report = std::sync::Arc::new(report);
+        let outcome = state.ingest_report(report.clone(), token_id, now).await?;
         Ok::<_, AppError>((report, outcome))
     }
     .await;

@@ -1,5 +1,5 @@
-//! Several servers on one database: the lease that picks the one running the background jobs,
-//! and following what the others store.
+//! Several servers on one database: following what the others store (`follow`). The lease that
+//! picks the one server running the background jobs is `crate::lease`, a layer below: the jobs
+//! it gates are below this one.
 
 pub mod follow;
-pub mod lease;

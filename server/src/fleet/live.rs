@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::analysed::AnalysedGuest;
-use super::current::{Applied, Current, Published};
 use super::inputs;
 use super::refresher::Refresher;
+use super::state::{Applied, FleetState, Published};
 use crate::analysis::change::Change;
 use crate::db::{Db, StoredFacts, StoredGuest};
 use crate::domain::{GuestId, HostId};
@@ -22,13 +22,13 @@ use crate::error::AppResult;
 #[derive(Clone)]
 pub struct LiveFleet {
     db: Db,
-    current: Arc<Current>,
+    current: Arc<FleetState>,
     refresher: Arc<Refresher>,
 }
 
 impl LiveFleet {
     /// Starts the refresher that measures changes into `current`.
-    pub fn start(db: Db, current: Current) -> LiveFleet {
+    pub fn start(db: Db, current: FleetState) -> LiveFleet {
         let current = Arc::new(current);
         LiveFleet {
             refresher: Refresher::start(db.clone(), current.clone()),
@@ -175,7 +175,7 @@ impl LiveFleet {
     }
 
     /// The analysed state itself.
-    pub fn current(&self) -> &Current {
+    pub fn current(&self) -> &FleetState {
         &self.current
     }
 }

@@ -2,13 +2,13 @@
 
 pub mod analysed;
 pub mod changes;
-pub mod current;
 pub mod history;
 pub mod inputs;
 pub mod listing;
 pub mod live;
 pub mod plan;
 pub mod refresher;
+pub mod state;
 pub mod totals;
 
 pub use analysed::{ACTIVE_WITHIN_MS, ANALYSIS_WINDOW_MS, AnalysedGuest, FACTS_MAX_AGE_MS, rank};

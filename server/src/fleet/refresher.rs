@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, watch};
 
-use super::current::Current;
+use super::state::FleetState;
 use crate::db::Db;
 use crate::domain::HostId;
 
@@ -60,7 +60,7 @@ impl Queue {
 
 impl Refresher {
     /// Starts the worker that measures the hosts asked for into `current`.
-    pub fn start(db: Db, current: Arc<Current>) -> Arc<Refresher> {
+    pub fn start(db: Db, current: Arc<FleetState>) -> Arc<Refresher> {
         let refresher = Arc::new(Refresher {
             queue: Mutex::new(Queue::default()),
             wake: Notify::new(),

@@ -2,10 +2,10 @@
 //! and the ranking of them all, brought up to date as reports and facts are stored.
 //!
 //! A stored report updates its own guests' windows from what it stored and analyses its host's
-//! guests again in memory ([`Current::apply`]): no read of the database. Nothing here is lost on
-//! a restart: the raw windows are in the database and [`Current::load`] reads them. Kernel and
+//! guests again in memory ([`FleetState::apply`]): no read of the database. Nothing here is lost on
+//! a restart: the raw windows are in the database and [`FleetState::load`] reads them. Kernel and
 //! command-line changes are measured over the hour around them from the database, off the
-//! report's path, by the refresher ([`Current::measure_changes`]).
+//! report's path, by the refresher ([`FleetState::measure_changes`]).
 //!
 //! Two sides, so that no reader ever waits for work that grows with a host or the fleet:
 //! - The writers' side ([`Hosts`], behind a mutex only writers take: the intake, the
@@ -38,7 +38,7 @@ pub const FIRST_FIGURES_WITHIN_MS: i64 = 5 * 60 * 1000;
 
 /// The analysed guests of every host, and their ranking.
 #[derive(Default)]
-pub struct Current {
+pub struct FleetState {
     /// What readers see, replaced whole by the writers.
     published: RwLock<Arc<Published>>,
     /// The writers' side.
@@ -150,7 +150,7 @@ impl HostState {
     }
 }
 
-/// What [`Current::apply`] did with a stored report.
+/// What [`FleetState::apply`] did with a stored report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
     /// The host's guests were analysed again.
@@ -160,7 +160,7 @@ pub enum Applied {
     },
     /// A guest of the report is stored from before but not held here (it was silent past the
     /// active limit, or gone from the host): the host's inputs must be read from the database
-    /// ([`Current::reload_host`]).
+    /// ([`FleetState::reload_host`]).
     NeedsReload,
 }
 
@@ -199,10 +199,10 @@ impl PartialEq for Ranked {
 
 impl Eq for Ranked {}
 
-impl Current {
+impl FleetState {
     /// Reads and analyses every active guest, host by host, and measures their changes.
-    pub async fn load(db: &Db, now_ms: i64) -> AppResult<Current> {
-        let current = Current::default();
+    pub async fn load(db: &Db, now_ms: i64) -> AppResult<FleetState> {
+        let current = FleetState::default();
         let hosts = current.reload_all(db, now_ms).await?;
         for host_id in hosts {
             current.measure_changes(db, host_id, now_ms).await?;
@@ -212,7 +212,7 @@ impl Current {
 
     /// Reads every active guest from the database and analyses them again, host by host;
     /// returns the hosts read. A host held here with no active guest left is forgotten by
-    /// [`Current::forget_silent`], as always.
+    /// [`FleetState::forget_silent`], as always.
     pub async fn reload_all(&self, db: &Db, now_ms: i64) -> AppResult<Vec<HostId>> {
         let scope = GuestScope::Active {
             since_ms: now_ms - ACTIVE_WITHIN_MS,
@@ -585,7 +585,7 @@ mod tests {
         }
     }
 
-    fn names(current: &Current, now_ms: i64) -> Vec<String> {
+    fn names(current: &FleetState, now_ms: i64) -> Vec<String> {
         current
             .ranked(now_ms)
             .iter()
@@ -593,7 +593,7 @@ mod tests {
             .collect()
     }
 
-    fn set(current: &Current, host_id: i64, guests: Vec<AnalysedGuest>) {
+    fn set(current: &FleetState, host_id: i64, guests: Vec<AnalysedGuest>) {
         let mut hosts = current.lock();
         let host = hosts.by_id.entry(HostId(host_id)).or_default();
         current.put_analysed(host, guests);
@@ -601,7 +601,7 @@ mod tests {
 
     #[test]
     fn a_host_analysed_again_replaces_its_guests_in_the_ranking() {
-        let current = Current::default();
+        let current = FleetState::default();
         set(
             &current,
             1,
@@ -624,7 +624,7 @@ mod tests {
 
     #[test]
     fn the_ranking_is_the_rank_order() {
-        let current = Current::default();
+        let current = FleetState::default();
         let guests: Vec<AnalysedGuest> = [(1, "z", 1.0), (2, "y", 40.0), (3, "x", 10.0)]
             .into_iter()
             .map(|(id, name, hz)| guest(id, 1, name, hz))
@@ -638,7 +638,7 @@ mod tests {
 
     #[test]
     fn readers_never_wait_for_the_writers_side() {
-        let current = Arc::new(Current::default());
+        let current = Arc::new(FleetState::default());
         set(&current, 1, vec![guest(1, 1, "a", 20.0)]);
         // A writer holds the writers' side, as it does through a host's analysis.
         let writing = current.lock();
@@ -662,7 +662,7 @@ mod tests {
 
     #[test]
     fn guests_silent_longer_than_the_active_limit_are_not_ranked() {
-        let current = Current::default();
+        let current = FleetState::default();
         set(&current, 1, vec![guest(1, 1, "a", 20.0)]);
         assert_eq!(current.ranked(1_000 + ACTIVE_WITHIN_MS).len(), 1);
         assert!(current.ranked(1_001 + ACTIVE_WITHIN_MS).is_empty());

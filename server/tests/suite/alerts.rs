@@ -112,7 +112,10 @@ async fn report_at(s: &Server, seq: u64, end_ms: i64, guests: Vec<Value>) {
     });
     let valid = ingest::validate(serde_json::from_value(report).unwrap(), end_ms).unwrap();
     let token = s.db.tokens().await.unwrap()[0].id;
-    s.state.store_report(&valid, token, end_ms).await.unwrap();
+    s.state
+        .ingest_report(std::sync::Arc::new(valid), token, end_ms)
+        .await
+        .unwrap();
 }
 
 fn ticking() -> Vec<Value> {

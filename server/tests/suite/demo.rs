@@ -60,7 +60,7 @@ async fn demo_refuses_a_database_real_agents_report_to() {
     }))
     .unwrap();
     let valid = tickscope_server::ingest::validate(report, now_ms()).unwrap();
-    db.store_report(
+    db.store_lone_report(
         &valid,
         token_id,
         now_ms(),

@@ -781,7 +781,10 @@ async fn two_days(s: &Server, now_ms: i64) {
             });
         }
         let valid = ingest::validate(serde_json::from_value(report).unwrap(), end_ms).unwrap();
-        s.state.store_report(&valid, token, end_ms).await.unwrap();
+        s.state
+            .ingest_report(std::sync::Arc::new(valid), token, end_ms)
+            .await
+            .unwrap();
     }
     s.state.fleet.caught_up().await;
 }

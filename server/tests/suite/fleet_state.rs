@@ -7,10 +7,10 @@ use serde_json::{Value, json};
 
 use common::{fleet_report, guest, report, server};
 use tickscope_server::auth;
-use tickscope_server::fleet::current::Current;
+use tickscope_server::fleet::state::FleetState;
 
 /// The ranking as JSON, without the facts' ages (they depend on when each analysis ran).
-fn ranking(current: &Current, now_ms: i64) -> Value {
+fn ranking(current: &FleetState, now_ms: i64) -> Value {
     let mut value = serde_json::to_value(current.ranked(now_ms)).unwrap();
     strip_ages(&mut value);
     value
@@ -74,7 +74,7 @@ async fn the_state_kept_up_to_date_is_the_state_analysed_from_scratch() {
     // The change measurements the reports asked for run after the answers: wait for them.
     s.state.fleet.caught_up().await;
     let kept = ranking(s.state.fleet.current(), now);
-    let from_scratch = ranking(&Current::load(&s.db, now).await.unwrap(), now);
+    let from_scratch = ranking(&FleetState::load(&s.db, now).await.unwrap(), now);
     assert_eq!(kept, from_scratch);
     let names: Vec<&str> = kept
         .as_array()
@@ -86,6 +86,10 @@ async fn the_state_kept_up_to_date_is_the_state_analysed_from_scratch() {
     assert!(names.contains(&"elsewhere") && !names.contains(&"leaving"));
     assert_eq!(
         s.state.fleet.changes(now).await.len(),
-        Current::load(&s.db, now).await.unwrap().changes(now).len()
+        FleetState::load(&s.db, now)
+            .await
+            .unwrap()
+            .changes(now)
+            .len()
     );
 }

@@ -1,5 +1,5 @@
 //! The live fleet is kept up to date from what each report stored, never reading its window back
-//! (`fleet::current`). After any sequence of reports (guests coming and going, VM restarts,
+//! (`fleet::state`). After any sequence of reports (guests coming and going, VM restarts,
 //! facts from two sources, kernel changes, repeats, silences past the active limit) it must hold
 //! exactly what a full analysis of the stored windows gives; and a reader never waits for the
 //! writer.

@@ -352,7 +352,7 @@ async fn hosts_show_their_agents_and_a_silent_one_stands_out() {
         )
         .await
         .unwrap();
-    s.db.store_report(
+    s.db.store_lone_report(
         &valid,
         token,
         tickscope_server::clock::now_ms() - 10 * 60 * 1000,

@@ -6,8 +6,6 @@
 //! QEMU, libvirt, Chromium, Alertmanager, Prometheus); `scripts/test.sh` runs them. The tests
 //! that boot guests (`real_guests`, `libvirt`) take turns through `common::processes::guest_turn`.
 
-mod common;
-
 mod agent_to_server;
 mod alert_pages;
 mod alertmanager;
@@ -16,12 +14,13 @@ mod api;
 mod bindings;
 mod blind_spots;
 mod browser;
+mod common;
 mod compression;
-mod current;
 mod demo;
 mod disk_full;
 mod exports;
 mod facts;
+mod fleet_state;
 mod guest_list_pages;
 mod hardening;
 mod hostile_input;
@@ -35,6 +34,7 @@ mod migrations;
 mod one_sender;
 mod openapi;
 mod outage;
+mod process_totals;
 mod prometheus;
 mod real_guests;
 mod rollups;
@@ -43,7 +43,6 @@ mod settings;
 mod simulate;
 mod slow_clients;
 mod tls;
-mod totals;
 mod two_servers;
 mod visible_names;
 mod write_stall;

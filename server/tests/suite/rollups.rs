@@ -49,7 +49,10 @@ async fn fill(s: &common::Server, now_ms: i64, days: i64) {
             "guests": guests
         });
         let valid = ingest::validate(serde_json::from_value(report).unwrap(), end_ms).unwrap();
-        s.state.store_report(&valid, token, end_ms).await.unwrap();
+        s.state
+            .ingest_report(std::sync::Arc::new(valid), token, end_ms)
+            .await
+            .unwrap();
     }
 }
 
@@ -288,7 +291,10 @@ async fn the_samples_around_a_kernel_change_stay_to_measure_it() {
             "guests": [guest]
         });
         let valid = ingest::validate(serde_json::from_value(report).unwrap(), end_ms).unwrap();
-        s.state.store_report(&valid, token, end_ms).await.unwrap();
+        s.state
+            .ingest_report(std::sync::Arc::new(valid), token, end_ms)
+            .await
+            .unwrap();
     }
     s.state.fleet.caught_up().await;
     let before = tickscope_server::fleet::changes(&s.db, Some(GuestId(1)), now)
