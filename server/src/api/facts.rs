@@ -9,6 +9,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::body::json_body;
+use super::errors::DeliveryErrors;
 use crate::auth::GuestToken;
 use crate::error::{AppError, AppResult, ErrorBody};
 use crate::ingest::facts;
@@ -39,21 +40,12 @@ struct FactsAccepted {
     security(("token" = [])),
     responses(
         (status = 200, description = "Stored", body = FactsAccepted),
-        (status = 400, description = "The body is not JSON", body = ErrorBody),
-        (status = 401, description = "No token, or an unknown or revoked one", body = ErrorBody),
         (status = 403, description = "Not a guest token, or one that delivers for another UUID", body = ErrorBody),
         (status = 404, description = "No VM with this UUID that this token may deliver for is reported now: none is reported yet, another guest token holds it, or several hosts report it (the same answer for each)", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within the server's body timeout, or the server took longer than its own", body = ErrorBody),
         (status = 413, description = "The body is over 256 KiB", body = ErrorBody),
-        (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
-        (status = 422, description = "A value is missing or not acceptable; `field` names it", body = ErrorBody),
         (status = 429, description = "This guest token delivers more often than the server takes; see Retry-After", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
-        (status = 503, description = "Nothing was stored: the database cannot be written now, or every request slot is taken; see Retry-After", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 507, description = "Nothing was stored: the server's disk is full; keep the data and retry after Retry-After", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        DeliveryErrors,
     )
 )]
 async fn receive(

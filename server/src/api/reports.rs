@@ -10,6 +10,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::body::{json_body, json_of};
+use super::errors::DeliveryErrors;
 use std::num::NonZeroU32;
 
 use crate::auth::AgentToken;
@@ -107,20 +108,11 @@ struct ReportAccepted {
     security(("token" = [])),
     responses(
         (status = 200, description = "Stored, or stored before", body = ReportAccepted),
-        (status = 400, description = "The body is not JSON", body = ErrorBody),
-        (status = 401, description = "No token, or an unknown or revoked one", body = ErrorBody),
         (status = 403, description = "Not an agent token, one issued for another host, or a new token for a host another token reports for", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within the server's body timeout, or the server took longer than its own", body = ErrorBody),
         (status = 413, description = "The body is over 16 MiB", body = ErrorBody),
-        (status = 415, description = "The body is not sent as application/json", body = ErrorBody),
-        (status = 422, description = "A value is missing or not acceptable; `field` names it", body = ErrorBody),
         (status = 429, description = "This token sends faster than its limit; see Retry-After", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 500, description = "The server failed; its log says why", body = ErrorBody),
-        (status = 503, description = "Nothing was stored: the database cannot be written now, or every request slot is taken; see Retry-After", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 507, description = "Nothing was stored: the server's disk is full; keep the data and retry after Retry-After", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        DeliveryErrors,
     )
 )]
 async fn receive(

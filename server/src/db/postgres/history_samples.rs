@@ -7,8 +7,7 @@ use crate::db::guests::IntervalRow;
 use crate::domain::GuestId;
 
 impl Store {
-    /// The samples of `guest_ids` received in [from_ms, to_ms), by guest, oldest first (equal
-    /// times by id).
+    /// What SQLite's `samples_of_guests` reads, in plain rows.
     pub(super) async fn samples_of_guests(
         &self,
         guest_ids: &[GuestId],

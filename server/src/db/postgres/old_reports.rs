@@ -5,8 +5,7 @@ use crate::db::error::StoreResult;
 use crate::domain::ReportId;
 
 impl Store {
-    /// Deletes the reports received before `before_ms` but those in `keep` (which samples
-    /// still refer to) and any a sample still refers to; returns how many.
+    /// What SQLite's `delete_reports_before` deletes, but any report a sample refers to.
     pub(super) async fn delete_reports_before(
         &self,
         before_ms: i64,

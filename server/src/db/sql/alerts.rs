@@ -70,15 +70,21 @@ impl Store {
     }
 
     pub async fn delete_alert_rule(&self, id: RuleId) -> StoreResult<()> {
-        // Under the write lock: the cascade locks alerts and notifications in another order
-        // than the evaluation's writes do, which could deadlock with them.
+        self.delete_cascading("alert_rules", id.0, "there is no such rule")
+            .await
+    }
+
+    /// Deletes the row `id` of `table` with what refers to it, or says `missing`. Under the
+    /// write lock: the cascade locks alerts and notifications in another order than the
+    /// evaluation's writes do, which could deadlock with them.
+    async fn delete_cascading(&self, table: &str, id: i64, missing: &str) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
-        let done = sqlx::query("DELETE FROM alert_rules WHERE id = $1")
+        let done = sqlx::query(&format!("DELETE FROM {table} WHERE id = $1"))
             .bind(id)
             .execute(&mut *tx)
             .await?;
         if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound("there is no such rule".into()));
+            return Err(StoreError::NotFound(missing.into()));
         }
         tx.commit().await?;
         Ok(())
@@ -370,18 +376,8 @@ impl Store {
     }
 
     pub async fn delete_receiver(&self, id: ReceiverId) -> StoreResult<()> {
-        // Under the write lock: the cascade locks alerts and notifications in another order
-        // than the evaluation's writes do, which could deadlock with them.
-        let mut tx = self.begin_write().await?;
-        let done = sqlx::query("DELETE FROM receivers WHERE id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound("there is no such receiver".into()));
-        }
-        tx.commit().await?;
-        Ok(())
+        self.delete_cascading("receivers", id.0, "there is no such receiver")
+            .await
     }
 
     pub async fn pending_groups(&self) -> StoreResult<Vec<PendingGroup>> {
