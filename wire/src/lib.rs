@@ -1,9 +1,11 @@
 //! The report an agent sends to the server: wire format v1, defined once and shared.
 //!
-//! The agent serialises these types and the server deserialises them (it depends on this crate
-//! with the CLI feature off). Unknown fields are ignored and unknown enum values fall back to
-//! `Other`, so a newer agent can talk to an older server. Validation of the values happens at the
-//! server's edge; these types only describe the shape.
+//! The agent serialises these types and the server deserialises them; both depend on this crate,
+//! which depends on serde alone (utoipa too with the `openapi` feature, for the server's
+//! document), so that the agent on every hypervisor host links nothing of the server's. Unknown
+//! fields are ignored and unknown enum values fall back to `Other`, so a newer agent can talk to
+//! an older server. Validation of the values happens at the server's edge; these types only
+//! describe the shape.
 
 mod facts;
 mod limits;
