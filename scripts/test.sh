@@ -49,6 +49,7 @@ python3 scripts/capacity.py --self-test
 python3 scripts/hostile.py --self-test
 python3 scripts/module-cycles.py server/src --layers "$(cat scripts/server-layers.txt)"
 python3 scripts/module-cycles.py agent/src
+python3 scripts/module-cycles.py wire/src
 
 scripts/guest-assets.sh >/dev/null
 # Starts libvirtd and what it needs, adds the agent's test user, keeps the virtio modules.

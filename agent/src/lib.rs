@@ -1,11 +1,12 @@
 //! tickscope agent library.
 //!
-//! `wire` is the report format shared with the server, and `simulate` the model of a simulated
+//! `wire` is the report format shared with the server (the tickscope-wire crate, under the name
+//! every `crate::wire` path of the agent already uses), and `simulate` the model of a simulated
 //! fleet (the server's demo and benchmarks use it); they are all the server links. The rest
 //! (discovery, sampling, the HTTP client) is the agent itself, behind the `cli` feature.
 
 pub mod simulate;
-pub mod wire;
+pub use tickscope_wire as wire;
 
 #[cfg(feature = "cli")]
 pub mod blind_spots;

@@ -3,33 +3,21 @@
 //! `Other` and said in the log, once: one odd row must not stop the server from starting or its
 //! pages from answering, and it must not pass unnoticed either.
 //!
-//! `Hypervisor` is the agent crate's type, so it cannot be an `sqlx::Type` here (the orphan
-//! rule); rows read it as a [`HypervisorName`], which checks the name as it decodes.
+//! `Hypervisor` is the wire crate's type, so it cannot be an `sqlx::Type` here (the orphan
+//! rule); rows read it as a [`HypervisorName`], which checks the name as it decodes. The names
+//! are the wire crate's own list (`Hypervisor::parse`): a family added there reads back here.
 
-use tickscope_agent::wire::Hypervisor;
-
-/// Every family, `Other` included (ingest stores `other` for a family this version does not
-/// know).
-const FAMILIES: [Hypervisor; 6] = [
-    Hypervisor::Qemu,
-    Hypervisor::Virtualbox,
-    Hypervisor::Vmware,
-    Hypervisor::Firecracker,
-    Hypervisor::CloudHypervisor,
-    Hypervisor::Other,
-];
+use tickscope_wire::Hypervisor;
 
 /// A stored name that is no hypervisor family's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0:?} is not the name of a hypervisor family")]
 pub struct UnknownName(pub String);
 
-/// The family named by [`Hypervisor::as_str`], or an error for any other name.
+/// The family named by [`Hypervisor::as_str`] (`other` included: ingest stores it for a family
+/// this version does not know), or an error for any other name.
 pub fn parse_hypervisor(name: &str) -> Result<Hypervisor, UnknownName> {
-    FAMILIES
-        .into_iter()
-        .find(|h| h.as_str() == name)
-        .ok_or_else(|| UnknownName(name.to_string()))
+    Hypervisor::parse(name).ok_or_else(|| UnknownName(name.to_string()))
 }
 
 /// A hypervisor family as read from storage: its TEXT, checked while it is decoded.
@@ -98,7 +86,7 @@ mod tests {
 
     #[test]
     fn every_family_reads_back_as_itself() {
-        for family in FAMILIES {
+        for family in Hypervisor::ALL {
             assert_eq!(parse_hypervisor(family.as_str()), Ok(family));
         }
     }

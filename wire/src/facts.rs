@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::limits::{
+use crate::limits::{
     MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, clean_text, normalise_uuid,
 };
 

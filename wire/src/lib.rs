@@ -1,14 +1,18 @@
 //! The report an agent sends to the server: wire format v1, defined once and shared.
 //!
-//! The agent serialises these types and the server deserialises them (it depends on this crate
-//! with the CLI feature off). Unknown fields are ignored and unknown enum values fall back to
-//! `Other`, so a newer agent can talk to an older server. Validation of the values happens at the
-//! server's edge; these types only describe the shape.
+//! The agent serialises these types and the server deserialises them; both depend on this crate,
+//! which depends on serde alone (utoipa too with the `openapi` feature, for the server's
+//! document), so that the agent on every hypervisor host links nothing of the server's. Unknown
+//! fields are ignored and unknown enum values fall back to `Other`, so a newer agent can talk to
+//! an older server. Validation of the values happens at the server's edge; these types only
+//! describe the shape.
 
 mod facts;
+mod hypervisor;
 mod limits;
 
 pub use facts::{DeliveredFacts, Dynticks, FactsSource, GuestFacts, KernelConfig};
+pub use hypervisor::Hypervisor;
 pub use limits::{
     MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_SPOOL_AGE_S, MAX_VCPUS, clean_text,
     normalise_uuid,
@@ -202,48 +206,6 @@ pub struct ProcessTotals {
     pub vcpu_wakeups: u64,
 }
 
-/// Hypervisor family, as recognised from the VM process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum Hypervisor {
-    Qemu,
-    Virtualbox,
-    Vmware,
-    Firecracker,
-    CloudHypervisor,
-    /// A family this version does not know (sent by a newer agent).
-    #[serde(other)]
-    Other,
-}
-
-impl Hypervisor {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Hypervisor::Qemu => "qemu",
-            Hypervisor::Virtualbox => "virtualbox",
-            Hypervisor::Vmware => "vmware",
-            Hypervisor::Firecracker => "firecracker",
-            Hypervisor::CloudHypervisor => "cloud_hypervisor",
-            Hypervisor::Other => "other",
-        }
-    }
-
-    /// The family named by [`Hypervisor::as_str`]; `Other` for any other name.
-    pub fn from_name(name: &str) -> Hypervisor {
-        [
-            Hypervisor::Qemu,
-            Hypervisor::Virtualbox,
-            Hypervisor::Vmware,
-            Hypervisor::Firecracker,
-            Hypervisor::CloudHypervisor,
-        ]
-        .into_iter()
-        .find(|h| h.as_str() == name)
-        .unwrap_or(Hypervisor::Other)
-    }
-}
-
 /// Which counter a VM's CPU time was read from, most exact first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -355,20 +317,5 @@ mod tests {
         );
         assert_eq!(clean_text("ééé", 2), "éé");
         assert_eq!(clean_text("plain name", 256), "plain name");
-    }
-
-    #[test]
-    fn hypervisor_names_on_the_wire_match_as_str() {
-        for h in [
-            Hypervisor::Qemu,
-            Hypervisor::Virtualbox,
-            Hypervisor::Vmware,
-            Hypervisor::Firecracker,
-            Hypervisor::CloudHypervisor,
-        ] {
-            assert_eq!(serde_json::to_value(h).unwrap(), h.as_str());
-            assert_eq!(Hypervisor::from_name(h.as_str()), h);
-        }
-        assert_eq!(Hypervisor::from_name("bhyve"), Hypervisor::Other);
     }
 }

@@ -1,0 +1,104 @@
+//! What the sampler remembers of each process between cycles: enough to skip a process that is
+//! not a VM, and a VM's open counter files and last readings.
+
+use std::collections::HashMap;
+
+use crate::channel::Channel;
+use crate::cpu::CgroupCpu;
+use crate::discover::{Family, VmIdentity};
+use crate::guest_agent::schedule::GuestAgent;
+use crate::procfs::{OpenFile, SwitchesFile};
+use crate::wire::{CpuSource, DeliveredFacts};
+
+pub(super) enum Tracked {
+    /// Not a VM. Its name is read again for a few cycles, then it costs nothing until the next
+    /// full rescan.
+    Other {
+        comm: String,
+        rechecks_left: u8,
+    },
+    Vm(Box<VmState>),
+}
+
+impl Tracked {
+    pub fn vm(&self) -> Option<&VmState> {
+        match self {
+            Tracked::Vm(vm) => Some(vm),
+            Tracked::Other { .. } => None,
+        }
+    }
+
+    pub fn vm_mut(&mut self) -> Option<&mut VmState> {
+        match self {
+            Tracked::Vm(vm) => Some(vm),
+            Tracked::Other { .. } => None,
+        }
+    }
+}
+
+pub(super) struct VmState {
+    /// Process start time, in clock ticks after boot: with the pid, the process's identity.
+    pub start_ticks: u64,
+    pub family: &'static Family,
+    pub identity: VmIdentity,
+    /// `/proc/<pid>/stat`, open for as long as this process lives.
+    pub stat: OpenFile,
+    /// Thread count when the threads were last listed; a change means listing them again.
+    pub listed_threads: Option<u64>,
+    pub threads: HashMap<u32, Thread>,
+    /// Counters at the previous cycle.
+    pub previous: Option<Counters>,
+    /// The guest probe's channel, when the VM has one.
+    pub channel: Option<Channel>,
+    /// The VM's own guest agent, when it may have one.
+    pub guest_agent: Option<GuestAgent>,
+    /// Facts received and not yet reported.
+    pub unreported_facts: Option<DeliveredFacts>,
+    /// Where its CPU time is read.
+    pub cpu: CpuCounter,
+    /// Whether the process holds a KVM VM; looked at again on full rescans until it does (QEMU
+    /// creates its VM just after it starts). `None`: its descriptors could not be read.
+    pub uses_kvm: Option<bool>,
+    /// Its probe or guest agent sockets this agent may not connect to; looked at on full rescans.
+    pub channels_denied: Vec<String>,
+    /// What QEMU's vCPU thread names say ran them (`CPU 0/KVM`: true, `CPU 0/TCG`: false), for
+    /// when the process's descriptors cannot be read.
+    pub kvm_by_thread_names: Option<bool>,
+}
+
+/// A VM process's CPU counter, chosen when it is first seen.
+pub(super) enum CpuCounter {
+    Cgroup(CgroupCpu),
+    /// Its threads' run times: the last reading of each, and the running total so far (none
+    /// before the first reading).
+    Schedstat {
+        last_run_ns: HashMap<u32, u64>,
+        total_ns: Option<u64>,
+    },
+    StatTicks,
+}
+
+impl CpuCounter {
+    pub fn source(&self) -> CpuSource {
+        match self {
+            CpuCounter::Cgroup(_) => CpuSource::Cgroup,
+            CpuCounter::Schedstat { .. } => CpuSource::Schedstat,
+            CpuCounter::StatTicks => CpuSource::StatTicks,
+        }
+    }
+}
+
+pub(super) struct Thread {
+    pub is_vcpu: bool,
+    /// Its `schedstat`, open for its run time when the VM's CPU is counted from its threads.
+    pub run: Option<OpenFile>,
+    /// Where its context switches are read, opened when it is first counted.
+    pub switches: Option<(OpenFile, SwitchesFile)>,
+}
+
+pub(super) struct Counters {
+    /// CPU time the process used so far, in nanoseconds, from its `CpuCounter`.
+    pub cpu_ns: u64,
+    /// Context switches so far of each counted thread.
+    pub switches: HashMap<u32, u64>,
+}
