@@ -23,12 +23,12 @@ use sqlx::{Connection, QueryBuilder, Sqlite, SqliteConnection};
 use tower::ServiceExt;
 
 use tickscope_agent::simulate::{SimulatedHost, random_fleet};
-use tickscope_agent::wire::Report;
 use tickscope_server::app;
 use tickscope_server::auth;
 use tickscope_server::db::{Db, RawSample};
 use tickscope_server::domain::ReportId;
 use tickscope_server::state::{AppState, Options};
+use tickscope_wire::Report;
 
 const INTERVAL_MS: i64 = 10_000;
 

@@ -29,9 +29,6 @@ use axum::http::{Method, Request, StatusCode, header};
 use http_body_util::BodyExt;
 use tower::ServiceExt;
 
-use tickscope_agent::wire::{
-    AgentInfo, GuestSample, HostInfo, Hypervisor, Interval, ProcessTotals, Report, WakeupsSource,
-};
 use tickscope_server::app;
 use tickscope_server::auth;
 use tickscope_server::db::{Db, GuestScope, RawSample};
@@ -39,6 +36,9 @@ use tickscope_server::fleet::state::FleetState;
 use tickscope_server::ingest;
 use tickscope_server::retention::{self, Retention};
 use tickscope_server::state::{AppState, Options};
+use tickscope_wire::{
+    AgentInfo, GuestSample, HostInfo, Hypervisor, Interval, ProcessTotals, Report, WakeupsSource,
+};
 
 const INTERVAL_MS: i64 = 10_000;
 const PASSWORD: &str = "a long enough password";

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use tickscope_agent::simulate::{GuestSpec, HostSpec, Kernel, SimulatedHost, Tick};
-use tickscope_agent::wire::Hypervisor;
+use tickscope_wire::Hypervisor;
 
 use crate::auth::{self, UserRole};
 use crate::clock::now_ms;

@@ -12,7 +12,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use tickscope_agent::wire::Hypervisor;
+use tickscope_wire::Hypervisor;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::SharedClock;

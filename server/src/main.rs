@@ -501,7 +501,7 @@ async fn main() -> Result<()> {
             let host = host.map(|h| h.trim().to_string());
             let guest_uuid = match (role, guest_uuid) {
                 (Role::Guest, Some(uuid)) => Some(
-                    tickscope_agent::wire::normalise_uuid(&uuid)
+                    tickscope_wire::normalise_uuid(&uuid)
                         .with_context(|| format!("--guest-uuid {uuid:?} is not a UUID"))?,
                 ),
                 (Role::Guest, None) if host.is_some() => {
@@ -555,7 +555,7 @@ async fn bind_guest_token(
         _ => anyhow::bail!("several guest tokens are named {token:?}: give its id"),
     };
     let uuid = match guest_uuid {
-        Some(uuid) => tickscope_agent::wire::normalise_uuid(uuid)
+        Some(uuid) => tickscope_wire::normalise_uuid(uuid)
             .with_context(|| format!("--guest-uuid {uuid:?} is not a UUID"))?,
         None => row.guest_uuid.clone().with_context(|| {
             format!("guest token {token:?} has not delivered for a VM yet: give --guest-uuid")

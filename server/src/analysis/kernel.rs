@@ -1,7 +1,7 @@
 //! What the guest's own facts say about its tick, distilled for the analysis.
 
 use serde::Serialize;
-use tickscope_agent::wire::GuestFacts;
+use tickscope_wire::GuestFacts;
 
 use super::boot_args;
 
@@ -199,7 +199,7 @@ pub fn rhel5_build(release: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tickscope_agent::wire::{Dynticks, KernelConfig};
+    use tickscope_wire::{Dynticks, KernelConfig};
 
     fn facts(config: KernelConfig, cmdline: &str, modes: &[u32]) -> GuestFacts {
         GuestFacts {

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use tickscope_agent::wire::Hypervisor;
+use tickscope_wire::Hypervisor;
 
 use super::boot_args;
 use super::kernel::{KernelFacts, NohzBuilt};

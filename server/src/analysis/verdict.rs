@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use tickscope_agent::wire::Hypervisor;
+use tickscope_wire::Hypervisor;
 
 use super::idle::Activity;
 use super::suggest::Suggestion;
@@ -156,7 +156,7 @@ mod tests {
         let mut guests = host_of(6);
         // Tickless VirtualBox guests at another idle cost than the QEMU ones.
         for w in &mut guests[..2] {
-            w.hypervisor = tickscope_agent::wire::Hypervisor::Virtualbox;
+            w.hypervisor = tickscope_wire::Hypervisor::Virtualbox;
         }
         let verdicts = analyse_host(&guests);
         let learned: Vec<usize> = verdicts

@@ -1,7 +1,7 @@
 //! What a guest is judged on: its samples, by report interval, over the analysis window.
 
 use serde::Serialize;
-use tickscope_agent::wire::Hypervisor;
+use tickscope_wire::Hypervisor;
 
 /// Samples summed over a stretch of time.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
 use serde::Serialize;
-use tickscope_agent::wire::FactsSubmission;
+use tickscope_wire::FactsSubmission;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 

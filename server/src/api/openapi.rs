@@ -6,7 +6,7 @@ use utoipa::openapi::schema::{Object, Schema};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{OpenApi, RefOr};
 
-use tickscope_agent::wire::{MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS};
+use tickscope_wire::{MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS};
 
 use crate::ingest::{MAX_HOST_CPUS, MAX_INTERVAL_MS, MIN_INTERVAL_MS};
 

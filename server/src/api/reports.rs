@@ -5,7 +5,7 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::HeaderMap;
 use serde::Serialize;
-use tickscope_agent::wire::Report;
+use tickscope_wire::Report;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 

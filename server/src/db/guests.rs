@@ -1,6 +1,6 @@
 use sqlx::FromRow;
 
-use tickscope_agent::wire::Hypervisor;
+use tickscope_wire::Hypervisor;
 
 use crate::domain::{GuestId, HostId, HypervisorName};
 

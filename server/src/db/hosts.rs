@@ -21,7 +21,7 @@ pub struct HostRow {
 
 impl HostRow {
     /// The agent's blind spots, as stored (checked at ingest).
-    pub fn blind_spots(&self) -> Vec<tickscope_agent::wire::BlindSpot> {
+    pub fn blind_spots(&self) -> Vec<tickscope_wire::BlindSpot> {
         serde_json::from_str(&self.blind_spots_json).unwrap_or_default()
     }
 }

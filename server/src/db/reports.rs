@@ -1,6 +1,6 @@
 //! What storing a report comes to.
 
-use tickscope_agent::wire::WakeupsSource;
+use tickscope_wire::WakeupsSource;
 
 use super::facts::StoredFacts;
 use super::guests::{GuestRow, IntervalRow};

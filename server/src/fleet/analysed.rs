@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use tickscope_agent::wire::{FactsSource, GuestFacts};
+use tickscope_wire::{FactsSource, GuestFacts};
 
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::{Interval, Verdict, idle};

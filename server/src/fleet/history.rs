@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::Serialize;
-use tickscope_agent::wire::{GuestFacts, Hypervisor};
+use tickscope_wire::{GuestFacts, Hypervisor};
 
 use super::analysed::{ANALYSIS_WINDOW_MS, AnalysedGuest, choose_facts, intervals, reading};
 use crate::analysis::history::{self, Accumulated, Figures, Summary};

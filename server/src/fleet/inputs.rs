@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use tickscope_agent::wire::GuestFacts;
+use tickscope_wire::GuestFacts;
 
 use super::analysed::{
     ACTIVE_WITHIN_MS, ANALYSIS_WINDOW_MS, AnalysedGuest, choose_facts, intervals, reading,

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use tickscope_agent::wire::Hypervisor;
+use tickscope_wire::Hypervisor;
 
 use super::analysed::{ACTIVE_WITHIN_MS, AnalysedGuest};
 use super::changes::{self, SettledChanges};

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::Serialize;
-use tickscope_agent::wire::BlindSpot;
+use tickscope_wire::BlindSpot;
 
 use super::analysed::{ACTIVE_WITHIN_MS, AnalysedGuest};
 use crate::analysis::cost::{self, CostModel};

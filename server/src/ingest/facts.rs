@@ -1,7 +1,7 @@
 //! Guest facts at the server's edge: checking them, telling a change from a repeat, and finding
 //! the guest they belong to.
 
-use tickscope_agent::wire::GuestFacts;
+use tickscope_wire::GuestFacts;
 
 use crate::error::{AppError, AppResult};
 

@@ -2,7 +2,7 @@
 //! replayed from an agent's spool) and not in the future, whose length on the agent's monotonic
 //! clock agrees with its ends on the agent's wall clock.
 
-use tickscope_agent::wire::{Interval, MAX_SPOOL_AGE_S};
+use tickscope_wire::{Interval, MAX_SPOOL_AGE_S};
 
 use crate::error::{AppError, AppResult};
 

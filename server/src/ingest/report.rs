@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tickscope_agent::wire::{
+use tickscope_wire::{
     BlindSpot, FactsSource, GuestSample, Hypervisor, MAX_BLIND_SPOT_TEXT_CHARS, MAX_BLIND_SPOTS,
     MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, Report, WakeupsSource,
     normalise_uuid,

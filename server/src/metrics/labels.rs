@@ -136,7 +136,7 @@ mod tests {
         );
         assert_eq!(without_facts[4].1, "periodic");
 
-        let facts: tickscope_agent::wire::GuestFacts = serde_json::from_value(serde_json::json!({
+        let facts: tickscope_wire::GuestFacts = serde_json::from_value(serde_json::json!({
             "kernel_release": "6.1.0-9-amd64",
             "distro_name": "Debian GNU/Linux 12 (bookworm)",
             "config": {"source": "boot_config", "hz": 250, "no_hz_idle": true},

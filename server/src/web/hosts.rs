@@ -17,7 +17,7 @@ use crate::domain::HostId;
 use crate::error::{AppError, AppResult};
 use crate::fleet::{self, AnalysedGuest, HostTotals};
 use crate::state::AppState;
-use tickscope_agent::wire::BlindSpot;
+use tickscope_wire::BlindSpot;
 
 /// A host whose agent has not reported for this long is shown as silent (agents report every
 /// 10 s by default; a few missed reports can be a restart, minutes of them are not).

@@ -198,7 +198,7 @@ impl FieldLimits for TokenForm {
         ("csrf", MAX_CSRF_CHARS),
         ("name", MAX_TOKEN_NAME_CHARS),
         ("role", MAX_CHOICE_CHARS),
-        ("host", tickscope_agent::wire::MAX_NAME_CHARS),
+        ("host", tickscope_wire::MAX_NAME_CHARS),
         ("guest_uuid", 64),
     ];
 }
@@ -217,12 +217,12 @@ pub async fn create_token(
             .ok_or_else(|| AppError::invalid("role", "must be agent, viewer or guest"))?;
         let host = match form.host.trim() {
             "" => None,
-            host => Some(label("host", host, tickscope_agent::wire::MAX_NAME_CHARS)?),
+            host => Some(label("host", host, tickscope_wire::MAX_NAME_CHARS)?),
         };
         let guest_uuid = match form.guest_uuid.trim() {
             "" => None,
             uuid => Some(
-                tickscope_agent::wire::normalise_uuid(uuid)
+                tickscope_wire::normalise_uuid(uuid)
                     .ok_or_else(|| AppError::invalid("guest_uuid", "is not a UUID"))?,
             ),
         };

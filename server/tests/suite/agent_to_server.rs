@@ -14,7 +14,7 @@ use tickscope_agent::clock::SampleClock;
 use tickscope_agent::report::Reporter;
 use tickscope_agent::sampler::Sampler;
 use tickscope_agent::spool::{Bounds, Spool};
-use tickscope_agent::wire::{AgentInfo, HostInfo};
+use tickscope_wire::{AgentInfo, HostInfo};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_reports_reach_the_ranking_and_a_resend_is_stored_once() {
@@ -120,7 +120,7 @@ async fn agent_reports_reach_the_ranking_and_a_resend_is_stored_once() {
     assert_eq!(guest["suggestions"][0]["rule"], "remove_nohz_off");
 }
 
-fn empty_report() -> tickscope_agent::wire::Report {
+fn empty_report() -> tickscope_wire::Report {
     serde_json::from_value(serde_json::json!({
         "agent": {"id": "m", "run_id": "r", "version": "1"},
         "seq": 0,

@@ -51,7 +51,7 @@ async fn demo_refuses_a_database_real_agents_report_to() {
         )
         .await
         .unwrap();
-    let report: tickscope_agent::wire::Report = serde_json::from_value(serde_json::json!({
+    let report: tickscope_wire::Report = serde_json::from_value(serde_json::json!({
         "agent": {"id": "m", "run_id": "r", "version": "1"},
         "seq": 0,
         "host": {"name": "prod-hv-7", "cpus": 8, "kernel": "6.1"},

@@ -7,7 +7,7 @@ use axum::http::{Method, StatusCode};
 use serde_json::Value;
 
 use common::server;
-use tickscope_agent::wire::{GUEST_FACTS_PATH, REPORTS_PATH};
+use tickscope_wire::{GUEST_FACTS_PATH, REPORTS_PATH};
 
 async fn document(s: &common::Server) -> Value {
     let reply = s

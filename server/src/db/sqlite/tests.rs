@@ -1,6 +1,6 @@
 //! SQLite-only checks of how rows read back.
 
-use tickscope_agent::wire::Hypervisor;
+use tickscope_wire::Hypervisor;
 
 use super::store::SqliteDb;
 use crate::db::guests::GuestScope;
