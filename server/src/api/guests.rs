@@ -490,31 +490,16 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::analysis::{analyse_host, test_window};
-    use crate::domain::HostId;
+    use crate::analysis::test_window;
 
     fn guest(id: i64) -> Arc<AnalysedGuest> {
         let window = test_window(2, 0.5 + id as f64, 40.0 * id as f64, Some("nohz=off"));
-        let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
         Arc::new(AnalysedGuest {
-            id: GuestId(id),
             name: format!("g\"{id}\"\u{202e}"),
-            uuid: None,
-            host: "hv".into(),
-            host_id: HostId(1),
-            hypervisor: "qemu".into(),
-            management: None,
-            vcpus: 2,
             pid: id,
-            boot_args: Some("nohz=off".into()),
             uses_kvm: Some(true),
-            cpu_source: None,
             last_seen_ms: 1000 * id,
-            intervals: 6,
-            window_s: 60.0,
-            analysed_ms: 0,
-            kernel: None,
-            verdict,
+            ..AnalysedGuest::example(id, &window)
         })
     }
 

@@ -49,6 +49,35 @@ pub struct AnalysedGuest {
     pub verdict: Verdict,
 }
 
+#[cfg(test)]
+impl AnalysedGuest {
+    /// A guest for tests: `window` analysed alone, on host "hv" (id 1), under QEMU; the rest
+    /// plain, for a test to set what it is about (`AnalysedGuest { name, ..example(..) }`).
+    pub(crate) fn example(id: i64, window: &crate::analysis::Window) -> AnalysedGuest {
+        let verdict = crate::analysis::analyse_host(std::slice::from_ref(window)).remove(0);
+        AnalysedGuest {
+            id: GuestId(id),
+            name: format!("guest-{id}"),
+            uuid: None,
+            host: "hv".into(),
+            host_id: HostId(1),
+            hypervisor: "qemu".into(),
+            management: None,
+            vcpus: window.vcpus,
+            pid: 1000 + id,
+            boot_args: window.boot_args.clone(),
+            uses_kvm: window.uses_kvm,
+            cpu_source: None,
+            last_seen_ms: 0,
+            intervals: 6,
+            window_s: 60.0,
+            analysed_ms: 0,
+            kernel: None,
+            verdict,
+        }
+    }
+}
+
 impl AnalysedGuest {
     pub fn wasted_cpu_pct(&self) -> f64 {
         self.verdict.waste.wasted_cpu_pct

@@ -333,31 +333,17 @@ impl Order {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{analyse_host, test_window};
+    use crate::analysis::test_window;
 
     fn guest(id: i64, name: &str, cpu_pct: f64, wakeups: f64) -> Arc<AnalysedGuest> {
         let mut window = test_window(1, cpu_pct, wakeups, None);
         window.uses_kvm = Some(false);
-        let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
         Arc::new(AnalysedGuest {
-            id: GuestId(id),
             name: name.into(),
-            uuid: None,
             host: format!("hv-{}", id % 3),
-            host_id: crate::domain::HostId(1),
-            hypervisor: "qemu".into(),
-            management: None,
             vcpus: 1 + (id % 4) as u32,
-            pid: 1000 + id,
-            boot_args: None,
             uses_kvm: None,
-            cpu_source: None,
-            last_seen_ms: 0,
-            intervals: 6,
-            window_s: 60.0,
-            analysed_ms: 0,
-            kernel: None,
-            verdict,
+            ..AnalysedGuest::example(id, &window)
         })
     }
 

@@ -68,30 +68,18 @@ mod tests {
 
     use super::*;
     use crate::analysis::kernel::KernelFacts;
-    use crate::analysis::{analyse_host, test_window};
+    use crate::analysis::test_window;
 
     fn guest(uuid: Option<&str>, kernel: Option<KernelFacts>) -> Arc<AnalysedGuest> {
         let window = test_window(1, 5.3, 650.0, None);
-        let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
         Arc::new(AnalysedGuest {
-            id: crate::domain::GuestId(7),
             name: "web \"01\"\\\u{202e}x".into(),
             uuid: uuid.map(Into::into),
             host: "hv-1".into(),
-            host_id: crate::domain::HostId(1),
-            hypervisor: "qemu".into(),
             management: Some("libvirt".into()),
-            vcpus: 1,
             pid: 1000,
-            boot_args: None,
-            uses_kvm: None,
-            cpu_source: None,
-            last_seen_ms: 0,
-            analysed_ms: 0,
-            intervals: 6,
-            window_s: 60.0,
             kernel,
-            verdict,
+            ..AnalysedGuest::example(7, &window)
         })
     }
 

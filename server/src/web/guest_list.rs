@@ -143,32 +143,18 @@ pub fn page<'a>(guests: &'a [Arc<AnalysedGuest>], query: &ListQuery) -> Page<'a>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{analyse_host, test_window};
+    use crate::analysis::test_window;
 
     fn guest(id: i64, name: &str, host: &str, cpu_pct: f64, wakeups: f64) -> Arc<AnalysedGuest> {
         let mut window = test_window(1, cpu_pct, wakeups, None);
         // Under TCG, where a host-side rate tells the HZ: 2935 wake-ups a second are 1000 Hz.
         window.uses_kvm = Some(false);
-        let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
         Arc::new(AnalysedGuest {
-            id: crate::domain::GuestId(id),
             name: name.into(),
             uuid: Some(format!("00000000-0000-4000-8000-{id:012}")),
             host: host.into(),
-            host_id: crate::domain::HostId(1),
-            hypervisor: "qemu".into(),
-            management: None,
-            vcpus: 1,
-            pid: 1000 + id,
-            boot_args: None,
             uses_kvm: None,
-            cpu_source: None,
-            last_seen_ms: 0,
-            intervals: 6,
-            window_s: 60.0,
-            analysed_ms: 0,
-            kernel: None,
-            verdict,
+            ..AnalysedGuest::example(id, &window)
         })
     }
 

@@ -313,32 +313,20 @@ mod tests {
     use super::*;
     use crate::analysis::history::Accumulated;
     use crate::analysis::kernel::{KernelFacts, NohzBuilt};
-    use crate::analysis::{analyse_host, test_window};
+    use crate::analysis::test_window;
 
     const NOW_MS: i64 = 1_700_000_090_000;
 
     fn guest(kernel: Option<KernelFacts>) -> Arc<AnalysedGuest> {
         let window = test_window(2, 4.0, 1000.0, None);
-        let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
         Arc::new(AnalysedGuest {
-            id: crate::domain::GuestId(7),
             name: "web-01".into(),
-            uuid: None,
             host: "hv-a".into(),
-            host_id: crate::domain::HostId(1),
-            hypervisor: "qemu".into(),
-            management: None,
-            vcpus: 2,
-            pid: 1007,
-            boot_args: None,
             uses_kvm: Some(true),
-            cpu_source: None,
             last_seen_ms: NOW_MS - 90_000,
-            intervals: 6,
-            window_s: 60.0,
             analysed_ms: NOW_MS,
             kernel,
-            verdict,
+            ..AnalysedGuest::example(7, &window)
         })
     }
 
