@@ -25,6 +25,7 @@ use crate::alerts::{RuleKind, Scope, as_silences};
 use crate::analysis::alerting::{self, Silence};
 use crate::auth::User;
 use crate::db::{AlertRow, NewReceiver, NewRule, RuleRow};
+use crate::domain::AlertState;
 use crate::error::{AppError, AppResult};
 use crate::state::AppState;
 
@@ -49,8 +50,13 @@ pub struct AlertLine {
 }
 
 impl AlertLine {
-    pub fn new(a: &AlertRow, silences: &[Silence], now: i64) -> AlertLine {
-        let unit = RuleKind::of_subject(&a.subject).unit();
+    /// `rules`: the stored rules, of which the alert's own gives the unit of its value (none if
+    /// it was deleted since the alert was read).
+    pub fn new(a: &AlertRow, rules: &[RuleRow], silences: &[Silence], now: i64) -> AlertLine {
+        let unit = rules
+            .iter()
+            .find(|r| r.id == a.rule_id)
+            .map_or("", |r| r.kind.unit());
         let end = a.resolved_ms.unwrap_or(now);
         AlertLine {
             id: a.id.0,
@@ -60,7 +66,7 @@ impl AlertLine {
             subject: a.subject_name.clone(),
             host: a.host_name.clone(),
             state: a.state.to_string(),
-            value: format!("{:.2} {unit}", a.value),
+            value: format!("{:.2} {unit}", a.value).trim_end().to_string(),
             since: view::time(a.active_ms),
             lasted: view::duration(end - a.fired_ms.unwrap_or(a.active_ms)),
             fired: a.fired_ms.map(view::time).unwrap_or_default(),
@@ -69,7 +75,7 @@ impl AlertLine {
                 (Some(by), Some(at)) => format!("{by}, {}", view::ago(at, now)),
                 _ => String::new(),
             },
-            silenced: a.state != "resolved"
+            silenced: a.state != AlertState::Resolved
                 && alerting::silenced(silences, a.rule_id.0, &a.subject_name, &a.host_name, now),
         }
     }
@@ -88,15 +94,10 @@ pub struct RuleLine {
 
 impl RuleLine {
     fn new(r: &RuleRow) -> RuleLine {
-        let kind = Some(r.kind);
         RuleLine {
             id: r.id.0,
             name: r.name.clone(),
-            watches: match kind {
-                Some(RuleKind::GuestWaste) => "guest waste while idle".into(),
-                Some(RuleKind::HostSilent) => "agent silence".into(),
-                None => r.kind.to_string(),
-            },
+            watches: r.kind.label().into(),
             scope: match r.scope.as_str() {
                 "all" => "all".into(),
                 scope => format!("{scope} {}", r.scope_value),
@@ -104,7 +105,7 @@ impl RuleLine {
             condition: format!(
                 "≥ {} {} for {}",
                 r.threshold,
-                kind.map_or("", RuleKind::unit),
+                r.kind.unit(),
                 view::duration(r.duration_s * 1000)
             ),
             severity: r.severity.clone(),
@@ -182,8 +183,8 @@ impl NoticePage for AlertsPage {
         let silence_rows = state.db.silences(now).await?;
         let in_force = as_silences(&silence_rows);
         let open = state.db.open_alerts().await?;
-        let line = |a: &AlertRow| AlertLine::new(a, &in_force, now);
         let rules = state.db.alert_rules().await?;
+        let line = |a: &AlertRow| AlertLine::new(a, &rules, &in_force, now);
         let rule_name = |id: Option<i64>| {
             id.map_or("any rule".to_string(), |id| {
                 rules
@@ -199,12 +200,12 @@ impl NoticePage for AlertsPage {
             error,
             firing: open
                 .iter()
-                .filter(|a| a.state == "firing")
+                .filter(|a| a.state == AlertState::Firing)
                 .map(line)
                 .collect(),
             pending: open
                 .iter()
-                .filter(|a| a.state == "pending")
+                .filter(|a| a.state == AlertState::Pending)
                 .map(line)
                 .collect(),
             history: state
@@ -433,8 +434,10 @@ impl FieldLimits for RuleForm {
 impl RuleForm {
     fn rule(&self) -> AppResult<NewRule> {
         let name = label("name", &self.name, MAX_NAME_CHARS)?;
-        let kind = RuleKind::parse(&self.kind)
-            .ok_or_else(|| AppError::invalid("kind", "must be guest_waste or host_silent"))?;
+        let kind = RuleKind::parse(&self.kind).ok_or_else(|| {
+            let names: Vec<&str> = RuleKind::ALL.iter().map(|k| k.as_str()).collect();
+            AppError::invalid("kind", format!("must be one of {}", names.join(", ")))
+        })?;
         let scope_value = self.scope_value.trim().to_string();
         if scope_value.chars().count() > MAX_PATTERN_CHARS
             || scope_value.chars().any(char::is_control)
@@ -447,14 +450,11 @@ impl RuleForm {
         let scope = Scope::parse(kind, &self.scope, &scope_value).ok_or_else(|| {
             AppError::invalid(
                 "scope",
-                "must be all, or host, hypervisor or name with a value (an agent-silence rule takes all or host)",
+                "must be all, or host, hypervisor or name with a value (a rule about hosts takes all or host)",
             )
         })?;
-        let max = match kind {
-            RuleKind::GuestWaste => 10_000.0,
-            RuleKind::HostSilent => 7.0 * 86_400.0,
-        };
-        let threshold = number("threshold", &self.threshold, 0.0, max)?;
+        let bounds = kind.threshold();
+        let threshold = number("threshold", &self.threshold, bounds.min, bounds.max)?;
         let minutes = number("minutes", &self.minutes, 0.0, 7.0 * 1440.0)?;
         let severity = match self.severity.as_str() {
             s @ ("info" | "warning" | "critical") => s.to_string(),
@@ -798,6 +798,145 @@ csrf_field!(SilenceForm, RuleForm, ReceiverForm);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `<select>` with `id`, up to its end.
+    fn select<'a>(html: &'a str, id: &str) -> &'a str {
+        let start = html
+            .find(&format!("<select id=\"{id}\""))
+            .unwrap_or_else(|| panic!("no select {id} in {html}"));
+        let len = html[start..].find("</select>").unwrap();
+        &html[start..start + len]
+    }
+
+    /// Each kind offered once, under its stored name and its label, and nothing else.
+    fn assert_offers_every_kind(kinds: &str) {
+        assert_eq!(
+            kinds.matches("<option").count(),
+            RuleKind::ALL.len(),
+            "{kinds}"
+        );
+        for kind in RuleKind::ALL {
+            let option = format!("<option value=\"{}\"", kind.as_str());
+            assert_eq!(kinds.matches(&option).count(), 1, "{kind:?}: {kinds}");
+            let text = format!("{} ({})</option>", kind.label(), kind.spec().measured_in);
+            assert!(kinds.contains(&text), "{kind:?}: {kinds}");
+        }
+    }
+
+    fn admin_frame() -> Frame {
+        Frame {
+            role: "admin",
+            csrf: "token".into(),
+            ..Frame::default()
+        }
+    }
+
+    #[test]
+    fn the_new_rule_form_offers_every_kind_and_the_first_ones_threshold() {
+        let page = AlertsPage {
+            frame: admin_frame(),
+            notice: String::new(),
+            error: String::new(),
+            firing: vec![],
+            pending: vec![],
+            history: vec![],
+            rules: vec![],
+            rule_choices: vec![],
+            silences: vec![],
+            receivers: vec![],
+            waiting: 0,
+            delivered: 0,
+            failed: 0,
+            generated: String::new(),
+        };
+        let html = page.render().unwrap();
+        assert_offers_every_kind(select(&html, "rule-kind"));
+        let first = RuleKind::ALL[0];
+        assert!(
+            html.contains(&format!(
+                "name=\"threshold\" inputmode=\"decimal\" value=\"{}\"",
+                first.threshold().default
+            )),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn a_rules_page_offers_every_kind_with_its_own_selected() {
+        for kind in RuleKind::ALL {
+            let page = RulePage {
+                frame: admin_frame(),
+                rule: RuleRow {
+                    id: crate::domain::RuleId(4),
+                    name: "r".into(),
+                    kind,
+                    scope: "all".into(),
+                    scope_value: String::new(),
+                    threshold: kind.threshold().default,
+                    duration_s: 60,
+                    severity: "info".into(),
+                    enabled: true,
+                    updated_ms: 0,
+                    updated_by: "t".into(),
+                },
+                minutes: "1".into(),
+                error: String::new(),
+            };
+            let html = page.render().unwrap();
+            let kinds = select(&html, "rule-kind");
+            assert_offers_every_kind(kinds);
+            assert_eq!(kinds.matches(" selected").count(), 1, "{kinds}");
+            assert!(
+                kinds.contains(&format!("<option value=\"{}\" selected>", kind.as_str())),
+                "{kinds}"
+            );
+        }
+    }
+
+    /// A threshold is refused outside its kind's bounds, and taken at them.
+    #[test]
+    fn a_rules_threshold_is_checked_against_its_kinds_bounds() {
+        let form = |kind: RuleKind, threshold: f64| RuleForm {
+            csrf: None,
+            name: "r".into(),
+            kind: kind.as_str().into(),
+            scope: "all".into(),
+            scope_value: String::new(),
+            threshold: threshold.to_string(),
+            minutes: "1".into(),
+            severity: "info".into(),
+            enabled: None,
+        };
+        for kind in RuleKind::ALL {
+            let b = kind.threshold();
+            for (threshold, ok) in [
+                (b.min, true),
+                (b.default, true),
+                (b.max, true),
+                (b.min - 1.0, false),
+                (b.max + 1.0, false),
+            ] {
+                match (form(kind, threshold).rule(), ok) {
+                    (Ok(rule), true) => assert_eq!((rule.kind, rule.threshold), (kind, threshold)),
+                    (Err(AppError::Invalid { field, .. }), false) => {
+                        assert_eq!(field, "threshold", "{kind:?} {threshold}")
+                    }
+                    (got, _) => panic!("{kind:?} {threshold}: {got:?}"),
+                }
+            }
+        }
+        let unknown = RuleForm {
+            kind: "cpu_hot".into(),
+            ..form(RuleKind::ALL[0], 1.0)
+        };
+        let refused = match unknown.rule() {
+            Err(e @ AppError::Invalid { .. }) => e.to_string(),
+            got => panic!("{got:?}"),
+        };
+        for kind in RuleKind::ALL {
+            assert!(refused.contains(kind.as_str()), "{refused}");
+        }
+    }
 
     #[test]
     fn webhook_addresses_are_http_or_https_to_a_host() {
