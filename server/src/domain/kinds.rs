@@ -1,6 +1,7 @@
-//! Roles, alert states and rule kinds: stored as the same TEXT as always (`#[sqlx(rename_all)]`
-//! gives each variant its stored name), read back as the enum, so no layer parses them again.
-//! A stored name that is none of the variants fails to decode: an error, not a default.
+//! Roles, alert states, alert subjects and rule kinds: stored as the same TEXT as always
+//! (`#[sqlx(rename_all)]` gives each variant its stored name), read back as the enum, so no
+//! layer parses them again. A stored name that is none of the variants fails to decode: an
+//! error, not a default.
 
 use serde::{Deserialize, Serialize};
 
