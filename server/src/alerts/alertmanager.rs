@@ -134,7 +134,7 @@ pub fn postable_alerts(alerts: &[AlertRow], ends_ahead_ms: i64, external_url: &s
                 "annotations": parse_set(&a.annotations_json),
                 "startsAt": rfc3339(fired_ms),
                 "endsAt": rfc3339(ends_ms),
-                "generatorURL": subject_url(external_url, &a.subject, a.subject_id),
+                "generatorURL": subject_url(external_url, a.subject, a.subject_id),
             }))
         })
         .collect();
@@ -265,7 +265,7 @@ mod tests {
             rule_id: crate::domain::RuleId(1),
             rule_name: "r".into(),
             severity: "warning".into(),
-            subject: "guest".into(),
+            subject: crate::domain::Subject::Guest,
             subject_id: 7,
             subject_name: "web-01".into(),
             host_name: "hv1".into(),

@@ -10,7 +10,7 @@ use super::rules::{Rule, RuleKind, silences_in_force};
 use super::webhook::Notice;
 use crate::analysis::alerting::{self, Open, Step};
 use crate::db::{AlertRow, AlertWrite, ReceiverRow, RuleRow};
-use crate::domain::{AlertState, RuleId};
+use crate::domain::{AlertState, RuleId, Subject};
 use crate::error::AppResult;
 use axum::extract::FromRef;
 
@@ -79,10 +79,9 @@ where
     let state = &AlertContext::from_ref(state);
     let db = &state.db;
     let rules: Vec<RuleRow> = db.alert_rules().await?;
-    let mut open: HashMap<(RuleId, &'static str, i64), AlertRow> = HashMap::new();
+    let mut open: HashMap<(RuleId, Subject, i64), AlertRow> = HashMap::new();
     for alert in db.open_alerts().await? {
-        let subject = RuleKind::of_subject(&alert.subject).subject();
-        open.insert((alert.rule_id, subject, alert.subject_id), alert);
+        open.insert((alert.rule_id, alert.subject, alert.subject_id), alert);
     }
     let silences = silences_in_force(db, now_ms).await?;
     let receivers: Vec<ReceiverRow> = db
@@ -261,7 +260,7 @@ fn fired_at(step: Step, alert: Option<&AlertRow>, now_ms: i64) -> i64 {
 /// The measure of an open alert's subject that is no longer measured: its last value.
 fn gone(alert: &AlertRow) -> Measure {
     Measure {
-        subject: RuleKind::of_subject(&alert.subject).subject(),
+        subject: alert.subject,
         id: alert.subject_id,
         name: alert.subject_name.clone(),
         host: alert.host_name.clone(),
@@ -278,14 +277,13 @@ fn gone(alert: &AlertRow) -> Measure {
 
 /// The subject labels of an alert stored without a label set (opened before they were kept).
 fn gone_labels(alert: &AlertRow) -> Vec<(&'static str, String)> {
-    if alert.subject == "host" {
-        vec![("host", alert.host_name.clone())]
-    } else {
-        vec![
+    match alert.subject {
+        Subject::Host => vec![("host", alert.host_name.clone())],
+        Subject::Guest => vec![
             ("guest", alert.subject_name.clone()),
             ("guest_id", alert.subject_id.to_string()),
             ("host", alert.host_name.clone()),
-        ]
+        ],
     }
 }
 
@@ -328,7 +326,7 @@ mod tests {
             updated_by: "t".into(),
         };
         let m = Measure {
-            subject: "guest",
+            subject: Subject::Guest,
             id: 7,
             name: "web-01".into(),
             host: "hv1".into(),

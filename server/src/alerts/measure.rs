@@ -2,12 +2,13 @@
 //! subject is named, for the evaluation and the notifications alike.
 
 use crate::db::HostRow;
+use crate::domain::Subject;
 use crate::fleet::AnalysedGuest;
 
 /// One subject's measure under a rule.
 #[derive(Debug, Clone)]
 pub(super) struct Measure {
-    pub subject: &'static str,
+    pub subject: Subject,
     pub id: i64,
     pub name: String,
     pub host: String,
@@ -34,7 +35,7 @@ pub(super) fn guest_measure(g: &AnalysedGuest) -> Measure {
         .map(|s| s.title.to_string());
     let mode = g.verdict.classification.mode.as_str();
     Measure {
-        subject: "guest",
+        subject: Subject::Guest,
         id: g.id.0,
         name: g.name.clone(),
         host: g.host.clone(),
@@ -62,7 +63,7 @@ pub(super) fn guest_measure(g: &AnalysedGuest) -> Measure {
 pub(super) fn host_measure(h: &HostRow, now_ms: i64) -> Measure {
     let silent_s = ((now_ms - h.last_report_ms) as f64 / 1000.0).max(0.0);
     Measure {
-        subject: "host",
+        subject: Subject::Host,
         id: h.id.0,
         name: h.name.clone(),
         host: h.name.clone(),

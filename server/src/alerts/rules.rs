@@ -7,6 +7,7 @@ use crate::error::AppResult;
 use crate::fleet::AnalysedGuest;
 
 pub use crate::domain::RuleKind;
+use crate::domain::Subject;
 
 /// Which subjects a rule looks at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +22,8 @@ pub enum Scope {
 }
 
 impl Scope {
-    /// A scope from its stored form; `None` for a combination that makes no sense.
+    /// A scope from its stored form; `None` for a combination that makes no sense: a hypervisor
+    /// or a guest name narrows guests only, so a rule about hosts takes all or a host name.
     pub fn parse(kind: RuleKind, scope: &str, value: &str) -> Option<Scope> {
         let scope = match scope {
             "all" => Scope::All,
@@ -30,12 +32,12 @@ impl Scope {
             "name" => Scope::Name(value.to_string()),
             _ => return None,
         };
-        let fits = match (&scope, kind) {
+        let fits = match (&scope, kind.subject()) {
             (Scope::All, _) => true,
             (Scope::Host(v) | Scope::Hypervisor(v) | Scope::Name(v), _) if v.is_empty() => false,
             (Scope::Host(_), _) => true,
-            (Scope::Hypervisor(_) | Scope::Name(_), RuleKind::GuestWaste) => true,
-            (Scope::Hypervisor(_) | Scope::Name(_), RuleKind::HostSilent) => false,
+            (Scope::Hypervisor(_) | Scope::Name(_), Subject::Guest) => true,
+            (Scope::Hypervisor(_) | Scope::Name(_), Subject::Host) => false,
         };
         fits.then_some(scope)
     }

@@ -14,7 +14,7 @@ use super::measure::Measure;
 use super::rules::Rule;
 use crate::analysis::alerting::{Transition, silenced};
 use crate::db::{AlertRow, Notify, OutboxRow, PendingGroup, ReceiverRow};
-use crate::domain::{AlertId, OutboxId, ReceiverId};
+use crate::domain::{AlertId, OutboxId, ReceiverId, Subject};
 use crate::error::{AppError, AppResult};
 use axum::extract::FromRef;
 
@@ -31,7 +31,7 @@ pub fn rfc3339(ms: i64) -> String {
 }
 
 /// The page of an alert's subject.
-pub fn subject_url(external_url: &str, subject: &str, id: i64) -> String {
+pub fn subject_url(external_url: &str, subject: Subject, id: i64) -> String {
     format!("{}/{subject}s/{id}", external_url.trim_end_matches('/'))
 }
 
@@ -93,7 +93,7 @@ impl Notice<'_> {
             "status": self.transition.as_str(),
             "rule": {"id": self.rule.row.id, "name": self.rule.row.name, "kind": self.rule.kind.as_str()},
             "severity": self.rule.row.severity,
-            "subject": {"kind": self.measure.subject, "id": self.measure.id, "name": self.measure.name, "host": self.measure.host},
+            "subject": {"kind": self.measure.subject.as_str(), "id": self.measure.id, "name": self.measure.name, "host": self.measure.host},
             "value": self.measure.value,
             "threshold": self.rule.row.threshold,
             "unit": self.rule.kind.unit(),
@@ -214,7 +214,7 @@ pub fn still_firing_in(
         &labels::parse_set(&alert.annotations_json),
         fired_ms,
         None,
-        subject_url(external_url, &alert.subject, alert.subject_id),
+        subject_url(external_url, alert.subject, alert.subject_id),
     ))
 }
 

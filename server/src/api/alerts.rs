@@ -44,7 +44,7 @@ impl From<AlertRow> for AlertJson {
             rule_id: a.rule_id.0,
             rule: a.rule_name,
             severity: a.severity,
-            subject: a.subject,
+            subject: a.subject.as_str().to_string(),
             subject_id: a.subject_id,
             subject_name: a.subject_name,
             host: a.host_name,

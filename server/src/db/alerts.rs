@@ -2,7 +2,9 @@
 
 use sqlx::FromRow;
 
-use crate::domain::{AlertId, AlertState, OutboxId, ReceiverId, RuleId, RuleKind, SilenceId};
+use crate::domain::{
+    AlertId, AlertState, OutboxId, ReceiverId, RuleId, RuleKind, SilenceId, Subject,
+};
 
 #[derive(Debug, Clone, FromRow)]
 pub struct RuleRow {
@@ -54,7 +56,7 @@ pub struct AlertRow {
     pub rule_id: RuleId,
     pub rule_name: String,
     pub severity: String,
-    pub subject: String,
+    pub subject: Subject,
     pub subject_id: i64,
     pub subject_name: String,
     pub host_name: String,
@@ -180,7 +182,7 @@ pub struct OutboxCounts {
 pub enum AlertWrite {
     Open {
         rule_id: RuleId,
-        subject: &'static str,
+        subject: Subject,
         subject_id: i64,
         subject_name: String,
         host_name: String,

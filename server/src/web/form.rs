@@ -101,10 +101,11 @@ pub trait CsrfField {
     fn csrf(&self) -> Option<&str>;
 }
 
-/// Implements [`CsrfField`] for forms whose `csrf` field is an `Option<String>`.
+/// Implements [`CsrfField`] for forms whose `csrf` field is an `Option<String>`, in any module of
+/// `web/` however deep.
 macro_rules! csrf_field {
     ($($form:ty),* $(,)?) => {
-        $(impl super::form::CsrfField for $form {
+        $(impl $crate::web::form::CsrfField for $form {
             fn csrf(&self) -> Option<&str> {
                 self.csrf.as_deref()
             }

@@ -12,7 +12,7 @@ use crate::alerts::silences_in_force;
 use crate::analysis::history::Figures;
 use crate::auth::PageUser;
 use crate::db::FactsEventRow;
-use crate::domain::GuestId;
+use crate::domain::{GuestId, Subject};
 use crate::error::AppError;
 use crate::fleet::{self, AnalysedGuest};
 use crate::state::AppState;
@@ -53,12 +53,13 @@ pub async fn guest(
     let so_far = history.waste_so_far(&guest, now);
     let change = state.fleet.change(id, now).await?;
     let silences = silences_in_force(&state.db, now).await?;
+    let rules = state.db.alert_rules().await?;
     let alerts = state
         .db
-        .alerts_of("guest", id.0)
+        .alerts_of(Subject::Guest.as_str(), id.0)
         .await?
         .iter()
-        .map(|a| AlertLine::new(a, &silences, now))
+        .map(|a| AlertLine::new(a, &rules, &silences, now))
         .collect();
     let frame = Frame::new(&state, &user, &session).await?;
     Ok(GuestPage::build(

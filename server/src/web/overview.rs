@@ -16,6 +16,7 @@ use super::view::{self, GuestRow};
 use crate::alerts::silences_in_force;
 use crate::analysis::cost;
 use crate::auth::PageUser;
+use crate::domain::AlertState;
 use crate::fleet::{self, AnalysedGuest, Totals};
 use crate::state::AppState;
 
@@ -117,13 +118,14 @@ pub async fn overview(
         )
     };
     let silences = silences_in_force(&state.db, now).await?;
+    let rules = state.db.alert_rules().await?;
     let firing = state
         .db
         .open_alerts()
         .await?
         .iter()
-        .filter(|a| a.state == "firing")
-        .map(|a| AlertLine::new(a, &silences, now))
+        .filter(|a| a.state == AlertState::Firing)
+        .map(|a| AlertLine::new(a, &rules, &silences, now))
         .collect();
     Ok(OverviewPage {
         firing,

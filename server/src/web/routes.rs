@@ -29,22 +29,8 @@ pub fn router() -> Router<AppState> {
             post(settings::set_password),
         )
         .route("/settings/users/{id}/remove", post(settings::remove_user))
-        .route("/alerts", get(notice_page::<alerts::AlertsPage>))
-        .route("/alerts/{id}/ack", post(alerts::acknowledge))
-        .route("/alerts/silences", post(alerts::create_silence))
-        .route("/alerts/silences/{id}/expire", post(alerts::expire_silence))
-        .route("/alerts/rules", post(alerts::create_rule))
-        .route(
-            "/alerts/rules/{id}",
-            get(alerts::rule_page).post(alerts::save_rule),
-        )
-        .route("/alerts/rules/{id}/delete", post(alerts::delete_rule))
-        .route("/alerts/receivers", post(alerts::create_receiver))
-        .route("/alerts/receivers/{id}", post(alerts::save_receiver))
-        .route(
-            "/alerts/receivers/{id}/delete",
-            post(alerts::delete_receiver),
-        )
+        // `/alerts` and its forms, each part's routes beside its handlers in `web/alerts/`.
+        .merge(alerts::routes())
         .route("/account", get(notice_page::<account::AccountPage>))
         .route("/account/password", post(account::change_password))
         .route("/settings/cost", post(settings::save_cost))

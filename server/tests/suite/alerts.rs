@@ -17,6 +17,7 @@ use common::{Server, guest, server_with_clock};
 use tickscope_server::alerts;
 use tickscope_server::clock::{Clock, SharedClock, SystemClock};
 use tickscope_server::db::NewReceiver;
+use tickscope_server::domain::Subject;
 use tickscope_server::ingest;
 use tickscope_server::state::{AppState, Options};
 
@@ -175,7 +176,7 @@ async fn states(s: &Server) -> Vec<(String, String)> {
             .await
             .unwrap()
             .into_iter()
-            .filter(|a| a.subject == "guest")
+            .filter(|a| a.subject == Subject::Guest)
             .map(|a| (a.subject_name, a.state.to_string()))
             .collect();
     open.sort();
@@ -518,7 +519,7 @@ async fn a_silent_agent_fires_the_host_rule_and_a_new_report_resolves_it() {
     let host_alerts = |alerts: Vec<tickscope_server::db::AlertRow>| -> Vec<String> {
         alerts
             .into_iter()
-            .filter(|a| a.subject == "host")
+            .filter(|a| a.subject == Subject::Host)
             .map(|a| a.state.to_string())
             .collect()
     };
@@ -540,7 +541,7 @@ async fn a_silent_agent_fires_the_host_rule_and_a_new_report_resolves_it() {
         .unwrap();
     assert!(host_alerts(s.db.open_alerts().await.unwrap()).is_empty());
     let resolved = s.db.resolved_alerts(10).await.unwrap();
-    assert_eq!(resolved[0].subject, "host");
+    assert_eq!(resolved[0].subject, Subject::Host);
     assert_eq!(resolved[0].subject_name, "hv1");
 }
 

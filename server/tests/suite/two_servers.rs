@@ -297,7 +297,7 @@ fn assert_firing_alerts_told_once(store: &Store, bodies: &[Value], fired_before_
     let mut checked = 0;
     for alert in &open {
         assert!(
-            subjects.insert((alert.rule_id, alert.subject.clone(), alert.subject_id)),
+            subjects.insert((alert.rule_id, alert.subject, alert.subject_id)),
             "two open alerts of rule {:?} about {} {}",
             alert.rule_id,
             alert.subject,
