@@ -48,7 +48,7 @@ const HOUR_MS: i64 = 3_600_000;
 
 impl ServeSettings {
     /// Checks the flags and works out the settings; an error names the flags at fault. Raises
-    /// the open-files limit to what the connection cap needs (see [`connection_cap`]), and reads
+    /// the open-files limit to what the connection cap needs (see `connection_cap`), and reads
     /// the Alertmanager's auth and CA files.
     pub fn from_args(args: ServeArgs) -> Result<ServeSettings> {
         let usable = |v: f64| v.is_finite() && v >= 0.0;
