@@ -6,6 +6,7 @@ pub mod api;
 pub mod app;
 pub mod auth;
 pub mod budgets;
+pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod crypto;
