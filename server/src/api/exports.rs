@@ -218,13 +218,12 @@ impl GuestBatches {
     }
 }
 
-/// What the plan exports are made of: the ranking at one instant, its plan, and the cost model
-/// they are priced with.
+/// What the plan exports are made of: the ranking at one instant, its plan, and the context
+/// (cost model, instant, demo) they are written with.
 struct PlanInputs {
-    now_ms: i64,
     guests: Vec<Arc<AnalysedGuest>>,
     plan: Vec<PlanGroup>,
-    model: CostModel,
+    context: export::Context,
 }
 
 impl PlanInputs {
@@ -232,19 +231,27 @@ impl PlanInputs {
         let now_ms = state.clock.now_ms();
         let guests = state.fleet.ranked(now_ms).await;
         PlanInputs {
-            now_ms,
             plan: fleet::plan(&guests),
             guests,
-            model: state.cost_model(),
+            context: context(state, now_ms),
         }
     }
 
-    fn context(&self, state: &AppState) -> export::Context {
-        export::Context {
-            model: self.model.clone(),
-            now_ms: self.now_ms,
-            demo: state.options.demo,
-        }
+    /// The plan as a streamed CSV download named `name`, its rows written by `rows`: a stream
+    /// slot is taken first, as for every streamed export.
+    async fn csv_download<C>(
+        state: &AppState,
+        spend: Option<Extension<Spend>>,
+        name: &str,
+        rows: impl FnOnce(Vec<PlanGroup>, &[Arc<AnalysedGuest>], export::Context) -> C,
+    ) -> AppResult<Response>
+    where
+        C: Iterator<Item = AppResult<Vec<u8>>> + Send + 'static,
+    {
+        take_stream(spend.as_deref(), &state.metrics)?;
+        let p = PlanInputs::now(state).await;
+        let demo = p.context.demo;
+        Ok(csv_download(name, demo, rows(p.plan, &p.guests, p.context)))
     }
 }
 
@@ -272,15 +279,8 @@ async fn plan_csv(
     State(state): State<AppState>,
     _viewer: Viewer,
     spend: Option<Extension<Spend>>,
-) -> AppResult<impl IntoResponse> {
-    take_stream(spend.as_deref(), &state.metrics)?;
-    let p = PlanInputs::now(&state).await;
-    let context = p.context(&state);
-    Ok(csv_download(
-        "plan",
-        context.demo,
-        export::plan_csv(p.plan, &p.guests, context),
-    ))
+) -> AppResult<Response> {
+    PlanInputs::csv_download(&state, spend, "plan", export::plan_csv).await
 }
 
 /// The kernel-upgrade plan as CSV, one row per guest it changes: the guest's group (the
@@ -300,15 +300,8 @@ async fn plan_guests_csv(
     State(state): State<AppState>,
     _viewer: Viewer,
     spend: Option<Extension<Spend>>,
-) -> AppResult<impl IntoResponse> {
-    take_stream(spend.as_deref(), &state.metrics)?;
-    let p = PlanInputs::now(&state).await;
-    let context = p.context(&state);
-    Ok(csv_download(
-        "plan-guests",
-        context.demo,
-        export::plan_guests_csv(p.plan, &p.guests, context),
-    ))
+) -> AppResult<Response> {
+    PlanInputs::csv_download(&state, spend, "plan-guests", export::plan_guests_csv).await
 }
 
 /// The kernel-upgrade plan as an Ansible inventory (YAML): a group per change, each guest the
@@ -330,13 +323,12 @@ async fn plan_inventory(
     _viewer: Viewer,
 ) -> AppResult<impl IntoResponse> {
     let p = PlanInputs::now(&state).await;
-    let context = p.context(&state);
     Ok(download(
         "plan-inventory",
         "yml",
         "application/yaml; charset=utf-8",
-        context.demo,
-        export::plan_inventory(&p.plan, &p.guests, &context)?,
+        p.context.demo,
+        export::plan_inventory(&p.plan, &p.guests, &p.context)?,
     ))
 }
 
@@ -363,12 +355,11 @@ struct PlanJson {
     )
 )]
 async fn plan_json(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<PlanJson>> {
-    let now = state.clock.now_ms();
-    let guests = state.fleet.ranked(now).await;
+    let p = PlanInputs::now(&state).await;
     Ok(Json(PlanJson {
-        generated_ms: now,
-        demo: state.options.demo,
-        cost_model: state.cost_model().clone(),
-        groups: fleet::plan(&guests),
+        generated_ms: p.context.now_ms,
+        demo: p.context.demo,
+        cost_model: p.context.model,
+        groups: p.plan,
     }))
 }
