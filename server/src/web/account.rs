@@ -9,7 +9,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::error::PageError;
-use super::flash::{self, Back, NoticePage};
+use super::flash::{self, Back, NoticePage, Said};
 use super::form::{BoundedForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
 use crate::auth::throttle::password_fingerprint;
@@ -38,17 +38,15 @@ impl NoticePage for AccountPage {
         state: &AppState,
         user: &User,
         session: &Session,
-        status: StatusCode,
-        notice: String,
-        error: String,
+        said: Said,
     ) -> Result<Response, PageError> {
         let page = AccountPage {
             frame: Frame::new(state, user, session).await?,
             min_chars: auth::MIN_PASSWORD_CHARS,
-            notice,
-            error,
+            notice: said.notice,
+            error: said.error,
         };
-        Ok((status, page).into_response())
+        Ok((said.status, page).into_response())
     }
 }
 
@@ -119,30 +117,16 @@ pub async fn change_password(
             flash::redirect(&session, BACK.key, notice, BACK.path).await
         }
         Err(e @ AppError::Invalid { .. }) => {
-            let status = e.status();
-            <AccountPage as NoticePage>::render(
-                &state,
-                &user,
-                &session,
-                status,
-                String::new(),
-                e.to_string(),
-            )
-            .await
+            let said = Said::refusal(e.status(), e.to_string());
+            <AccountPage as NoticePage>::render(&state, &user, &session, said).await
         }
         Err(AppError::TooManyRequests {
             message,
             retry_after_s,
         }) => {
-            let mut page = <AccountPage as NoticePage>::render(
-                &state,
-                &user,
-                &session,
-                StatusCode::TOO_MANY_REQUESTS,
-                String::new(),
-                message,
-            )
-            .await?;
+            let said = Said::refusal(StatusCode::TOO_MANY_REQUESTS, message);
+            let mut page =
+                <AccountPage as NoticePage>::render(&state, &user, &session, said).await?;
             page.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from(retry_after_s),

@@ -35,12 +35,9 @@ where
 
 /// A form an admin sent from this session. In this order: a visitor not logged in is sent to
 /// the login page; the form is read as a [`BoundedForm`]; a CSRF token that is missing or not
-/// this session's is refused 403; a viewer is refused 403.
-pub struct AdminForm<T> {
-    pub user: User,
-    pub session: Session,
-    pub form: T,
-}
+/// this session's is refused 403; a viewer is refused 403. Its parts: the admin, their
+/// session and the form.
+pub struct AdminForm<T>(pub User, pub Session, pub T);
 
 impl<S, T> FromRequest<S> for AdminForm<T>
 where
@@ -63,10 +60,6 @@ where
         checked
             .await
             .map_err(|e| PageError::from(e).into_response())?;
-        Ok(AdminForm {
-            user,
-            session,
-            form,
-        })
+        Ok(AdminForm(user, session, form))
     }
 }

@@ -48,6 +48,33 @@ impl Back {
     }
 }
 
+/// What a [`NoticePage`] says above its content, and the status it answers with.
+pub struct Said {
+    pub status: StatusCode,
+    pub notice: String,
+    pub error: String,
+}
+
+impl Said {
+    /// The notice the last form left, if any (200).
+    pub fn notice(notice: String) -> Said {
+        Said {
+            status: StatusCode::OK,
+            notice,
+            error: String::new(),
+        }
+    }
+
+    /// Why a form was refused, answered with `status`.
+    pub fn refusal(status: StatusCode, error: String) -> Said {
+        Said {
+            status,
+            notice: String::new(),
+            error,
+        }
+    }
+}
+
 /// A page that shows, once, the notice the last form left for it, and else renders itself with
 /// a status and a notice or an error.
 pub trait NoticePage {
@@ -57,9 +84,7 @@ pub trait NoticePage {
         state: &AppState,
         user: &User,
         session: &Session,
-        status: StatusCode,
-        notice: String,
-        error: String,
+        said: Said,
     ) -> impl Future<Output = Result<Response, PageError>> + Send;
 }
 
@@ -69,13 +94,31 @@ pub async fn page<P: NoticePage>(
     PageUser(user, session): PageUser,
 ) -> Result<Response, PageError> {
     let notice: String = take(&session, P::BACK.key).await?.unwrap_or_default();
-    P::render(
-        &state,
-        &user,
-        &session,
-        StatusCode::OK,
-        notice,
-        String::new(),
-    )
-    .await
+    P::render(&state, &user, &session, Said::notice(notice)).await
+}
+
+/// What a form on a [`NoticePage`] answers: when it did its work, back to the page at
+/// `#anchor`, which shows `outcome`'s notice once; when refused for what was typed (invalid, or
+/// in conflict with what is stored), the page again with that status and why, so the admin sees
+/// it beside the form; any other error is the error page.
+pub async fn finish<P: NoticePage>(
+    state: &AppState,
+    user: &User,
+    session: &Session,
+    outcome: AppResult<String>,
+    anchor: &str,
+) -> Result<Response, PageError> {
+    match outcome {
+        Ok(notice) => P::BACK.done(session, notice, anchor).await,
+        Err(e @ (AppError::Invalid { .. } | AppError::Conflict(_))) => {
+            P::render(
+                state,
+                user,
+                session,
+                Said::refusal(e.status(), e.to_string()),
+            )
+            .await
+        }
+        Err(e) => Err(e.into()),
+    }
 }

@@ -162,19 +162,25 @@ pub async fn page(
     .await
 }
 
-/// A refused form: the settings page again, saying why.
-async fn refused(
+/// What a form on this page answers: when it did its work, back to the page at `#anchor`,
+/// which shows `outcome` once; when refused for what was typed (invalid, or in conflict with
+/// what is stored), the page again with that status and why; any other error is the error page.
+async fn answer(
     state: &AppState,
     user: &User,
     session: &Session,
-    error: AppError,
+    outcome: AppResult<Flash>,
+    anchor: &str,
 ) -> Result<Response, PageError> {
-    if !matches!(error, AppError::Invalid { .. } | AppError::Conflict(_)) {
-        return Err(error.into());
+    match outcome {
+        Ok(flash) => BACK.done(session, flash, anchor).await,
+        Err(e @ (AppError::Invalid { .. } | AppError::Conflict(_))) => {
+            let status = e.status();
+            let message = e.to_string();
+            render(state, user, session, status, |p| p.error = message).await
+        }
+        Err(e) => Err(e.into()),
     }
-    let status = error.status();
-    let message = error.to_string();
-    render(state, user, session, status, |p| p.error = message).await
 }
 
 #[derive(Deserialize)]
@@ -205,11 +211,7 @@ impl FieldLimits for TokenForm {
 
 pub async fn create_token(
     State(state): State<AppState>,
-    AdminForm {
-        user,
-        session,
-        form,
-    }: AdminForm<TokenForm>,
+    AdminForm(user, session, form): AdminForm<TokenForm>,
 ) -> Result<Response, PageError> {
     let made = async {
         let name = label("name", &form.name, MAX_TOKEN_NAME_CHARS)?;
@@ -262,25 +264,19 @@ pub async fn create_token(
             state.db.pin_guest_token(id, uuid, host.as_deref()).await?;
         }
         tracing::info!(admin = ?user.name, token = ?name, role = role.as_str(), "token created");
-        Ok((name, token))
+        Ok(Flash {
+            new_token_ticket: state.new_tokens.keep(token, name, state.clock.now_ms())?,
+            ..Flash::default()
+        })
     }
     .await;
-    match made {
-        Ok((name, token)) => {
-            let flash = Flash {
-                new_token_ticket: state.new_tokens.keep(token, name, state.clock.now_ms())?,
-                ..Flash::default()
-            };
-            BACK.done(&session, flash, "tokens").await
-        }
-        Err(e) => refused(&state, &user, &session, e).await,
-    }
+    answer(&state, &user, &session, made, "tokens").await
 }
 
 pub async fn revoke_token(
     State(state): State<AppState>,
     id: Result<Path<i64>, PathRejection>,
-    AdminForm { user, session, .. }: AdminForm<CsrfForm>,
+    AdminForm(user, session, _): AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     let Path(id) = id.map_err(|_| AppError::NotFound("There is no such token.".into()))?;
     if !state
@@ -322,11 +318,7 @@ impl FieldLimits for UserForm {
 
 pub async fn create_user(
     State(state): State<AppState>,
-    AdminForm {
-        user,
-        session,
-        form,
-    }: AdminForm<UserForm>,
+    AdminForm(user, session, form): AdminForm<UserForm>,
 ) -> Result<Response, PageError> {
     let made = async {
         let name = auth::user_name(&form.name)?;
@@ -338,16 +330,10 @@ pub async fn create_user(
             .insert_user(&name, role, &hash, state.clock.now_ms())
             .await?;
         tracing::info!(admin = ?user.name, user = ?name, role = role.as_str(), "user created");
-        Ok(name)
+        Ok(notice(format!("User {name} added.")))
     }
     .await;
-    match made {
-        Ok(name) => {
-            BACK.done(&session, notice(format!("User {name} added.")), "users")
-                .await
-        }
-        Err(e) => refused(&state, &user, &session, e).await,
-    }
+    answer(&state, &user, &session, made, "users").await
 }
 
 #[derive(Deserialize)]
@@ -369,14 +355,10 @@ impl FieldLimits for CostForm {
 
 pub async fn save_cost(
     State(state): State<AppState>,
-    AdminForm {
-        user,
-        session,
-        form,
-    }: AdminForm<CostForm>,
+    AdminForm(user, session, form): AdminForm<CostForm>,
 ) -> Result<Response, PageError> {
-    let model = (|| {
-        Ok::<_, AppError>(CostModel {
+    let saved = async {
+        let model = CostModel {
             watts_per_busy_core: number(
                 "watts_per_busy_core",
                 &form.watts_per_busy_core,
@@ -385,17 +367,13 @@ pub async fn save_cost(
             )?,
             price_per_kwh: number("price_per_kwh", &form.price_per_kwh, 0.0, 100.0)?,
             currency: label("currency", &form.currency, MAX_CURRENCY_CHARS)?,
-        })
-    })();
-    match model {
-        Ok(model) => {
-            state.set_cost_model(model, &user.name).await?;
-            tracing::info!(admin = ?user.name, "cost model saved");
-            let saved = notice("Cost model saved: every figure now uses it.".into());
-            BACK.done(&session, saved, "cost").await
-        }
-        Err(e) => refused(&state, &user, &session, e).await,
+        };
+        state.set_cost_model(model, &user.name).await?;
+        tracing::info!(admin = ?user.name, "cost model saved");
+        Ok(notice("Cost model saved: every figure now uses it.".into()))
     }
+    .await;
+    answer(&state, &user, &session, saved, "cost").await
 }
 
 /// The user a per-user form is about: another one than the admin sending it (who changes their
@@ -434,11 +412,7 @@ impl FieldLimits for RoleForm {
 pub async fn set_role(
     State(state): State<AppState>,
     id: Result<Path<i64>, PathRejection>,
-    AdminForm {
-        user,
-        session,
-        form,
-    }: AdminForm<RoleForm>,
+    AdminForm(user, session, form): AdminForm<RoleForm>,
 ) -> Result<Response, PageError> {
     let changed = async {
         let other = other_user(&state, &user, id).await?;
@@ -446,13 +420,10 @@ pub async fn set_role(
             .ok_or_else(|| AppError::invalid("role", "must be admin or viewer"))?;
         state.db.set_role(other.id, role).await?;
         tracing::info!(admin = ?user.name, user = ?other.name, role = role.as_str(), "role changed");
-        Ok(format!("{} is now {}.", other.name, role.as_str()))
+        Ok(notice(format!("{} is now {}.", other.name, role.as_str())))
     }
     .await;
-    match changed {
-        Ok(text) => BACK.done(&session, notice(text), "users").await,
-        Err(e) => refused(&state, &user, &session, e).await,
-    }
+    answer(&state, &user, &session, changed, "users").await
 }
 
 #[derive(Deserialize)]
@@ -469,45 +440,38 @@ impl FieldLimits for PasswordForm {
 pub async fn set_password(
     State(state): State<AppState>,
     id: Result<Path<i64>, PathRejection>,
-    AdminForm {
-        user,
-        session,
-        form,
-    }: AdminForm<PasswordForm>,
+    AdminForm(user, session, form): AdminForm<PasswordForm>,
 ) -> Result<Response, PageError> {
     let changed = async {
         let other = other_user(&state, &user, id).await?;
         let hash = auth::hash_password_async(form.password).await?;
         state.db.set_password(other.id, &hash).await?;
         tracing::info!(admin = ?user.name, user = ?other.name, "password set by an admin");
-        Ok(format!(
+        Ok(notice(format!(
             "New password set for {}; their open sessions are logged out.",
             other.name
-        ))
+        )))
     }
     .await;
-    match changed {
-        Ok(text) => BACK.done(&session, notice(text), "users").await,
-        Err(e) => refused(&state, &user, &session, e).await,
-    }
+    answer(&state, &user, &session, changed, "users").await
 }
 
 pub async fn remove_user(
     State(state): State<AppState>,
     id: Result<Path<i64>, PathRejection>,
-    AdminForm { user, session, .. }: AdminForm<CsrfForm>,
+    AdminForm(user, session, _): AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     let removed = async {
         let other = other_user(&state, &user, id).await?;
         state.db.delete_user(other.id).await?;
         tracing::info!(admin = ?user.name, user = ?other.name, "user removed");
-        Ok(format!("User {} removed and logged out.", other.name))
+        Ok(notice(format!(
+            "User {} removed and logged out.",
+            other.name
+        )))
     }
     .await;
-    match removed {
-        Ok(text) => BACK.done(&session, notice(text), "users").await,
-        Err(e) => refused(&state, &user, &session, e).await,
-    }
+    answer(&state, &user, &session, removed, "users").await
 }
 
 csrf_field!(TokenForm, UserForm, CostForm, RoleForm, PasswordForm);

@@ -8,7 +8,6 @@ use askama_web::WebTemplate;
 use axum::Router;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tower_sessions::Session;
@@ -22,7 +21,7 @@ use crate::error::{AppError, AppResult};
 use crate::state::AppState;
 use crate::web::error::PageError;
 use crate::web::extract::AdminForm;
-use crate::web::flash::{self, Back, NoticePage};
+use crate::web::flash::{self, Back, NoticePage, Said};
 use crate::web::form::CsrfForm;
 use crate::web::frame::Frame;
 use crate::web::view;
@@ -71,9 +70,7 @@ impl NoticePage for AlertsPage {
         state: &AppState,
         user: &User,
         session: &Session,
-        status: StatusCode,
-        notice: String,
-        error: String,
+        said: Said,
     ) -> Result<Response, PageError> {
         let now = state.clock.now_ms();
         let silence_rows = state.db.silences(now).await?;
@@ -84,8 +81,8 @@ impl NoticePage for AlertsPage {
         let counts = state.db.outbox_counts().await?;
         let page = AlertsPage {
             frame: Frame::new(state, user, session).await?,
-            notice,
-            error,
+            notice: said.notice,
+            error: said.error,
             firing: open
                 .iter()
                 .filter(|a| a.state == AlertState::Firing)
@@ -121,36 +118,7 @@ impl NoticePage for AlertsPage {
             failed: counts.failed,
             generated: view::time(now),
         };
-        Ok((status, page).into_response())
-    }
-}
-
-/// What a form answers: when it did its work, back to `/alerts#anchor`, which shows `outcome`'s
-/// notice once; when refused for what was typed (invalid, or in conflict with what is stored),
-/// the page again with that status and why, so the admin sees it beside the form; any other
-/// error is the error page.
-pub async fn finish(
-    state: &AppState,
-    user: &User,
-    session: &Session,
-    outcome: AppResult<String>,
-    anchor: &str,
-) -> Result<Response, PageError> {
-    match outcome {
-        Ok(notice) => BACK.done(session, notice, anchor).await,
-        Err(e @ (AppError::Invalid { .. } | AppError::Conflict(_))) => {
-            let status = e.status();
-            <AlertsPage as NoticePage>::render(
-                state,
-                user,
-                session,
-                status,
-                String::new(),
-                e.to_string(),
-            )
-            .await
-        }
-        Err(e) => Err(e.into()),
+        Ok((said.status, page).into_response())
     }
 }
 
@@ -164,7 +132,7 @@ pub fn id_of(id: Result<Path<i64>, PathRejection>, what: &str) -> AppResult<i64>
 async fn acknowledge(
     State(state): State<AppState>,
     id: Result<Path<i64>, PathRejection>,
-    AdminForm { user, session, .. }: AdminForm<CsrfForm>,
+    AdminForm(user, session, _): AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     let id = id_of(id, "alert")?;
     if !state

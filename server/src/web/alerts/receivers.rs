@@ -8,7 +8,7 @@ use axum::response::Response;
 use axum::routing::post;
 use serde::Deserialize;
 
-use super::page::{BACK, MAX_NAME_CHARS, MAX_PATTERN_CHARS, finish, id_of};
+use super::page::{AlertsPage, BACK, MAX_NAME_CHARS, MAX_PATTERN_CHARS, id_of};
 use crate::alerts::client::{self, Reach};
 use crate::alerts::labels;
 use crate::db::NewReceiver;
@@ -17,6 +17,7 @@ use crate::error::{AppError, AppResult};
 use crate::state::AppState;
 use crate::web::error::PageError;
 use crate::web::extract::AdminForm;
+use crate::web::flash::finish;
 use crate::web::form::{
     CsrfForm, FieldLimits, MAX_CHOICE_CHARS, MAX_CSRF_CHARS, MAX_NUMBER_CHARS, csrf_field, label,
     number,
@@ -167,11 +168,7 @@ fn webhook_url(text: &str) -> AppResult<String> {
 
 async fn create_receiver(
     State(state): State<AppState>,
-    AdminForm {
-        user,
-        session,
-        form,
-    }: AdminForm<ReceiverForm>,
+    AdminForm(user, session, form): AdminForm<ReceiverForm>,
 ) -> Result<Response, PageError> {
     let made = async {
         let mut receiver = form.receiver(&reach(&state))?;
@@ -188,17 +185,13 @@ async fn create_receiver(
         ))
     }
     .await;
-    finish(&state, &user, &session, made, "receivers").await
+    finish::<AlertsPage>(&state, &user, &session, made, "receivers").await
 }
 
 async fn save_receiver(
     State(state): State<AppState>,
     id: Result<Path<i64>, PathRejection>,
-    AdminForm {
-        user,
-        session,
-        form,
-    }: AdminForm<ReceiverForm>,
+    AdminForm(user, session, form): AdminForm<ReceiverForm>,
 ) -> Result<Response, PageError> {
     let id = id_of(id, "receiver")?;
     let saved = async {
@@ -208,13 +201,13 @@ async fn save_receiver(
         Ok(format!("Receiver {} saved.", receiver.name))
     }
     .await;
-    finish(&state, &user, &session, saved, "receivers").await
+    finish::<AlertsPage>(&state, &user, &session, saved, "receivers").await
 }
 
 async fn delete_receiver(
     State(state): State<AppState>,
     id: Result<Path<i64>, PathRejection>,
-    AdminForm { user, session, .. }: AdminForm<CsrfForm>,
+    AdminForm(user, session, _): AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     let id = id_of(id, "receiver")?;
     state.db.delete_receiver(ReceiverId(id)).await?;

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 
-use super::page::{BACK, MAX_NAME_CHARS, MAX_PATTERN_CHARS, finish, id_of};
+use super::page::{AlertsPage, BACK, MAX_NAME_CHARS, MAX_PATTERN_CHARS, id_of};
 use crate::alerts::{RuleKind, Scope};
 use crate::db::{NewRule, RuleRow};
 use crate::domain::RuleId;
@@ -19,6 +19,7 @@ use crate::error::{AppError, AppResult};
 use crate::state::AppState;
 use crate::web::error::PageError;
 use crate::web::extract::{Admin, AdminForm};
+use crate::web::flash::finish;
 use crate::web::form::{
     CsrfForm, FieldLimits, MAX_CHOICE_CHARS, MAX_CSRF_CHARS, MAX_NUMBER_CHARS, csrf_field, label,
     number,
@@ -114,11 +115,7 @@ impl RuleForm {
 
 async fn create_rule(
     State(state): State<AppState>,
-    AdminForm {
-        user,
-        session,
-        form,
-    }: AdminForm<RuleForm>,
+    AdminForm(user, session, form): AdminForm<RuleForm>,
 ) -> Result<Response, PageError> {
     let made = async {
         let rule = form.rule()?;
@@ -130,7 +127,7 @@ async fn create_rule(
         Ok(format!("Rule {} added.", rule.name))
     }
     .await;
-    finish(&state, &user, &session, made, "rules").await
+    finish::<AlertsPage>(&state, &user, &session, made, "rules").await
 }
 
 #[derive(Template, WebTemplate)]
@@ -170,11 +167,7 @@ async fn rule_page(
 async fn save_rule(
     State(state): State<AppState>,
     id: Result<Path<i64>, PathRejection>,
-    AdminForm {
-        user,
-        session,
-        form,
-    }: AdminForm<RuleForm>,
+    AdminForm(user, session, form): AdminForm<RuleForm>,
 ) -> Result<Response, PageError> {
     let id = id_of(id, "rule")?;
     let rule = rule_by_id(&state, id).await?;
@@ -204,7 +197,7 @@ async fn save_rule(
 async fn delete_rule(
     State(state): State<AppState>,
     id: Result<Path<i64>, PathRejection>,
-    AdminForm { user, session, .. }: AdminForm<CsrfForm>,
+    AdminForm(user, session, _): AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     let rule = rule_by_id(&state, id_of(id, "rule")?).await?;
     state.db.delete_alert_rule(rule.id).await?;

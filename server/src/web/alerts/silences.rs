@@ -8,12 +8,13 @@ use axum::response::Response;
 use axum::routing::post;
 use serde::Deserialize;
 
-use super::page::{BACK, MAX_PATTERN_CHARS, finish, id_of};
+use super::page::{AlertsPage, BACK, MAX_PATTERN_CHARS, id_of};
 use crate::domain::{RuleId, SilenceId};
 use crate::error::AppError;
 use crate::state::AppState;
 use crate::web::error::PageError;
 use crate::web::extract::AdminForm;
+use crate::web::flash::finish;
 use crate::web::form::{
     CsrfForm, FieldLimits, MAX_CSRF_CHARS, MAX_NUMBER_CHARS, csrf_field, label, number,
 };
@@ -48,11 +49,7 @@ impl FieldLimits for SilenceForm {
 
 async fn create_silence(
     State(state): State<AppState>,
-    AdminForm {
-        user,
-        session,
-        form,
-    }: AdminForm<SilenceForm>,
+    AdminForm(user, session, form): AdminForm<SilenceForm>,
 ) -> Result<Response, PageError> {
     let made = async {
         let rule_id = match form.rule_id.trim() {
@@ -91,13 +88,13 @@ async fn create_silence(
         Ok(format!("Silenced until {}.", view::time(ends)))
     }
     .await;
-    finish(&state, &user, &session, made, "silences").await
+    finish::<AlertsPage>(&state, &user, &session, made, "silences").await
 }
 
 async fn expire_silence(
     State(state): State<AppState>,
     id: Result<Path<i64>, PathRejection>,
-    AdminForm { user, session, .. }: AdminForm<CsrfForm>,
+    AdminForm(user, session, _): AdminForm<CsrfForm>,
 ) -> Result<Response, PageError> {
     let id = id_of(id, "silence")?;
     if !state
