@@ -13,36 +13,8 @@ mod old_reports;
 mod plans;
 mod store;
 
-// The shared statements of `db/sql/`, compiled against this backend's `dialect` (a new file
-// there is added to every backend's list; a backend that lacks one lacks its operations, and
-// `Db` does not compile).
-#[path = "../sql/alerts.rs"]
-mod alerts;
-#[path = "../sql/facts.rs"]
-mod facts;
-#[path = "../sql/guests.rs"]
-mod guests;
-#[path = "../sql/history.rs"]
-mod history;
-#[path = "../sql/hosts.rs"]
-mod hosts;
-#[path = "../sql/probe.rs"]
-mod probe;
-#[path = "../sql/process_totals.rs"]
-mod process_totals;
-#[path = "../sql/reports.rs"]
-mod reports;
-#[path = "../sql/rollups.rs"]
-mod rollups;
-#[path = "../sql/settings.rs"]
-mod settings;
-#[cfg(feature = "test-support")]
-#[path = "../sql/test_support.rs"]
-mod test_support;
-#[path = "../sql/tokens.rs"]
-mod tokens;
-#[path = "../sql/users.rs"]
-mod users;
+// The shared statements of `db/sql/`, compiled against this backend's `dialect`.
+super::statements::shared_statements!();
 
 pub use cluster::{PgChangeListener, PgLeaseSession};
 pub use fault::storage_fault;
