@@ -45,32 +45,25 @@ where
     }
 }
 
-impl<S> FromRequestParts<S> for AgentToken
-where
-    Db: FromRef<S>,
-    S: Send + Sync,
-{
-    type Rejection = AppError;
+/// The extractor of a token that delivers (`$token`), for `$role` alone: its id.
+macro_rules! delivery_token {
+    ($token:ident, $role:expr) => {
+        impl<S> FromRequestParts<S> for $token
+        where
+            Db: FromRef<S>,
+            S: Send + Sync,
+        {
+            type Rejection = AppError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> AppResult<AgentToken> {
-        let caller = caller_as(parts, state, Role::Agent).await?;
-        Ok(AgentToken {
-            token_id: caller.token_id()?,
-        })
-    }
+            async fn from_request_parts(parts: &mut Parts, state: &S) -> AppResult<$token> {
+                let caller = caller_as(parts, state, $role).await?;
+                Ok($token {
+                    token_id: caller.token_id()?,
+                })
+            }
+        }
+    };
 }
 
-impl<S> FromRequestParts<S> for GuestToken
-where
-    Db: FromRef<S>,
-    S: Send + Sync,
-{
-    type Rejection = AppError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> AppResult<GuestToken> {
-        let caller = caller_as(parts, state, Role::Guest).await?;
-        Ok(GuestToken {
-            token_id: caller.token_id()?,
-        })
-    }
-}
+delivery_token!(AgentToken, Role::Agent);
+delivery_token!(GuestToken, Role::Guest);

@@ -107,63 +107,56 @@ pub struct GuestInputs {
 
 impl GuestPage {
     pub fn build(frame: Frame, input: GuestInputs) -> GuestPage {
-        let GuestInputs {
-            guest,
-            samples,
-            events,
-            so_far,
-            change,
-            alerts,
-            charts,
-            range,
-            model,
-            now_ms: now,
-        } = input;
         // Only a source that reported more than one set of facts has seen a change.
-        let changed = events
+        let changed = input
+            .events
             .iter()
-            .any(|e| events.iter().filter(|o| o.source == e.source).count() > 1);
+            .any(|e| input.events.iter().filter(|o| o.source == e.source).count() > 1);
         GuestPage {
             frame,
-            row: GuestRow::new(&guest),
+            row: GuestRow::new(&input.guest),
             last_seen: format!(
                 "{} ({})",
-                view::time(guest.last_seen_ms),
-                view::ago(guest.last_seen_ms, now)
+                view::time(input.guest.last_seen_ms),
+                view::ago(input.guest.last_seen_ms, input.now_ms)
             ),
-            confidence: guest.verdict.classification.confidence.as_str(),
-            idle_share: guest
+            confidence: input.guest.verdict.classification.confidence.as_str(),
+            idle_share: input
+                .guest
                 .verdict
                 .activity
                 .idle_share()
                 .map_or("–".into(), |share| format!("{:.0} %", share * 100.0)),
-            activity: guest.verdict.activity.describe(),
-            waste_cost: waste_cost(&guest, &model),
-            waste_so_far: waste_so_far(&so_far, &model),
-            charts,
+            activity: input.guest.verdict.activity.describe(),
+            waste_cost: waste_cost(&input.guest, &input.model),
+            waste_so_far: waste_so_far(&input.so_far, &input.model),
+            charts: input.charts,
             ranges: Range::ALL
                 .into_iter()
-                .map(|r| (r.key(), r == range))
+                .map(|r| (r.key(), r == input.range))
                 .collect(),
-            change: change.as_ref().map_or_else(Vec::new, change_rows),
-            evidence: guest
+            change: input.change.as_ref().map_or_else(Vec::new, change_rows),
+            evidence: input
+                .guest
                 .verdict
                 .classification
                 .evidence
                 .iter()
                 .map(|e| view::segments(e))
                 .collect(),
-            suggestions: guest
+            suggestions: input
+                .guest
                 .verdict
                 .suggestions
                 .iter()
                 .map(SuggestionView::new)
                 .collect(),
-            kernel: kernel_rows(&guest),
-            kernel_source: guest.kernel.as_ref().map_or_else(String::new, |k| {
+            kernel: kernel_rows(&input.guest),
+            kernel_source: input.guest.kernel.as_ref().map_or_else(String::new, |k| {
                 format!("from {}, received {:.0} s ago", k.source, k.age_s)
             }),
-            events: events
+            events: input
+                .events
                 .into_iter()
                 .filter(|_| changed)
                 .map(|e| EventLine {
@@ -174,9 +167,9 @@ impl GuestPage {
                     cmdline: e.cmdline.unwrap_or_default(),
                 })
                 .collect(),
-            samples: samples.into_iter().map(SampleLine::new).collect(),
-            alerts,
-            guest,
+            samples: input.samples.into_iter().map(SampleLine::new).collect(),
+            alerts: input.alerts,
+            guest: input.guest,
         }
     }
 }
