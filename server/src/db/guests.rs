@@ -4,6 +4,22 @@ use tickscope_wire::Hypervisor;
 
 use crate::domain::{GuestId, HostId, HypervisorName};
 
+/// What the agent last said of a guest's VM process: its names, its size, how it runs.
+#[derive(Debug, Clone, PartialEq, FromRow)]
+pub struct VmAsReported {
+    pub name: String,
+    pub uuid: Option<String>,
+    pub management: Option<String>,
+    /// Stored as a 64-bit integer: PostgreSQL has no unsigned types.
+    #[sqlx(try_from = "i64")]
+    pub vcpus: u32,
+    pub pid: i64,
+    pub boot_args: Option<String>,
+    pub uses_kvm: Option<bool>,
+    /// Where its CPU time was last read (`wire::CpuSource` names).
+    pub cpu_source: Option<String>,
+}
+
 /// A guest as the analysis needs it, with its host's KVM setting.
 #[derive(Debug, Clone, PartialEq, FromRow)]
 pub struct GuestRow {
@@ -16,17 +32,8 @@ pub struct GuestRow {
     /// Read back strictly: a name no family has is an error, not `Other`.
     #[sqlx(try_from = "HypervisorName")]
     pub hypervisor: Hypervisor,
-    pub name: String,
-    pub uuid: Option<String>,
-    pub management: Option<String>,
-    /// Stored as a 64-bit integer: PostgreSQL has no unsigned types.
-    #[sqlx(try_from = "i64")]
-    pub vcpus: u32,
-    pub pid: i64,
-    pub boot_args: Option<String>,
-    pub uses_kvm: Option<bool>,
-    /// Where its CPU time was last read (`wire::CpuSource` names).
-    pub cpu_source: Option<String>,
+    #[sqlx(flatten)]
+    pub vm: VmAsReported,
     pub last_seen_ms: i64,
     /// When its current VM process was first reported (server clock), if known: facts
     /// received before then are from an earlier boot.

@@ -3,7 +3,7 @@
 use tickscope_wire::WakeupsSource;
 
 use super::facts::StoredFacts;
-use super::guests::{GuestRow, IntervalRow};
+use super::guests::{GuestRow, IntervalRow, VmAsReported};
 use crate::domain::{GuestId, HostId, ReportId, TokenId};
 use crate::ingest::process_totals::SampleSpan;
 use crate::ingest::{ValidGuest, ValidReport};
@@ -48,15 +48,8 @@ pub(super) struct UpsertedGuest {
     pub hypervisor: String,
     pub identity: String,
     pub id: GuestId,
-    pub name: String,
-    pub uuid: Option<String>,
-    pub management: Option<String>,
-    #[sqlx(try_from = "i64")]
-    pub vcpus: u32,
-    pub pid: i64,
-    pub boot_args: Option<String>,
-    pub uses_kvm: Option<bool>,
-    pub cpu_source: Option<String>,
+    #[sqlx(flatten)]
+    pub vm: VmAsReported,
     pub last_seen_ms: i64,
     pub first_seen_ms: i64,
     pub vm_process_since_ms: Option<i64>,
@@ -94,14 +87,7 @@ impl StoredGuest {
                 host_name: report.host.name.clone(),
                 host_halt_poll_ns: report.host.kvm_halt_poll_ns,
                 hypervisor: guest.hypervisor,
-                name: row.name,
-                uuid: row.uuid,
-                management: row.management,
-                vcpus: row.vcpus,
-                pid: row.pid,
-                boot_args: row.boot_args,
-                uses_kvm: row.uses_kvm,
-                cpu_source: row.cpu_source,
+                vm: row.vm,
                 last_seen_ms: row.last_seen_ms,
                 process_since_ms: row.vm_process_since_ms,
                 last_report_n: host_reports,
