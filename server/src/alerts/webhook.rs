@@ -109,8 +109,8 @@ impl Notice<'_> {
 
     /// The outbox row for `receiver`.
     pub fn notify(&self, receiver: &ReceiverRow) -> Notify {
-        if receiver.format == "alertmanager" {
-            let by = labels::parse_group_by(&receiver.group_by);
+        if receiver.settings.format == "alertmanager" {
+            let by = labels::parse_group_by(&receiver.settings.group_by);
             Notify {
                 receiver_id: receiver.id,
                 group_key: labels::group_key(&labels::group_labels(self.labels, &by)),
@@ -145,7 +145,7 @@ pub fn group_body(
     };
     let label_sets: Vec<LabelSet> = alerts.iter().map(|a| set_of(a, "labels")).collect();
     let annotation_sets: Vec<LabelSet> = alerts.iter().map(|a| set_of(a, "annotations")).collect();
-    let by = labels::parse_group_by(&receiver.group_by);
+    let by = labels::parse_group_by(&receiver.settings.group_by);
     let group_labels = label_sets
         .first()
         .map(|l| labels::group_labels(l, &by))
@@ -156,7 +156,7 @@ pub fn group_body(
         "groupKey": group_key,
         "truncatedAlerts": 0,
         "status": if firing { "firing" } else { "resolved" },
-        "receiver": receiver.name,
+        "receiver": receiver.settings.name,
         "groupLabels": group_labels,
         "commonLabels": labels::common(&label_sets),
         "commonAnnotations": labels::common(&annotation_sets),
@@ -205,7 +205,7 @@ pub fn still_firing_in(
 ) -> Option<Value> {
     let labels = labels::parse_set(&alert.labels_json);
     let fired_ms = alert.fired_ms?;
-    let by = labels::parse_group_by(&receiver.group_by);
+    let by = labels::parse_group_by(&receiver.settings.group_by);
     if labels.is_empty() || labels::group_key(&labels::group_labels(&labels, &by)) != group_key {
         return None;
     }
@@ -359,7 +359,7 @@ async fn deliver_groups(
                     for _ in &ids {
                         state.metrics.notification("delivered");
                     }
-                    tracing::info!(receiver = ?receiver.name, group = ?group.group_key, alerts = ids.len(), "notification delivered");
+                    tracing::info!(receiver = ?receiver.settings.name, group = ?group.group_key, alerts = ids.len(), "notification delivered");
                     delivered += ids.len();
                 }
                 Err(e) => {
@@ -382,7 +382,7 @@ async fn deliver_groups(
                             "given_up"
                         });
                     }
-                    tracing::warn!(receiver = ?receiver.name, group = ?group.group_key, attempts, error = %e, given_up = next.is_none(), "notification failed");
+                    tracing::warn!(receiver = ?receiver.settings.name, group = ?group.group_key, attempts, error = %e, given_up = next.is_none(), "notification failed");
                     if matches!(e, PostError::Retry(_)) {
                         // The receiver is down or slow (each try may take the whole timeout):
                         // its other groups wait for the next round rather than each taking
@@ -402,10 +402,14 @@ async fn post(
     body: String,
     reach: &Reach,
 ) -> AppResult<Result<(), PostError>> {
-    let url = receiver.url.clone();
+    let url = receiver.settings.url.clone();
     let reach = reach.clone();
-    let auth = receiver.auth_header.clone().filter(|a| !a.is_empty());
-    let ca = receiver.ca_pem.clone().filter(|c| !c.is_empty());
+    let auth = receiver
+        .settings
+        .auth_header
+        .clone()
+        .filter(|a| !a.is_empty());
+    let ca = receiver.settings.ca_pem.clone().filter(|c| !c.is_empty());
     tokio::task::spawn_blocking(move || {
         let agent = client::agent(
             ca.as_deref().map(str::as_bytes),
@@ -422,6 +426,7 @@ async fn post(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::ReceiverSettings;
 
     #[test]
     fn retries_back_off_exponentially_up_to_a_cap() {
@@ -492,16 +497,14 @@ mod tests {
     fn a_group_body_is_computed_over_its_alerts() {
         let receiver = ReceiverRow {
             id: ReceiverId(1),
-            name: "team".into(),
-            url: String::new(),
-            format: "alertmanager".into(),
             enabled: true,
             created_ms: 0,
-            group_by: "host".into(),
-            group_wait_s: 0,
-            group_interval_s: 0,
-            auth_header: None,
-            ca_pem: None,
+            settings: ReceiverSettings {
+                group_by: "host".into(),
+                group_wait_s: 0,
+                group_interval_s: 0,
+                ..ReceiverSettings::new("team", "", "alertmanager")
+            },
         };
         // Alert 1 fired and resolved before the group was told: told resolved, once.
         let rows = [

@@ -90,11 +90,18 @@ pub struct SilenceRow {
 #[derive(Debug, Clone, FromRow)]
 pub struct ReceiverRow {
     pub id: ReceiverId,
+    pub enabled: bool,
+    pub created_ms: i64,
+    #[sqlx(flatten)]
+    pub settings: ReceiverSettings,
+}
+
+/// A receiver as an admin saves it.
+#[derive(Debug, Clone, FromRow)]
+pub struct ReceiverSettings {
     pub name: String,
     pub url: String,
     pub format: String,
-    pub enabled: bool,
-    pub created_ms: i64,
     /// Labels grouped by besides `alertname`, comma-separated.
     pub group_by: String,
     pub group_wait_s: i64,
@@ -105,24 +112,11 @@ pub struct ReceiverRow {
     pub ca_pem: Option<String>,
 }
 
-/// A receiver as an admin saves it.
-#[derive(Debug, Clone)]
-pub struct NewReceiver {
-    pub name: String,
-    pub url: String,
-    pub format: String,
-    pub group_by: String,
-    pub group_wait_s: i64,
-    pub group_interval_s: i64,
-    pub auth_header: Option<String>,
-    pub ca_pem: Option<String>,
-}
-
-impl NewReceiver {
+impl ReceiverSettings {
     /// A receiver with Alertmanager's defaults: grouped by alertname, 30 s group wait, 5 min
     /// group interval, no auth header, the system's CAs.
-    pub fn new(name: &str, url: &str, format: &str) -> NewReceiver {
-        NewReceiver {
+    pub fn new(name: &str, url: &str, format: &str) -> ReceiverSettings {
+        ReceiverSettings {
             name: name.into(),
             url: url.into(),
             format: format.into(),

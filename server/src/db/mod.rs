@@ -50,8 +50,8 @@ mod url;
 mod users;
 
 pub use alerts::{
-    AlertRow, AlertWrite, NewReceiver, NewRule, Notify, OutboxCounts, OutboxRow, PendingGroup,
-    ReceiverRow, RuleRow, SilenceRow,
+    AlertRow, AlertWrite, NewRule, Notify, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
+    ReceiverSettings, RuleRow, SilenceRow,
 };
 pub use error::{StoreError, StoreResult};
 pub use facts::{

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use super::alerts::{
-    AlertRow, AlertWrite, NewReceiver, NewRule, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
-    RuleRow, SilenceRow,
+    AlertRow, AlertWrite, NewRule, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
+    ReceiverSettings, RuleRow, SilenceRow,
 };
 use super::error::StoreResult;
 use super::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow};
@@ -171,10 +171,10 @@ forward! {
         pub async fn expire_silence(&self, id: SilenceId, now_ms: i64) -> StoreResult<bool>;
         pub async fn receivers(&self) -> StoreResult<Vec<ReceiverRow>>;
         pub async fn receiver(&self, id: ReceiverId) -> StoreResult<Option<ReceiverRow>>;
-        pub async fn insert_receiver(&self, r: &NewReceiver, now_ms: i64) -> StoreResult<ReceiverId>;
+        pub async fn insert_receiver(&self, r: &ReceiverSettings, now_ms: i64) -> StoreResult<ReceiverId>;
         /// Changes a receiver; `None` for the auth header or CA keeps the stored one, `Some("")`
         /// removes it.
-        pub async fn update_receiver(&self, id: ReceiverId, r: &NewReceiver) -> StoreResult<()>;
+        pub async fn update_receiver(&self, id: ReceiverId, r: &ReceiverSettings) -> StoreResult<()>;
         /// Deletes a receiver with the notifications still waiting for it.
         pub async fn delete_receiver(&self, id: ReceiverId) -> StoreResult<()>;
         /// Every (receiver, group) of an enabled receiver with notifications waiting.

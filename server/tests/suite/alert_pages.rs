@@ -88,7 +88,7 @@ async fn furnished() -> Server {
         .await
         .unwrap();
     s.db.insert_receiver(
-        &tickscope_server::db::NewReceiver::new("r0", "http://127.0.0.1:9/", "json"),
+        &tickscope_server::db::ReceiverSettings::new("r0", "http://127.0.0.1:9/", "json"),
         now,
     )
     .await
@@ -439,13 +439,16 @@ async fn a_receivers_auth_header_is_stored_but_never_shown_and_its_grouping_is_e
                 .await
                 .unwrap()
                 .into_iter()
-                .find(|r| r.name == name)
+                .find(|r| r.settings.name == name)
                 .unwrap()
         }
     };
     let pager = stored("pager").await;
-    assert_eq!(pager.auth_header.as_deref(), Some(SECRET));
-    assert_eq!((pager.group_wait_s, pager.group_interval_s), (10, 120));
+    assert_eq!(pager.settings.auth_header.as_deref(), Some(SECRET));
+    assert_eq!(
+        (pager.settings.group_wait_s, pager.settings.group_interval_s),
+        (10, 120)
+    );
 
     // Edited without a new header: the stored one stays.
     let saved = s
@@ -469,12 +472,12 @@ async fn a_receivers_auth_header_is_stored_but_never_shown_and_its_grouping_is_e
             .contains("Receiver pager saved.")
     );
     let pager = stored("pager").await;
-    assert_eq!(pager.auth_header.as_deref(), Some(SECRET));
+    assert_eq!(pager.settings.auth_header.as_deref(), Some(SECRET));
     assert_eq!(
         (
-            pager.group_by.as_str(),
-            pager.group_wait_s,
-            pager.group_interval_s
+            pager.settings.group_by.as_str(),
+            pager.settings.group_wait_s,
+            pager.settings.group_interval_s
         ),
         ("", 30, 300)
     );
@@ -493,7 +496,7 @@ async fn a_receivers_auth_header_is_stored_but_never_shown_and_its_grouping_is_e
         )
         .await;
     done(&s, &admin, cleared).await;
-    assert_eq!(stored("pager").await.auth_header, None);
+    assert_eq!(stored("pager").await.settings.auth_header, None);
     // Each refused with 422, nothing changed: a group label that is no label name, a CA that
     // is no certificate, a header value HTTP cannot carry.
     for (field, value) in [
@@ -516,7 +519,7 @@ async fn a_receivers_auth_header_is_stored_but_never_shown_and_its_grouping_is_e
             .await;
         assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{field}");
     }
-    assert_eq!(stored("pager").await.auth_header, None);
+    assert_eq!(stored("pager").await.settings.auth_header, None);
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use common::{Server, guest, server_with_clock};
 use tickscope_server::alerts;
 use tickscope_server::clock::{Clock, SharedClock, SystemClock};
-use tickscope_server::db::NewReceiver;
+use tickscope_server::db::ReceiverSettings;
 use tickscope_server::domain::Subject;
 use tickscope_server::ingest;
 use tickscope_server::state::{AppState, Options};
@@ -136,11 +136,11 @@ fn calm() -> Vec<Value> {
 }
 
 /// A receiver that is told at once: no group wait, no group interval.
-fn hook(name: &str, url: &str, format: &str) -> NewReceiver {
-    NewReceiver {
+fn hook(name: &str, url: &str, format: &str) -> ReceiverSettings {
+    ReceiverSettings {
         group_wait_s: 0,
         group_interval_s: 0,
-        ..NewReceiver::new(name, url, format)
+        ..ReceiverSettings::new(name, url, format)
     }
 }
 
@@ -594,11 +594,11 @@ async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wa
     let s = server_on(20, clock.clone()).await;
     let (receiver, url) = Receiver::on(clock.clone()).await;
     s.db.insert_receiver(
-        &NewReceiver {
+        &ReceiverSettings {
             group_wait_s: 2,
             group_interval_s: 3,
             auth_header: Some("Bearer hook-secret".into()),
-            ..NewReceiver::new("team", &url, "alertmanager")
+            ..ReceiverSettings::new("team", &url, "alertmanager")
         },
         0,
     )
@@ -830,7 +830,7 @@ async fn an_https_receiver_is_reached_with_its_own_ca_and_refused_without_it() {
     let s = server(20).await;
     let (receiver, url, ca_pem) = https_receiver(s.dir.path()).await;
     s.db.insert_receiver(
-        &NewReceiver {
+        &ReceiverSettings {
             ca_pem: Some(ca_pem),
             ..hook("private", &url, "alertmanager")
         },

@@ -28,7 +28,7 @@ use tickscope_server::alerts::labels::{fingerprint, parse_set};
 use tickscope_server::alerts::webhook::rfc3339;
 use tickscope_server::analysis::cost::CostModel;
 use tickscope_server::clock::now_ms;
-use tickscope_server::db::{AlertRow, Db, NewReceiver};
+use tickscope_server::db::{AlertRow, Db, ReceiverSettings};
 use tickscope_server::state::{AppState, Options};
 
 /// The lease is taken at once by a server that finds it free; a standby retries every 2 s.
@@ -507,10 +507,10 @@ fn an_alert_is_delivered_once_and_the_lease_moves_when_its_holder_is_killed() {
             true,
             Some(3.0),
         ));
-    let receiver = NewReceiver {
+    let receiver = ReceiverSettings {
         group_wait_s: 0,
         group_interval_s: 0,
-        ..NewReceiver::new("team", &hook.url, "json")
+        ..ReceiverSettings::new("team", &hook.url, "json")
     };
     store
         .runtime

@@ -5,7 +5,7 @@
 
 use super::dialect::{BYTEWISE, Store, id_list, in_id_list};
 use crate::db::alerts::{
-    AlertRow, AlertWrite, NewReceiver, NewRule, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
+    AlertRow, AlertWrite, ReceiverSettings, NewRule, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
     RuleRow, SilenceRow,
 };
 use crate::db::error::{StoreError, StoreResult};
@@ -323,7 +323,7 @@ impl Store {
         .await?)
     }
 
-    pub async fn insert_receiver(&self, r: &NewReceiver, now_ms: i64) -> StoreResult<ReceiverId> {
+    pub async fn insert_receiver(&self, r: &ReceiverSettings, now_ms: i64) -> StoreResult<ReceiverId> {
         let id: Option<ReceiverId> = sqlx::query_scalar(
             "INSERT INTO receivers (name, url, format, created_ms, group_by, group_wait_s,
                 group_interval_s, auth_header, ca_pem)
@@ -344,7 +344,7 @@ impl Store {
         id.ok_or_else(|| StoreError::Conflict(format!("there is already a receiver {:?}", r.name)))
     }
 
-    pub async fn update_receiver(&self, id: ReceiverId, r: &NewReceiver) -> StoreResult<()> {
+    pub async fn update_receiver(&self, id: ReceiverId, r: &ReceiverSettings) -> StoreResult<()> {
         let done = sqlx::query(
             "UPDATE receivers SET name = $1, url = $2, format = $3, group_by = $4,
                 group_wait_s = $5, group_interval_s = $6,

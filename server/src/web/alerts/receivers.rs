@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::page::{AlertsPage, BACK, MAX_NAME_CHARS, MAX_PATTERN_CHARS, id_of};
 use crate::alerts::client::{self, Reach};
 use crate::alerts::labels;
-use crate::db::NewReceiver;
+use crate::db::ReceiverSettings;
 use crate::domain::ReceiverId;
 use crate::error::{AppError, AppResult};
 use crate::state::AppState;
@@ -81,7 +81,7 @@ impl FieldLimits for ReceiverForm {
 impl ReceiverForm {
     /// The receiver the form describes. The auth header and CA are `None` when left empty
     /// (kept as stored), `Some("")` when to be cleared.
-    fn receiver(&self, reach: &Reach) -> AppResult<NewReceiver> {
+    fn receiver(&self, reach: &Reach) -> AppResult<ReceiverSettings> {
         let name = label("name", &self.name, MAX_NAME_CHARS)?;
         let url = webhook_url(&self.url)?;
         reach
@@ -128,7 +128,7 @@ impl ReceiverForm {
                 (!value.is_empty()).then(|| value.to_string())
             }
         };
-        Ok(NewReceiver {
+        Ok(ReceiverSettings {
             name,
             url,
             format: format.into(),

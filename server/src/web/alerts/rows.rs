@@ -3,7 +3,7 @@
 
 use crate::alerts::labels;
 use crate::analysis::alerting::{self, Silence};
-use crate::db::{AlertRow, ReceiverRow, RuleRow, SilenceRow};
+use crate::db::{AlertRow, ReceiverRow, ReceiverSettings, RuleRow, SilenceRow};
 use crate::domain::AlertState;
 use crate::web::view;
 
@@ -110,15 +110,11 @@ pub struct SilenceLine {
     pub by: String,
 }
 
-/// A webhook receiver, without its secrets.
+/// A webhook receiver, without its secrets (taken out of its settings), its group labels as
+/// a list.
 pub struct ReceiverLine {
     pub id: i64,
-    pub name: String,
-    pub url: String,
-    pub format: String,
-    pub group_by: String,
-    pub group_wait_s: i64,
-    pub group_interval_s: i64,
+    pub settings: ReceiverSettings,
     /// Whether an auth header is stored: the header itself is never shown back.
     pub auth_set: bool,
     pub ca_set: bool,
@@ -150,16 +146,13 @@ impl SilenceLine {
 
 impl ReceiverLine {
     pub fn new(r: ReceiverRow) -> ReceiverLine {
+        let mut settings = r.settings;
+        settings.group_by = labels::parse_group_by(&settings.group_by).join(", ");
         ReceiverLine {
             id: r.id.0,
-            name: r.name,
-            url: r.url,
-            format: r.format,
-            group_by: labels::parse_group_by(&r.group_by).join(", "),
-            group_wait_s: r.group_wait_s,
-            group_interval_s: r.group_interval_s,
-            auth_set: r.auth_header.is_some(),
-            ca_set: r.ca_pem.is_some(),
+            auth_set: settings.auth_header.take().is_some(),
+            ca_set: settings.ca_pem.take().is_some(),
+            settings,
         }
     }
 }
