@@ -17,8 +17,8 @@ use axum::extract::FromRef;
 /// The label set of a new alert of `rule` about `m`.
 pub(super) fn alert_labels(rule: &RuleRow, m: &Measure) -> LabelSet {
     let mut set = LabelSet::new();
-    set.insert("alertname".into(), rule.name.clone());
-    set.insert("severity".into(), rule.severity.clone());
+    set.insert("alertname".into(), rule.settings.name.clone());
+    set.insert("severity".into(), rule.settings.severity.clone());
     set.insert("rule_id".into(), rule.id.to_string());
     for (name, value) in &m.labels {
         set.insert((*name).into(), value.clone());
@@ -35,12 +35,12 @@ pub(super) fn annotations(rule: &Rule, m: &Measure) -> LabelSet {
         "description".into(),
         format!(
             "{}: {} {} (threshold {} {}, for {} s).",
-            rule.row.name,
+            rule.row.settings.name,
             format_value(m.value),
             rule.kind.unit(),
-            format_value(rule.row.threshold),
+            format_value(rule.row.settings.threshold),
             rule.kind.unit(),
-            rule.row.duration_s
+            rule.row.settings.duration_s
         ),
     );
     if let Some(s) = &m.suggestion {
@@ -105,7 +105,7 @@ where
             );
             continue;
         };
-        let mut subjects: Vec<(Measure, bool)> = if !rule.row.enabled {
+        let mut subjects: Vec<(Measure, bool)> = if !rule.row.settings.enabled {
             Vec::new()
         } else {
             let measures: Vec<Measure> = match rule.kind {
@@ -123,7 +123,7 @@ where
             measures
                 .into_iter()
                 .map(|m| {
-                    let holds = m.value >= rule.row.threshold;
+                    let holds = m.value >= rule.row.settings.threshold;
                     (m, holds)
                 })
                 .collect()
@@ -138,7 +138,7 @@ where
                 subjects.push((gone(alert), false));
             }
         }
-        let duration_ms = rule.row.duration_s.saturating_mul(1000);
+        let duration_ms = rule.row.settings.duration_s.saturating_mul(1000);
         for (m, holds) in &subjects {
             let alert = open.get(&(rule_id, m.subject, m.id));
             // The label set is the one stored when the alert opened; a new alert's (or one
@@ -309,19 +309,22 @@ fn stored(open: Open) -> (AlertState, Option<i64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::RuleSettings;
 
     #[test]
     fn a_guest_alerts_labels_leave_out_what_changes_while_it_is_open() {
         let rule = RuleRow {
             id: RuleId(3),
-            name: "Idle guest burning CPU".into(),
-            kind: crate::domain::RuleKind::GuestWaste,
-            scope: "all".into(),
-            scope_value: String::new(),
-            threshold: 2.0,
-            duration_s: 0,
-            severity: "warning".into(),
-            enabled: true,
+            settings: RuleSettings {
+                name: "Idle guest burning CPU".into(),
+                kind: crate::domain::RuleKind::GuestWaste,
+                scope: "all".into(),
+                scope_value: String::new(),
+                threshold: 2.0,
+                duration_s: 0,
+                severity: "warning".into(),
+                enabled: true,
+            },
             updated_ms: 0,
             updated_by: "t".into(),
         };

@@ -70,8 +70,8 @@ pub struct Rule {
 
 impl Rule {
     pub fn parse(row: RuleRow) -> Option<Rule> {
-        let kind = row.kind;
-        let scope = Scope::parse(kind, &row.scope, &row.scope_value)?;
+        let kind = row.settings.kind;
+        let scope = Scope::parse(kind, &row.settings.scope, &row.settings.scope_value)?;
         Some(Rule { row, kind, scope })
     }
 }

@@ -91,11 +91,11 @@ impl Notice<'_> {
     fn plain(&self) -> Value {
         json!({
             "status": self.transition.as_str(),
-            "rule": {"id": self.rule.row.id, "name": self.rule.row.name, "kind": self.rule.kind.as_str()},
-            "severity": self.rule.row.severity,
+            "rule": {"id": self.rule.row.id, "name": self.rule.row.settings.name, "kind": self.rule.kind.as_str()},
+            "severity": self.rule.row.settings.severity,
             "subject": {"kind": self.measure.subject.as_str(), "id": self.measure.id, "name": self.measure.name, "host": self.measure.host},
             "value": self.measure.value,
-            "threshold": self.rule.row.threshold,
+            "threshold": self.rule.row.settings.threshold,
             "unit": self.rule.kind.unit(),
             "summary": self.measure.summary,
             "labels": self.labels,

@@ -9,21 +9,15 @@ use crate::domain::{
 #[derive(Debug, Clone, FromRow)]
 pub struct RuleRow {
     pub id: RuleId,
-    pub name: String,
-    pub kind: RuleKind,
-    pub scope: String,
-    pub scope_value: String,
-    pub threshold: f64,
-    pub duration_s: i64,
-    pub severity: String,
-    pub enabled: bool,
+    #[sqlx(flatten)]
+    pub settings: RuleSettings,
     pub updated_ms: i64,
     pub updated_by: String,
 }
 
 /// A rule as an admin saves it.
-#[derive(Debug, Clone)]
-pub struct NewRule {
+#[derive(Debug, Clone, FromRow)]
+pub struct RuleSettings {
     pub name: String,
     pub kind: RuleKind,
     pub scope: String,
@@ -32,22 +26,6 @@ pub struct NewRule {
     pub duration_s: i64,
     pub severity: String,
     pub enabled: bool,
-}
-
-impl From<RuleRow> for NewRule {
-    /// A stored rule as it would be saved again, to change some of it.
-    fn from(r: RuleRow) -> Self {
-        NewRule {
-            name: r.name,
-            kind: r.kind,
-            scope: r.scope,
-            scope_value: r.scope_value,
-            threshold: r.threshold,
-            duration_s: r.duration_s,
-            severity: r.severity,
-            enabled: r.enabled,
-        }
-    }
 }
 
 #[derive(Debug, Clone, FromRow)]

@@ -50,8 +50,8 @@ mod url;
 mod users;
 
 pub use alerts::{
-    AlertRow, AlertWrite, NewRule, Notify, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
-    ReceiverSettings, RuleRow, SilenceRow,
+    AlertRow, AlertWrite, Notify, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
+    ReceiverSettings, RuleRow, RuleSettings, SilenceRow,
 };
 pub use error::{StoreError, StoreResult};
 pub use facts::{

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use super::alerts::{
-    AlertRow, AlertWrite, NewRule, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
-    ReceiverSettings, RuleRow, SilenceRow,
+    AlertRow, AlertWrite, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow, ReceiverSettings,
+    RuleRow, RuleSettings, SilenceRow,
 };
 use super::error::StoreResult;
 use super::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow};
@@ -150,7 +150,7 @@ forward! {
         // Alerts, silences, receivers and the outbox
         pub async fn alert_rules(&self) -> StoreResult<Vec<RuleRow>>;
         /// Adds a rule (`id` None) or replaces one; returns its id.
-        pub async fn save_alert_rule(&self, id: Option<RuleId>, rule: &NewRule, by: &str, now_ms: i64) -> StoreResult<RuleId>;
+        pub async fn save_alert_rule(&self, id: Option<RuleId>, rule: &RuleSettings, by: &str, now_ms: i64) -> StoreResult<RuleId>;
         /// Deletes a rule with its alerts and their notifications still waiting.
         pub async fn delete_alert_rule(&self, id: RuleId) -> StoreResult<()>;
         /// Pending and firing alerts, oldest first.

@@ -169,17 +169,17 @@ async fn an_admin_manages_rules_silences_receivers_and_acknowledges() {
     let rules = s.db.alert_rules().await.unwrap();
     let rule = rules
         .iter()
-        .find(|r| r.name == "Busy <lab> guests")
+        .find(|r| r.settings.name == "Busy <lab> guests")
         .unwrap();
     assert_eq!(
         (
-            rule.scope.as_str(),
-            rule.scope_value.as_str(),
-            rule.duration_s
+            rule.settings.scope.as_str(),
+            rule.settings.scope_value.as_str(),
+            rule.settings.duration_s
         ),
         ("name", "lab-*", 1800)
     );
-    assert!(rule.enabled);
+    assert!(rule.settings.enabled);
 
     // Refused whole, with the reason: a name scope for an agent-silence rule, a bad number.
     for (fields, why) in [
@@ -255,7 +255,11 @@ async fn an_admin_manages_rules_silences_receivers_and_acknowledges() {
             .find(|r| r.id == rule.id)
             .unwrap();
     assert_eq!(
-        (changed.threshold, changed.duration_s, changed.enabled),
+        (
+            changed.settings.threshold,
+            changed.settings.duration_s,
+            changed.settings.enabled
+        ),
         (7.5, 600, false)
     );
     let deleted = s

@@ -22,7 +22,7 @@ use common::guest;
 use common::processes::{Processes, add_token, free_port, start_server};
 use tickscope_server::alerts::labels::{LabelSet, fingerprint};
 use tickscope_server::clock::now_ms;
-use tickscope_server::db::NewRule;
+use tickscope_server::db::RuleSettings;
 
 const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
 const WASTE_RULE: &str = "Idle guest burning CPU";
@@ -187,14 +187,14 @@ async fn alerts_reach_a_real_alertmanager_grouped_resolved_and_silenced_there() 
     let db_path = TestDb::new(dir.path(), "tickscope.db").await;
     let token = add_token(&db_path, "agent");
     let db = db_path.open().await;
-    let mut waste = NewRule::from(db.alert_rules().await.unwrap().remove(0));
+    let mut waste = db.alert_rules().await.unwrap().remove(0).settings;
     waste.duration_s = 0;
     waste.scope = "name".into();
     waste.scope_value = "web-*".into();
     db.save_alert_rule(Some(tickscope_server::domain::RuleId(1)), &waste, "test", 0)
         .await
         .unwrap();
-    let late = NewRule {
+    let late = RuleSettings {
         name: LATE_RULE.into(),
         scope_value: "late-*".into(),
         ..waste.clone()

@@ -640,7 +640,7 @@ async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wa
     // resolve, told together after the group interval since the last POST, with the labels
     // they fired with.
     let later = clock.now_ms();
-    let mut rule = tickscope_server::db::NewRule::from(s.db.alert_rules().await.unwrap().remove(0));
+    let mut rule = s.db.alert_rules().await.unwrap().remove(0).settings;
     rule.scope = "name".into();
     rule.scope_value = "web-*".into();
     s.db.save_alert_rule(Some(tickscope_server::domain::RuleId(1)), &rule, "t", later)

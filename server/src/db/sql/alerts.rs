@@ -5,7 +5,7 @@
 
 use super::dialect::{BYTEWISE, Store, id_list, in_id_list};
 use crate::db::alerts::{
-    AlertRow, AlertWrite, ReceiverSettings, NewRule, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
+    AlertRow, AlertWrite, ReceiverSettings, RuleSettings, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
     RuleRow, SilenceRow,
 };
 use crate::db::error::{StoreError, StoreResult};
@@ -33,7 +33,7 @@ impl Store {
     pub async fn save_alert_rule(
         &self,
         id: Option<RuleId>,
-        rule: &NewRule,
+        rule: &RuleSettings,
         by: &str,
         now_ms: i64,
     ) -> StoreResult<RuleId> {

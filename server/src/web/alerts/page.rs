@@ -100,7 +100,10 @@ impl NoticePage for AlertsPage {
                 .iter()
                 .map(line)
                 .collect(),
-            rule_choices: rules.iter().map(|r| (r.id.0, r.name.clone())).collect(),
+            rule_choices: rules
+                .iter()
+                .map(|r| (r.id.0, r.settings.name.clone()))
+                .collect(),
             silences: silence_rows
                 .into_iter()
                 .map(|s| SilenceLine::new(s, &rules))

@@ -34,7 +34,7 @@ impl AlertLine {
         let unit = rules
             .iter()
             .find(|r| r.id == a.rule_id)
-            .map_or("", |r| r.kind.unit());
+            .map_or("", |r| r.settings.kind.unit());
         let end = a.resolved_ms.unwrap_or(now);
         AlertLine {
             id: a.id.0,
@@ -75,20 +75,20 @@ impl RuleLine {
     pub fn new(r: &RuleRow) -> RuleLine {
         RuleLine {
             id: r.id.0,
-            name: r.name.clone(),
-            watches: r.kind.label().into(),
-            scope: match r.scope.as_str() {
+            name: r.settings.name.clone(),
+            watches: r.settings.kind.label().into(),
+            scope: match r.settings.scope.as_str() {
                 "all" => "all".into(),
-                scope => format!("{scope} {}", r.scope_value),
+                scope => format!("{scope} {}", r.settings.scope_value),
             },
             condition: format!(
                 "≥ {} {} for {}",
-                r.threshold,
-                r.kind.unit(),
-                view::duration(r.duration_s * 1000)
+                r.settings.threshold,
+                r.settings.kind.unit(),
+                view::duration(r.settings.duration_s * 1000)
             ),
-            severity: r.severity.clone(),
-            enabled: r.enabled,
+            severity: r.settings.severity.clone(),
+            enabled: r.settings.enabled,
             // The rules a new database comes with were never changed by anyone.
             updated: if r.updated_ms == 0 {
                 "built in".into()
@@ -129,7 +129,7 @@ impl SilenceLine {
                 rules
                     .iter()
                     .find(|r| r.id == id)
-                    .map_or(format!("rule {id}"), |r| r.name.clone())
+                    .map_or(format!("rule {id}"), |r| r.settings.name.clone())
             }),
             pattern: if s.pattern.is_empty() {
                 "any guest or host".into()

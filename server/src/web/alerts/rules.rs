@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::page::{AlertsPage, BACK, MAX_NAME_CHARS, MAX_PATTERN_CHARS, id_of};
 use crate::alerts::{RuleKind, Scope};
-use crate::db::{NewRule, RuleRow};
+use crate::db::{RuleRow, RuleSettings};
 use crate::domain::RuleId;
 use crate::error::{AppError, AppResult};
 use crate::state::AppState;
@@ -63,7 +63,7 @@ impl FieldLimits for RuleForm {
 }
 
 impl RuleForm {
-    fn rule(&self) -> AppResult<NewRule> {
+    fn rule(&self) -> AppResult<RuleSettings> {
         let name = label("name", &self.name, MAX_NAME_CHARS)?;
         let kind = RuleKind::parse(&self.kind).ok_or_else(|| {
             let names: Vec<&str> = RuleKind::ALL.iter().map(|k| k.as_str()).collect();
@@ -96,7 +96,7 @@ impl RuleForm {
                 ));
             }
         };
-        Ok(NewRule {
+        Ok(RuleSettings {
             name,
             kind,
             scope: self.scope.clone(),
@@ -157,7 +157,7 @@ async fn rule_page(
     let rule = rule_by_id(&state, id_of(id, "rule")?).await?;
     Ok(RulePage {
         frame: Frame::new(&state, &user, &session).await?,
-        minutes: format!("{}", rule.duration_s as f64 / 60.0),
+        minutes: format!("{}", rule.settings.duration_s as f64 / 60.0),
         rule,
         error: String::new(),
     }
@@ -201,10 +201,10 @@ async fn delete_rule(
 ) -> Result<Response, PageError> {
     let rule = rule_by_id(&state, id_of(id, "rule")?).await?;
     state.db.delete_alert_rule(rule.id).await?;
-    tracing::info!(admin = ?user.name, rule = ?rule.name, "alert rule deleted");
+    tracing::info!(admin = ?user.name, rule = ?rule.settings.name, "alert rule deleted");
     BACK.done(
         &session,
-        format!("Rule {} deleted, with its alerts.", rule.name),
+        format!("Rule {} deleted, with its alerts.", rule.settings.name),
         "rules",
     )
     .await
@@ -272,14 +272,16 @@ mod tests {
                 frame: admin_frame(),
                 rule: RuleRow {
                     id: RuleId(4),
-                    name: "r".into(),
-                    kind,
-                    scope: "all".into(),
-                    scope_value: String::new(),
-                    threshold: kind.threshold().default,
-                    duration_s: 60,
-                    severity: "info".into(),
-                    enabled: true,
+                    settings: RuleSettings {
+                        name: "r".into(),
+                        kind,
+                        scope: "all".into(),
+                        scope_value: String::new(),
+                        threshold: kind.threshold().default,
+                        duration_s: 60,
+                        severity: "info".into(),
+                        enabled: true,
+                    },
                     updated_ms: 0,
                     updated_by: "t".into(),
                 },

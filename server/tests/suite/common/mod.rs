@@ -459,9 +459,9 @@ pub async fn set_guest_rule_with_threshold(
     threshold_pct: Option<f64>,
 ) {
     let rule = db.alert_rules().await.unwrap().remove(0);
-    assert_eq!(rule.kind, "guest_waste");
+    assert_eq!(rule.settings.kind, "guest_waste");
     let id = rule.id;
-    let mut new = tickscope_server::db::NewRule::from(rule);
+    let mut new = rule.settings;
     new.duration_s = duration_s;
     new.enabled = enabled;
     if let Some(threshold) = threshold_pct {
