@@ -36,8 +36,9 @@ pub struct Figures {
     pub idle_s: f64,
 }
 
-/// One or more analysis windows of a guest, each judged on its own, summed.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+/// One or more analysis windows of a guest, each judged on its own, summed. A stored rollup
+/// holds one under the same column names (`sqlx::FromRow`: storage reads it back whole).
+#[derive(Debug, Clone, Copy, PartialEq, Default, sqlx::FromRow)]
 pub struct Summary {
     pub samples: i64,
     /// Measured time, in seconds; vCPUs × time, in vCPU-seconds.

@@ -178,7 +178,7 @@ impl History {
             .rollups
             .iter()
             .filter(|r| r.start_ms >= from_ms)
-            .map(|r| (r.start_ms, r.summary()))
+            .map(|r| (r.start_ms, r.summary))
             .collect();
         windows.extend(self.raw_summaries(guest, from_ms));
         windows.sort_by_key(|(start_ms, _)| *start_ms);
