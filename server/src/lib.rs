@@ -25,6 +25,7 @@ pub mod intake;
 pub mod lease;
 pub mod logging;
 pub mod metrics;
+pub mod percent;
 pub mod retention;
 pub mod state;
 pub mod visible;

@@ -8,7 +8,6 @@
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Redirect, Response};
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use subtle::ConstantTimeEq;
 use tower_sessions::Session;
 
@@ -175,24 +174,14 @@ where
                     .path_and_query()
                     .map_or("/", |p| p.as_str())
                     .to_string();
-                Err(Redirect::to(&format!("/login?next={}", encode_next(&here))).into_response())
+                Err(
+                    Redirect::to(&format!("/login?next={}", crate::percent::path(&here)))
+                        .into_response(),
+                )
             }
             Err(e) => Err(e.into_response()),
         }
     }
-}
-
-/// What the `next` parameter keeps as is: the unreserved characters of RFC 3986, and `/`.
-const NEXT_PATH: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~')
-    .remove(b'/');
-
-/// Percent-encodes a local path for the `next` parameter.
-fn encode_next(path: &str) -> String {
-    utf8_percent_encode(path, NEXT_PATH).to_string()
 }
 
 /// Where to go after logging in: a local path only, never another site. Browsers drop tabs and
@@ -241,6 +230,9 @@ mod tests {
         for (next, expected) in cases {
             assert_eq!(safe_next(next), expected, "{next:?}");
         }
-        assert_eq!(encode_next("/guests?host=a b"), "/guests%3Fhost%3Da%20b");
+        assert_eq!(
+            crate::percent::path("/guests?host=a b"),
+            "/guests%3Fhost%3Da%20b"
+        );
     }
 }

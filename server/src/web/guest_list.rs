@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::{Deserialize, Serialize};
 
 use crate::fleet::AnalysedGuest;
 pub use crate::fleet::listing::{
     Column, GuestFilter, Order, WASTEFUL, choices, distro, distro_of, hz, kernel, kernel_of, mode,
 };
+use crate::percent;
 
 /// Rows per page.
 pub const PAGE_ROWS: usize = 50;
@@ -75,7 +75,7 @@ impl ListQuery {
         let pairs: Vec<String> = fields
             .iter()
             .filter(|(_, v)| !v.is_empty())
-            .map(|(k, v)| format!("{k}={}", encode(v)))
+            .map(|(k, v)| format!("{k}={}", percent::query_value(v)))
             .collect();
         if pairs.is_empty() {
             "?".into()
@@ -99,17 +99,6 @@ impl ListQuery {
             q.page = 1;
         })
     }
-}
-
-/// What a query-string value keeps as is: the unreserved characters of RFC 3986.
-const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~');
-
-fn encode(value: &str) -> String {
-    utf8_percent_encode(value, QUERY_VALUE).to_string()
 }
 
 /// One page of the filtered, sorted guests.
