@@ -6,14 +6,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use tower_sessions::Session;
 
 use super::error::PageError;
 use super::flash::{self, Back, NoticePage, Said};
 use super::form::{BoundedForm, FieldLimits, MAX_CSRF_CHARS, MAX_PASSWORD_CHARS};
 use super::frame::Frame;
 use crate::auth::throttle::password_fingerprint;
-use crate::auth::{self, PageUser, User};
+use crate::auth::{self, PageUser};
 use crate::error::AppError;
 use crate::state::AppState;
 
@@ -34,14 +33,9 @@ const BACK: Back = Back {
 impl NoticePage for AccountPage {
     const BACK: Back = BACK;
 
-    async fn render(
-        state: &AppState,
-        user: &User,
-        session: &Session,
-        said: Said,
-    ) -> Result<Response, PageError> {
+    async fn render(_: &AppState, frame: Frame, said: Said) -> Result<Response, PageError> {
         let page = AccountPage {
-            frame: Frame::new(state, user, session).await?,
+            frame,
             min_chars: auth::MIN_PASSWORD_CHARS,
             notice: said.notice,
             error: said.error,
@@ -118,15 +112,24 @@ pub async fn change_password(
         }
         Err(e @ AppError::Invalid { .. }) => {
             let said = Said::refusal(e.status(), e.to_string());
-            <AccountPage as NoticePage>::render(&state, &user, &session, said).await
+            <AccountPage as NoticePage>::render(
+                &state,
+                Frame::new(&state, &user, &session).await?,
+                said,
+            )
+            .await
         }
         Err(AppError::TooManyRequests {
             message,
             retry_after_s,
         }) => {
             let said = Said::refusal(StatusCode::TOO_MANY_REQUESTS, message);
-            let mut page =
-                <AccountPage as NoticePage>::render(&state, &user, &session, said).await?;
+            let mut page = <AccountPage as NoticePage>::render(
+                &state,
+                Frame::new(&state, &user, &session).await?,
+                said,
+            )
+            .await?;
             page.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from(retry_after_s),

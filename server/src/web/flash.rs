@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 use tower_sessions::Session;
 
 use super::error::PageError;
+use super::frame::Frame;
 use crate::auth::{PageUser, User};
 use crate::error::{AppError, AppResult};
 use crate::state::AppState;
@@ -80,10 +81,10 @@ impl Said {
 pub trait NoticePage {
     const BACK: Back;
 
+    /// The page in `frame` (who looks at it), saying what `said` says.
     fn render(
         state: &AppState,
-        user: &User,
-        session: &Session,
+        frame: Frame,
         said: Said,
     ) -> impl Future<Output = Result<Response, PageError>> + Send;
 }
@@ -94,7 +95,8 @@ pub async fn page<P: NoticePage>(
     PageUser(user, session): PageUser,
 ) -> Result<Response, PageError> {
     let notice: String = take(&session, P::BACK.key).await?.unwrap_or_default();
-    P::render(&state, &user, &session, Said::notice(notice)).await
+    let frame = Frame::new(&state, &user, &session).await?;
+    P::render(&state, frame, Said::notice(notice)).await
 }
 
 /// What a form on a [`NoticePage`] answers: when it did its work, back to the page at
@@ -111,13 +113,8 @@ pub async fn finish<P: NoticePage>(
     match outcome {
         Ok(notice) => P::BACK.done(session, notice, anchor).await,
         Err(e @ (AppError::Invalid { .. } | AppError::Conflict(_))) => {
-            P::render(
-                state,
-                user,
-                session,
-                Said::refusal(e.status(), e.to_string()),
-            )
-            .await
+            let frame = Frame::new(state, user, session).await?;
+            P::render(state, frame, Said::refusal(e.status(), e.to_string())).await
         }
         Err(e) => Err(e.into()),
     }

@@ -10,11 +10,10 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use tower_sessions::Session;
 
 use super::rows::{AlertLine, ReceiverLine, RuleLine, SilenceLine};
 use crate::alerts::as_silences;
-use crate::auth::User;
+
 use crate::db::AlertRow;
 use crate::domain::{AlertId, AlertState};
 use crate::error::{AppError, AppResult};
@@ -66,12 +65,7 @@ pub const BACK: Back = Back {
 impl NoticePage for AlertsPage {
     const BACK: Back = BACK;
 
-    async fn render(
-        state: &AppState,
-        user: &User,
-        session: &Session,
-        said: Said,
-    ) -> Result<Response, PageError> {
+    async fn render(state: &AppState, frame: Frame, said: Said) -> Result<Response, PageError> {
         let now = state.clock.now_ms();
         let silence_rows = state.db.silences(now).await?;
         let in_force = as_silences(&silence_rows);
@@ -80,7 +74,7 @@ impl NoticePage for AlertsPage {
         let line = |a: &AlertRow| AlertLine::new(a, &rules, &in_force, now);
         let counts = state.db.outbox_counts().await?;
         let page = AlertsPage {
-            frame: Frame::new(state, user, session).await?,
+            frame,
             notice: said.notice,
             error: said.error,
             firing: open
