@@ -26,7 +26,7 @@ use super::tokens::{TokenListRow, TokenRow};
 use super::users::UserRow;
 use crate::analysis::history::Summary;
 use crate::domain::{
-    AlertId, GuestId, HostId, OutboxId, ReceiverId, ReportId, RuleId, SilenceId, TokenId,
+    AlertId, GuestId, HostId, OutboxId, ReceiverId, ReportId, RuleId, SilenceId, Subject, TokenId,
     TokenRole, UserId, UserRole,
 };
 use crate::ingest::ValidReport;
@@ -158,7 +158,7 @@ forward! {
         /// Resolved alerts, newest first.
         pub async fn resolved_alerts(&self, limit: i64) -> StoreResult<Vec<AlertRow>>;
         /// Every alert a guest or host has had, newest first.
-        pub async fn alerts_of(&self, subject: &str, subject_id: i64) -> StoreResult<Vec<AlertRow>>;
+        pub async fn alerts_of(&self, subject: Subject, subject_id: i64) -> StoreResult<Vec<AlertRow>>;
         /// Writes one evaluation's alert changes and their notifications, all or nothing.
         pub async fn write_alerts(&self, writes: Vec<AlertWrite>, now_ms: i64) -> StoreResult<()>;
         /// Marks an open alert acknowledged; `false` if there is no such open alert.

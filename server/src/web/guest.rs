@@ -56,7 +56,7 @@ pub async fn guest(
     let rules = state.db.alert_rules().await?;
     let alerts = state
         .db
-        .alerts_of(Subject::Guest.as_str(), id.0)
+        .alerts_of(Subject::Guest, id.0)
         .await?
         .iter()
         .map(|a| AlertLine::new(a, &rules, &silences, now))

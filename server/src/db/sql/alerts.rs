@@ -9,7 +9,7 @@ use crate::db::alerts::{
     RuleRow, SilenceRow,
 };
 use crate::db::error::{StoreError, StoreResult};
-use crate::domain::{AlertId, OutboxId, ReceiverId, RuleId, SilenceId};
+use crate::domain::{AlertId, OutboxId, ReceiverId, RuleId, SilenceId, Subject};
 
 const RECEIVER_COLUMNS: &str = "id, name, url, format, enabled, created_ms, group_by,
     group_wait_s, group_interval_s, auth_header, ca_pem";
@@ -111,7 +111,7 @@ impl Store {
         .await?)
     }
 
-    pub async fn alerts_of(&self, subject: &str, subject_id: i64) -> StoreResult<Vec<AlertRow>> {
+    pub async fn alerts_of(&self, subject: Subject, subject_id: i64) -> StoreResult<Vec<AlertRow>> {
         Ok(sqlx::query_as(&format!(
             "SELECT {ALERT_COLUMNS} FROM alerts a JOIN alert_rules r ON r.id = a.rule_id
              WHERE a.subject = $1 AND a.subject_id = $2 ORDER BY a.active_ms DESC, a.id DESC
