@@ -105,17 +105,13 @@ impl FactsSource {
         }
     }
 
-    /// The source named by [`FactsSource::as_str`]; `Other` for any other name.
+    /// The source named by [`FactsSource::as_str`]; `Other` for any other name. Read by the
+    /// wire format's own names (serde), so that no second list of the sources can miss one.
     pub fn from_name(name: &str) -> FactsSource {
-        [
-            FactsSource::ProbeChannel,
-            FactsSource::ProbeDirect,
-            FactsSource::QemuGuestAgent,
-            FactsSource::VirtualboxProperties,
-        ]
-        .into_iter()
-        .find(|s| s.as_str() == name)
-        .unwrap_or(FactsSource::Other)
+        use serde::de::IntoDeserializer;
+        let name: serde::de::value::StrDeserializer<'_, serde::de::value::Error> =
+            name.into_deserializer();
+        FactsSource::deserialize(name).unwrap_or(FactsSource::Other)
     }
 }
 
@@ -185,6 +181,23 @@ impl GuestFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_is_read_back_from_its_name_and_an_unknown_name_is_other() {
+        let cases = [
+            (FactsSource::ProbeChannel, "probe_channel"),
+            (FactsSource::ProbeDirect, "probe_direct"),
+            (FactsSource::QemuGuestAgent, "qemu_guest_agent"),
+            (FactsSource::VirtualboxProperties, "virtualbox_properties"),
+            (FactsSource::Other, "other"),
+        ];
+        for (source, name) in cases {
+            assert_eq!(source.as_str(), name);
+            assert_eq!(FactsSource::from_name(name), source, "{name}");
+        }
+        assert_eq!(FactsSource::from_name("smoke_signals"), FactsSource::Other);
+        assert_eq!(FactsSource::from_name(""), FactsSource::Other);
+    }
 
     #[test]
     fn cleaning_drops_what_cannot_be_true_and_defangs_strings() {
