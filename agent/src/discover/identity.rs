@@ -8,12 +8,12 @@ pub struct ProcessView<'a> {
     pub pid: u32,
     /// `/proc/<pid>/stat` command name (15 bytes at most).
     pub comm: &'a str,
-    /// `/proc/<pid>/cmdline`, argv[0] first.
+    /// `/proc/<pid>/cmdline`, `argv[0]` first.
     pub argv: &'a [String],
 }
 
 impl ProcessView<'_> {
-    /// The file name of argv[0], which survives where `comm` is truncated or renamed.
+    /// The file name of `argv[0]`, which survives where `comm` is truncated or renamed.
     pub fn program(&self) -> &str {
         self.argv
             .first()

@@ -3,7 +3,7 @@
 //! alerts sent into Alertmanager.
 //!
 //! Flow: [`evaluate`] reads the rules, the open alerts, the silences and the receivers, steps
-//! each (rule, subject) with [`alerting::step`], and writes the new states together with the
+//! each (rule, subject) with [`crate::analysis::alerting::step`], and writes the new states together with the
 //! notifications they send in one transaction. [`deliver_due`] posts what the outbox holds,
 //! grouped per receiver as Alertmanager groups, and retries what fails for a reason that may
 //! pass. [`alertmanager`] sends the firing and recently resolved alerts to each Alertmanager on

@@ -30,7 +30,7 @@ const MAX_WAIT_S: i64 = 15 * 60;
 /// Names remembered before those not held back are forgotten, stalest first.
 const MAX_NAMES: usize = 10_000;
 /// Names held back remembered at most: a flood that holds back this many names (five argon2
-/// checks each) makes every new name wait [`FLOOD_WAIT_S`].
+/// checks each) makes every new name wait `FLOOD_WAIT_S`.
 pub const MAX_HELD_NAMES: usize = 100_000;
 const FLOOD_WAIT_S: i64 = 60;
 

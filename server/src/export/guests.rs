@@ -61,7 +61,7 @@ fn average_pct(a: &Accumulated) -> Option<f64> {
     (a.measured_hours > 0.0).then(|| 100.0 * a.wasted_core_hours / a.measured_hours)
 }
 
-/// The guests as CSV, written a chunk of rows at a time (see [`CsvChunks`]); `so_far` holds
+/// The guests as CSV, written a chunk of rows at a time (see `CsvChunks`); `so_far` holds
 /// each guest's waste over the last 24 h and 7 d up to `context.now_ms`; a guest missing from it
 /// (all of them unless the export was asked for its history) gets empty cells there and in
 /// `history_until`.

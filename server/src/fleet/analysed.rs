@@ -1,6 +1,6 @@
 //! One analysed guest ([`AnalysedGuest`]: its verdict with what it was drawn from) and what
 //! every analysis of a guest shares: the window and activity limits, which source's facts to
-//! believe ([`choose_facts`]), the samples and idle readings as analysis intervals, and the
+//! believe (`choose_facts`), the samples and idle readings as analysis intervals, and the
 //! rank order of the fleet.
 
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 //! report's path, by the refresher ([`FleetState::measure_changes`]).
 //!
 //! Two sides, so that no reader ever waits for work that grows with a host or the fleet:
-//! - The writers' side ([`Hosts`], behind a mutex only writers take: the intake, the
+//! - The writers' side (`Hosts`, behind a mutex only writers take: the intake, the
 //!   refresher's bookkeeping, the retention's sweep) holds each host's inputs and analyses a
 //!   host again, in O(n log n) of its guests.
 //! - What readers see ([`Published`]) is replaced whole once a host's new verdicts are in: its

@@ -1,5 +1,5 @@
 //! `/metrics`: the fleet and the server itself for Prometheus, in OpenMetrics or the classic
-//! text format, whichever the scraper asks for ([`format`]).
+//! text format, whichever the scraper asks for ([`mod@format`]).
 //!
 //! The server's own counters live as long as the server; the fleet's series are built from the
 //! current state at each scrape, so a guest that stopped reporting leaves the output at once.

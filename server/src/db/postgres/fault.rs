@@ -1,5 +1,5 @@
 //! PostgreSQL's error codes (SQLSTATE) that say the storage or the database server failed, not
-//! the statement: https://www.postgresql.org/docs/15/errcodes-appendix.html
+//! the statement: <https://www.postgresql.org/docs/15/errcodes-appendix.html>
 
 use sqlx::postgres::PgDatabaseError;
 
