@@ -329,12 +329,15 @@ class Server:
         log.flush()
         offset = log.tell()
         # The simulator stands for thousands of hosts from one address, each sender thread with a
-        # connection of its own, opened at once: more than a real client address gets.
+        # connection of its own, opened at once, and each token looked up (spending for the
+        # address while it is) when its cache entry has expired: more than a real client
+        # address gets.
         self.child = self.processes.start(
             "tickscope-server",
             [self.binary, "serve", "--listen", "127.0.0.1:0", "--db", self.db,
              "--max-connections-per-address", "4096",
-             "--max-new-connections-per-address", "100000"],
+             "--max-new-connections-per-address", "100000",
+             "--max-requests-per-address", "4096"],
             stdout=subprocess.DEVNULL,
             stderr=log,
             env=dict(os.environ, NO_COLOR="1"),
