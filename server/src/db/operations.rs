@@ -155,6 +155,9 @@ forward! {
         pub async fn delete_alert_rule(&self, id: RuleId) -> StoreResult<()>;
         /// Pending and firing alerts, oldest first.
         pub async fn open_alerts(&self) -> StoreResult<Vec<AlertRow>>;
+        /// The `limit` oldest firing alerts (as `open_alerts` orders them), and how many fire:
+        /// what a page shows of them costs what it shows, however many fire.
+        pub async fn firing_alerts(&self, limit: i64) -> StoreResult<(Vec<AlertRow>, i64)>;
         /// Resolved alerts, newest first.
         pub async fn resolved_alerts(&self, limit: i64) -> StoreResult<Vec<AlertRow>>;
         /// Every alert a guest or host has had, newest first.

@@ -16,7 +16,6 @@ use super::view::{self, GuestRow};
 use crate::alerts::silences_in_force;
 use crate::analysis::cost;
 use crate::auth::PageUser;
-use crate::domain::AlertState;
 use crate::fleet::{self, AnalysedGuest, Totals};
 use crate::state::AppState;
 
@@ -24,8 +23,9 @@ use crate::state::AppState;
 #[template(path = "overview.html")]
 pub struct OverviewPage {
     frame: Frame,
-    /// Alerts firing now, oldest first.
+    /// The oldest alerts firing now (at most [`OVERVIEW_TOP`]), and how many fire in all.
     firing: Vec<AlertLine>,
+    firing_count: i64,
     totals: Totals,
     wasted_cores: String,
     wasted_kwh: String,
@@ -119,16 +119,16 @@ pub async fn overview(
     };
     let silences = silences_in_force(&state.db, now).await?;
     let rules = state.db.alert_rules().await?;
-    let firing = state
-        .db
-        .open_alerts()
-        .await?
+    // Only what the page shows is read: at 30,000 guests, reading every open alert to show ten
+    // took 13 % of the server's CPU with the overview read once a second (perf).
+    let (oldest_firing, firing_count) = state.db.firing_alerts(OVERVIEW_TOP as i64).await?;
+    let firing = oldest_firing
         .iter()
-        .filter(|a| a.state == AlertState::Firing)
         .map(|a| AlertLine::new(a, &rules, &silences, now))
         .collect();
     Ok(OverviewPage {
         firing,
+        firing_count,
         frame: Frame::new(&state, &user, &session).await?,
         wasted_cores: format!("{:.2}", totals.wasted_cores),
         wasted_kwh: format!("{:.0}", totals.wasted_kwh_per_year),

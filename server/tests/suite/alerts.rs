@@ -692,6 +692,67 @@ async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wa
     }
 }
 
+/// The overview reads only the firing alerts it shows (the oldest ten) and how many fire: the
+/// same ten, in the same order, as a reading of every open alert would give.
+#[tokio::test]
+async fn the_overview_shows_the_oldest_firing_alerts_and_counts_them_all() {
+    let clock = common::manual_clock();
+    let s = server_on(20, clock.clone()).await;
+    set_duration(&s, 0).await;
+    let start = clock.now_ms();
+    let tickers = |names: std::ops::Range<u32>| -> Vec<Value> {
+        names
+            .map(|i| guest(&format!("ticker-{i:02}"), 1, 5.3, 650.0, Some("nohz=off")))
+            .collect()
+    };
+    // Two waves, so that the oldest are not simply the first ids of one evaluation.
+    report_at(&s, 0, start, tickers(0..7)).await;
+    assert_eq!(alerts::evaluate(&s.state, start).await.unwrap().firing, 7);
+    clock.advance_ms(STEP_MS);
+    report_at(&s, 1, start + STEP_MS, tickers(0..12)).await;
+    assert_eq!(
+        alerts::evaluate(&s.state, start + STEP_MS)
+            .await
+            .unwrap()
+            .firing,
+        12
+    );
+
+    let every: Vec<_> = s.db.open_alerts().await.unwrap();
+    let firing: Vec<_> = every
+        .iter()
+        .filter(|a| a.state.to_string() == "firing")
+        .map(|a| (a.id, a.subject_name.clone()))
+        .collect();
+    assert_eq!(firing.len(), 12);
+    for limit in [0, 1, 10, 12, 50] {
+        let (oldest, count) = s.db.firing_alerts(limit).await.unwrap();
+        let got: Vec<_> = oldest
+            .iter()
+            .map(|a| (a.id, a.subject_name.clone()))
+            .collect();
+        let want: Vec<_> = firing.iter().take(limit as usize).cloned().collect();
+        assert_eq!((got, count), (want, 12), "limit {limit}");
+    }
+
+    let login = s.login("viewer", "viewer").await;
+    let page = s.page("/", &login).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let section = page.body.split("<section class=\"firing\"").nth(1).unwrap();
+    let section = section.split("</section>").next().unwrap();
+    assert!(
+        section.contains("12 alert(s) firing</a>: the 10 oldest"),
+        "{section}"
+    );
+    let shown: Vec<&str> = firing[..10].iter().map(|(_, name)| name.as_str()).collect();
+    let listed: Vec<&str> = section
+        .split("<li>")
+        .skip(1)
+        .map(|li| li.split("\">").nth(1).unwrap().split('<').next().unwrap())
+        .collect();
+    assert_eq!(listed, shown);
+}
+
 #[tokio::test]
 async fn a_receiver_that_answers_400_gets_exactly_one_attempt() {
     let s = server(20).await;

@@ -99,6 +99,21 @@ impl Store {
         .await?)
     }
 
+    pub async fn firing_alerts(&self, limit: i64) -> StoreResult<(Vec<AlertRow>, i64)> {
+        let mut conn = self.pool.acquire().await?;
+        let oldest = sqlx::query_as(&format!(
+            "SELECT {ALERT_COLUMNS} FROM alerts a JOIN alert_rules r ON r.id = a.rule_id
+             WHERE a.state = 'firing' ORDER BY a.active_ms, a.id LIMIT $1"
+        ))
+        .bind(limit)
+        .fetch_all(&mut *conn)
+        .await?;
+        let count = sqlx::query_scalar("SELECT COUNT(*) FROM alerts WHERE state = 'firing'")
+            .fetch_one(&mut *conn)
+            .await?;
+        Ok((oldest, count))
+    }
+
     pub async fn resolved_alerts(&self, limit: i64) -> StoreResult<Vec<AlertRow>> {
         // A negative limit is none (PostgreSQL refuses one, SQLite a NULL).
         let limit = if limit < 0 { i64::MAX } else { limit };
