@@ -721,7 +721,7 @@ async fn the_overview_shows_the_oldest_firing_alerts_and_counts_them_all() {
     let every: Vec<_> = s.db.open_alerts().await.unwrap();
     let firing: Vec<_> = every
         .iter()
-        .filter(|a| a.state.to_string() == "firing")
+        .filter(|a| a.state == tickscope_server::domain::AlertState::Firing)
         .map(|a| (a.id, a.subject_name.clone()))
         .collect();
     assert_eq!(firing.len(), 12);
