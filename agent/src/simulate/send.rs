@@ -56,20 +56,28 @@ pub fn agents(
         .collect()
 }
 
-/// Reports every host's interval, each host's sends at its own offset within the interval.
+/// Reports every host's interval, each host at its own offset within the interval: the hosts
+/// spread evenly over it, as independent agents are, whatever the number of threads.
 pub fn run(agents: Vec<(SimulatedHost, Client)>, schedule: &Schedule, counts: Arc<Counts>) {
     let threads = schedule.threads.max(1);
     let (interval, until, latency_from) =
         (schedule.interval, schedule.until, schedule.latency_from);
+    let hosts = agents.len();
     let mut groups: Vec<Vec<(SimulatedHost, Client)>> = (0..threads).map(|_| Vec::new()).collect();
     for (i, agent) in agents.into_iter().enumerate() {
         groups[i % threads].push(agent);
     }
     let handles: Vec<_> = groups
         .into_iter()
-        .map(|group| {
+        .enumerate()
+        .map(|(g, group)| {
             let counts = counts.clone();
-            thread::spawn(move || send_group(group, interval, until, latency_from, &counts))
+            let spread = Spread {
+                group: g,
+                groups: threads,
+                hosts,
+            };
+            thread::spawn(move || send_group(group, spread, interval, until, latency_from, &counts))
         })
         .collect();
     for handle in handles {
@@ -77,20 +85,38 @@ pub fn run(agents: Vec<(SimulatedHost, Client)>, schedule: &Schedule, counts: Ar
     }
 }
 
+/// Where a thread's hosts fall among all: host `k` of group `group` is host
+/// `k × groups + group` of the fleet (they are dealt round-robin).
+#[derive(Clone, Copy)]
+struct Spread {
+    group: usize,
+    groups: usize,
+    hosts: usize,
+}
+
+impl Spread {
+    /// When host `k` of this group sends, from the start of an interval: the fleet's hosts one
+    /// after another at equal steps. Each thread sending its `k`-th host at `k/n` of the
+    /// interval (as before) sent one host of every thread at once: bursts of as many reports
+    /// as threads, ten times an interval, which a page read then met or missed by its phase.
+    fn offset(self, k: usize, interval: Duration) -> Duration {
+        interval * (k * self.groups + self.group) as u32 / self.hosts.max(1) as u32
+    }
+}
+
 fn send_group(
     mut group: Vec<(SimulatedHost, Client)>,
+    spread: Spread,
     interval: Duration,
     until: Option<Instant>,
     latency_from: Instant,
     counts: &Counts,
 ) {
     let interval_ms = interval.as_millis() as i64;
-    let n = group.len().max(1) as u32;
     let mut next = Instant::now() + interval;
     loop {
-        // Each host of the group at its own offset within the interval, as independent agents.
         for (k, (host, client)) in group.iter_mut().enumerate() {
-            let due = next + interval * k as u32 / n;
+            let due = next + spread.offset(k, interval);
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                 thread::sleep(wait);
             }
@@ -118,5 +144,39 @@ fn send_group(
             }
         }
         next += interval;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fleets_hosts_send_one_after_another_at_equal_steps() {
+        let interval = Duration::from_secs(10);
+        for (hosts, groups) in [(7, 3), (1_500, 150), (20, 1), (3, 8)] {
+            // Dealt round-robin, as `run` deals them: host i is host i / groups of group i % groups.
+            let offsets: Vec<Duration> = (0..hosts)
+                .map(|i| {
+                    let spread = Spread {
+                        group: i % groups,
+                        groups,
+                        hosts,
+                    };
+                    spread.offset(i / groups, interval)
+                })
+                .collect();
+            for (i, offset) in offsets.iter().enumerate() {
+                assert_eq!(
+                    *offset,
+                    interval * i as u32 / hosts as u32,
+                    "{hosts} hosts, host {i}"
+                );
+            }
+            assert!(
+                offsets.windows(2).all(|w| w[0] < w[1]),
+                "{hosts} hosts: one after another"
+            );
+        }
     }
 }
