@@ -162,11 +162,6 @@ SELF_TEST = {
     "f/mod.rs": '#[path = "../shared/s.rs"]\nmod s;\nmod k;\n// #[path = "../b.rs"] mod b;\n',
     "f/k.rs": "pub fn z() {}\n",
     "shared/s.rs": "use super::k::z;\n",
-    # The same by a macro that holds the `#[path]` list, invoked from each includer.
-    "g.rs": 'macro_rules! both {\n    () => {\n        #[path = "../mshared/t.rs"]\n        mod t;\n    };\n}\npub(crate) use both;\n',
-    "h/mod.rs": "crate::g::both!();\nmod k;\n",
-    "h/k.rs": "pub fn z() {}\n",
-    "mshared/t.rs": "use super::k::z;\n",
 }
 
 
@@ -188,8 +183,6 @@ def self_test():
         ("crate::a::x", "crate::a"),
         ("crate::e::s", "crate::e::k"),
         ("crate::f::s", "crate::f::k"),
-        ("crate::h", "crate::g"),
-        ("crate::h::t", "crate::h::k"),
     ]
     if got != expected:
         print(f"self-test failed: edges {got}, expected {expected}")
@@ -202,50 +195,19 @@ PATH_MOD = re.compile(
 )
 
 
-MACRO_START = re.compile(r"macro_rules!\s*(\w+)\s*\{")
-
-
-def macro_bodies(code):
-    """`macro_rules! name { … }` in `code`: ({name: body}, code without the bodies). Braces are
-    matched by counting, which holds for the `#[path]` lists these macros carry."""
-    bodies, rest, at = {}, [], 0
-    for m in MACRO_START.finditer(code):
-        if m.start() < at:
-            continue
-        depth, end = 1, m.end()
-        while depth and end < len(code):
-            depth += {"{": 1, "}": -1}.get(code[end], 0)
-            end += 1
-        bodies[m.group(1)] = code[m.end() : end - 1]
-        rest.append(code[at : m.start()])
-        at = end
-    rest.append(code[at:])
-    return bodies, "".join(rest)
-
-
 def path_includes(files):
     """Modules declared with `#[path = "..."] mod name;`: {module: file}. Such a file is a
     module of the declaring one (its `super` is the declarer), once per declaration: one file
     included by two modules is two modules, as the compiler sees it. The path is relative to the
-    declaring file's directory. A `macro_rules!` that holds such declarations declares them
-    where it is invoked (`name!();`, or through a path: `super::name!();`), relative to the
-    invoking file's directory, as rustc reads them."""
-    codes, macros = {}, {}
+    declaring file's directory."""
+    included = {}
     for mod, path in files.items():
         # Lines that are comments are left out; the path's string must be kept, which
         # strip_comments would blank.
         lines = open(path, encoding="utf-8").read().split("\n")
         code = "\n".join(line for line in lines if not line.lstrip().startswith("//"))
-        bodies, codes[mod] = macro_bodies(code)
-        macros.update(bodies)
-    included = {}
-    for mod, code in codes.items():
-        declared = list(PATH_MOD.finditer(code))
-        for name, body in macros.items():
-            if re.search(r"(?<![\w!])(?:\w+::)*" + name + r"!\s*[({]", code):
-                declared += PATH_MOD.finditer(body)
-        for m in declared:
-            target = os.path.normpath(os.path.join(os.path.dirname(files[mod]), m.group(1)))
+        for m in PATH_MOD.finditer(code):
+            target = os.path.normpath(os.path.join(os.path.dirname(path), m.group(1)))
             included[mod + "::" + m.group(2)] = target
     return included
 

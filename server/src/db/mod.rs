@@ -11,7 +11,7 @@
 //! the few reads and deletes it does its own way).
 //!
 //! `sql/`: the statements of both backends, written once. Each file there is compiled into
-//! `sqlite/` and into `postgres/` (by `statements::shared_statements!`), where `super::dialect` names that
+//! `sqlite/` and into `postgres/` (each lists them with `#[path]`), where `super::dialect` names that
 //! backend's types (`Store`, `DB`, `Conn`, `WriteTx`) and its SQL where the two databases
 //! really differ (`GREATEST` or `MAX`, a lateral join or a pinned join order, byte-wise
 //! collation, id lists as an array or JSON, case-blind user names). Parameters are `$n` on
@@ -19,8 +19,8 @@
 //! is said once, in `operations.rs`; the files in `sql/` say only how.
 //!
 //! A third backend is a folder beside them with its `dialect.rs` (every name the other two
-//! have), its store, write transaction, fault mapping and migrations, and
-//! `shared_statements!();` in its `mod.rs`.
+//! have), its store, write transaction, fault mapping and migrations, and the same list of
+//! `#[path]` modules.
 //!
 //! Queries are checked at run time (`query_as` + `FromRow`), so a fresh clone builds without a
 //! database; every function is exercised by the tests against a real database of each kind.
@@ -35,7 +35,7 @@ mod history;
 mod hosts;
 mod migrate_data;
 mod operations;
-// The two backends compile the same statement files of `sql/` (`statements.rs`): on purpose.
+// The two backends compile the same statement files of `sql/` (`#[path]`): on purpose.
 #[allow(clippy::duplicate_mod)]
 mod postgres;
 mod process_totals;
@@ -43,7 +43,6 @@ mod reports;
 mod rollups;
 #[allow(clippy::duplicate_mod)]
 mod sqlite;
-mod statements;
 mod store;
 mod tokens;
 mod url;

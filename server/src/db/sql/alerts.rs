@@ -5,8 +5,8 @@
 
 use super::dialect::{BYTEWISE, Store, id_list, in_id_list};
 use crate::db::alerts::{
-    AlertRow, AlertWrite, ReceiverSettings, RuleSettings, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
-    RuleRow, SilenceRow,
+    AlertRow, AlertWrite, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow, ReceiverSettings,
+    RuleRow, RuleSettings, SilenceRow,
 };
 use crate::db::error::{StoreError, StoreResult};
 use crate::domain::{AlertId, OutboxId, ReceiverId, RuleId, SilenceId, Subject};
@@ -338,7 +338,11 @@ impl Store {
         .await?)
     }
 
-    pub async fn insert_receiver(&self, r: &ReceiverSettings, now_ms: i64) -> StoreResult<ReceiverId> {
+    pub async fn insert_receiver(
+        &self,
+        r: &ReceiverSettings,
+        now_ms: i64,
+    ) -> StoreResult<ReceiverId> {
         let id: Option<ReceiverId> = sqlx::query_scalar(
             "INSERT INTO receivers (name, url, format, created_ms, group_by, group_wait_s,
                 group_interval_s, auth_header, ca_pem)
