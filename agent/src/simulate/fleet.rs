@@ -193,12 +193,20 @@ pub fn random_fleet(
 ) -> Vec<HostSpec> {
     let mut rng = fastrand::Rng::with_seed(seed);
     (1..=hosts)
-        .map(|h| HostSpec {
-            name: format!("{prefix}-{h:04}"),
-            cpus: [32, 64, 128][rng.usize(0..3)],
-            guests: (1..=guests_per_host)
+        .map(|h| {
+            // Drawn before the guests, as always, so that a seed gives the fleet it gave.
+            let drawn_cpus = [32, 64, 128][rng.usize(0..3)];
+            let guests: Vec<GuestSpec> = (1..=guests_per_host)
                 .map(|g| random_guest(&mut rng, format!("vm-{h:04}-{g:03}"), start_ms, run_ms))
-                .collect(),
+                .collect();
+            // A guest uses at most all of its vCPUs: a host with as many CPUs as its guests
+            // have vCPUs never reports more CPU time than it has (the server refuses that).
+            let vcpus: u32 = guests.iter().map(|g| g.vcpus).sum();
+            HostSpec {
+                name: format!("{prefix}-{h:04}"),
+                cpus: drawn_cpus.max(vcpus),
+                guests,
+            }
         })
         .collect()
 }
@@ -602,5 +610,22 @@ mod tests {
             .count();
         assert!((40..=120).contains(&ticking), "{ticking} of 200 ticking");
         assert_eq!(a[0].name, "sim-0001");
+    }
+
+    #[test]
+    fn no_random_host_has_fewer_cpus_than_its_guests_have_vcpus() {
+        // 5,000 hosts of 20: the capacity benchmark's 100,000 guests, where a 32-CPU host
+        // drew guests of up to 80 vCPUs and reported more CPU time than it has.
+        let fleet = random_fleet(7, "sim", 5_000, 20, MIDNIGHT, DAY_MS);
+        let crowded = fleet
+            .iter()
+            .filter(|h| h.guests.iter().map(|g| g.vcpus).sum::<u32>() > 32)
+            .count();
+        assert!(crowded > 0, "the fleet no longer has a crowded host to check");
+        for host in &fleet {
+            let vcpus: u32 = host.guests.iter().map(|g| g.vcpus).sum();
+            assert!(host.cpus >= vcpus, "{}: {} cpus, {vcpus} vCPUs", host.name, host.cpus);
+            assert!([32, 64, 128].contains(&host.cpus) || host.cpus == vcpus);
+        }
     }
 }
