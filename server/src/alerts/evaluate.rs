@@ -1,7 +1,7 @@
 //! One evaluation: every rule stepped for every subject it watches, the new states written with
 //! the notifications they send, in one transaction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::context::AlertContext;
 use super::labels::{LabelSet, parse_set, set_json};
@@ -130,11 +130,12 @@ where
         };
         // Open alerts whose subject is no longer measured (a guest no longer reported, a rule
         // disabled or narrowed): the condition no longer holds for them.
+        // A set of what was measured, not a search per alert: at 100,000 guests with
+        // thousands of alerts open, that search was 30 % of the server's CPU (perf).
+        let measured: HashSet<(Subject, i64)> =
+            subjects.iter().map(|(m, _)| (m.subject, m.id)).collect();
         for ((rule_of, subject, id), alert) in &open {
-            let measured = subjects
-                .iter()
-                .any(|(m, _)| m.subject == *subject && m.id == *id);
-            if *rule_of == rule_id && !measured {
+            if *rule_of == rule_id && !measured.contains(&(*subject, *id)) {
                 subjects.push((gone(alert), false));
             }
         }
