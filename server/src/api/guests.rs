@@ -205,8 +205,7 @@ struct GuestList {
     totals: Totals,
     realised: Realised,
     generated_ms: i64,
-    /// Guests that pass the filters, on all pages (from the cursor's position on, for a page
-    /// asked for with a cursor: the rest of the walk, this page included).
+    /// Guests that pass the filters, on all pages (the same on every page of a walk).
     matching: usize,
     /// Pass this as `cursor` (with the same filters and sort) for the next page; null on the
     /// last page. The `Link` header holds the whole address of the next page.
@@ -345,7 +344,7 @@ async fn list(
         .map(|c| cursor::decode(c, order, &filter))
         .transpose()?;
     let now = state.clock.now_ms();
-    let guests = state.fleet.ranked(now).await;
+    let published = state.fleet.published();
     // Only guests still reporting count towards what was realised.
     let changes = state.fleet.changes(now).await;
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
@@ -355,18 +354,27 @@ async fn list(
         saved_cpu_pct: saved,
         saved_cost_per_year: cost::money_per_year(saved, &model),
     };
-    let listed = order.sorted(&guests, &filter, after.as_ref());
-    let matching = listed.len();
-    let shown = limit.unwrap_or(matching).min(matching);
-    let next_cursor = (shown < matching)
-        .then(|| listed[..shown].last())
+    // The page is walked from the kept order, one guest past it to tell whether another page
+    // follows: its cost is the page's, not the fleet's (issue 28).
+    let listed = published.list(order, &filter, after.as_ref(), now);
+    let matching = listed.matching;
+    let mut page_guests: Vec<&Arc<AnalysedGuest>> = match limit {
+        Some(limit) => listed.guests.take(limit + 1).collect(),
+        None => listed.guests.collect(),
+    };
+    let more = limit.is_some_and(|limit| page_guests.len() > limit);
+    if more {
+        page_guests.pop();
+    }
+    let next_cursor = more
+        .then(|| page_guests.last())
         .flatten()
         .map(|last| cursor::encode(order, &filter, &order.key(last)));
     // The page as ids: each chunk of the answer reads its guests as they are then, so that a
     // slow reader holds no copy of the fleet.
-    let page_guests: Vec<GuestId> = listed[..shown].iter().map(|g| g.id).collect();
+    let page_guests: Vec<GuestId> = page_guests.iter().map(|g| g.id).collect();
     let tail = ListTail {
-        totals: fleet::totals(&guests, &model),
+        totals: published.index(now).totals(&model),
         realised,
         generated_ms: now,
         matching,

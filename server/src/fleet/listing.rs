@@ -44,28 +44,84 @@ pub const WASTEFUL: &str = "wasteful";
 
 impl GuestFilter {
     pub fn keeps(&self, g: &AnalysedGuest) -> bool {
-        let is = |wanted: &str, value: &str| wanted.is_empty() || wanted == value;
-        // Nothing is allocated for a filter left empty: this runs for every guest of the fleet.
+        // Nothing is allocated for a filter left empty: this runs for every guest it walks.
         let q = self.q.trim();
         let q = if q.is_empty() {
             String::new()
         } else {
             q.to_lowercase()
         };
-        let mode_matches = if self.mode == WASTEFUL {
-            g.verdict.classification.mode.is_wasteful()
-        } else {
-            is(&self.mode, mode(g))
-        };
-        is(&self.host, &g.host)
-            && is(&self.hypervisor, &g.hypervisor)
-            && mode_matches
-            && (self.hz.is_empty() || self.hz == hz(g))
-            && is(&self.distro, distro_of(g))
-            && is(&self.kernel, kernel_of(g))
+        Facet::ALL
+            .into_iter()
+            .all(|facet| facet.keeps(self.wanted(facet), g))
             && (q.is_empty()
                 || g.name.to_lowercase().contains(&q)
                 || g.uuid.as_deref().is_some_and(|u| u.contains(&q)))
+    }
+
+    /// The value this filter wants of `facet`, empty for any.
+    pub fn wanted(&self, facet: Facet) -> &str {
+        match facet {
+            Facet::Host => &self.host,
+            Facet::Hypervisor => &self.hypervisor,
+            Facet::Mode => &self.mode,
+            Facet::Hz => &self.hz,
+            Facet::Distro => &self.distro,
+            Facet::Kernel => &self.kernel,
+        }
+    }
+}
+
+/// What a guest list filters by value (besides the search), and the overview and the filters'
+/// choices count guests by: each has one value per guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Facet {
+    Host,
+    Hypervisor,
+    /// The tick mode; a filter may also want [`WASTEFUL`].
+    Mode,
+    /// See [`hz`].
+    Hz,
+    Distro,
+    Kernel,
+}
+
+impl Facet {
+    pub const ALL: [Facet; 6] = [
+        Facet::Host,
+        Facet::Hypervisor,
+        Facet::Mode,
+        Facet::Hz,
+        Facet::Distro,
+        Facet::Kernel,
+    ];
+
+    /// The guest's value (empty when it has none: a distribution or kernel not reported).
+    pub fn value(self, g: &AnalysedGuest) -> Cow<'_, str> {
+        match self {
+            Facet::Host => Cow::Borrowed(&g.host),
+            Facet::Hypervisor => Cow::Borrowed(&g.hypervisor),
+            Facet::Mode => Cow::Borrowed(mode(g)),
+            Facet::Hz => Cow::Owned(hz(g)),
+            Facet::Distro => Cow::Borrowed(distro_of(g)),
+            Facet::Kernel => Cow::Borrowed(kernel_of(g)),
+        }
+    }
+
+    /// Whether a guest has the `wanted` value (any when empty).
+    pub fn keeps(self, wanted: &str, g: &AnalysedGuest) -> bool {
+        if wanted.is_empty() {
+            return true;
+        }
+        if self == Facet::Mode && wanted == WASTEFUL {
+            return g.verdict.classification.mode.is_wasteful();
+        }
+        self.value(g) == wanted
+    }
+
+    /// Its place in [`Facet::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
     }
 }
 
@@ -145,12 +201,14 @@ pub enum Column {
     Waste,
     Distro,
     Kernel,
+    /// The kernel's tick rate (see [`hz`]); unknown sorts below every rate.
+    Hz,
     /// The guest id: the one order no report changes.
     Id,
 }
 
 impl Column {
-    pub const ALL: [Column; 11] = [
+    pub const ALL: [Column; 12] = [
         Column::Name,
         Column::Host,
         Column::Hypervisor,
@@ -161,6 +219,7 @@ impl Column {
         Column::Waste,
         Column::Distro,
         Column::Kernel,
+        Column::Hz,
         Column::Id,
     ];
 
@@ -176,6 +235,7 @@ impl Column {
             Column::Waste => "waste",
             Column::Distro => "distro",
             Column::Kernel => "kernel",
+            Column::Hz => "hz",
             Column::Id => "id",
         }
     }
@@ -188,33 +248,66 @@ impl Column {
     pub fn descending_by_default(self) -> bool {
         matches!(
             self,
-            Column::Vcpus | Column::Cpu | Column::Wakeups | Column::Waste
+            Column::Vcpus | Column::Cpu | Column::Wakeups | Column::Waste | Column::Hz
         )
     }
 
-    /// The value of this column a guest sorts by.
-    fn value(self, g: &AnalysedGuest) -> KeyValue {
+    /// Its place in [`Column::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The column a facet's values are sorted by.
+    pub fn of_facet(facet: Facet) -> Column {
+        match facet {
+            Facet::Host => Column::Host,
+            Facet::Hypervisor => Column::Hypervisor,
+            Facet::Mode => Column::Mode,
+            Facet::Hz => Column::Hz,
+            Facet::Distro => Column::Distro,
+            Facet::Kernel => Column::Kernel,
+        }
+    }
+
+    /// The value of this column a guest sorts by, borrowed from it.
+    pub fn val(self, g: &AnalysedGuest) -> Val<'_> {
         let cpu = |g: &AnalysedGuest| g.verdict.rates.map_or(-1.0, |r| r.host_cpu_pct);
         let wakeups = |g: &AnalysedGuest| g.verdict.rates.map_or(-1.0, |r| r.wakeups_per_vcpu_s);
         match self {
-            Column::Name => KeyValue::Text(g.name.to_lowercase()),
-            Column::Host => KeyValue::Text(g.host.clone()),
-            Column::Hypervisor => KeyValue::Text(g.hypervisor.clone()),
-            Column::Vcpus => KeyValue::Integer(i64::from(g.vcpus)),
-            Column::Cpu => KeyValue::Number(cpu(g)),
-            Column::Wakeups => KeyValue::Number(wakeups(g)),
-            Column::Mode => KeyValue::Text(mode(g).to_string()),
-            Column::Waste => KeyValue::Number(g.wasted_cpu_pct()),
-            Column::Distro => KeyValue::Text(distro(g)),
-            Column::Kernel => KeyValue::Text(kernel(g)),
-            Column::Id => KeyValue::Integer(g.id.0),
+            Column::Name => Val::Folded(&g.name),
+            Column::Host => Val::Text(&g.host),
+            Column::Hypervisor => Val::Text(&g.hypervisor),
+            Column::Vcpus => Val::Integer(i64::from(g.vcpus)),
+            Column::Cpu => Val::Number(cpu(g)),
+            Column::Wakeups => Val::Number(wakeups(g)),
+            Column::Mode => Val::Text(mode(g)),
+            Column::Waste => Val::Number(g.wasted_cpu_pct()),
+            Column::Distro => Val::Text(distro_of(g)),
+            Column::Kernel => Val::Text(kernel_of(g)),
+            Column::Hz => Val::Integer(hz_of(g).map_or(-1, i64::from)),
+            Column::Id => Val::Integer(g.id.0),
+        }
+    }
+
+    /// The value of this column a guest sorts by, as a cursor keeps it.
+    fn value(self, g: &AnalysedGuest) -> KeyValue {
+        self.val(g).to_owned()
+    }
+
+    /// The value a facet filter's `wanted` text stands for in this (the facet's) column;
+    /// `None` when no guest can have it (an HZ that is not a number).
+    pub fn filter_val(self, wanted: &str) -> Option<Val<'_>> {
+        match self {
+            Column::Hz if wanted == "unknown" => Some(Val::Integer(-1)),
+            Column::Hz => wanted.parse::<u32>().ok().map(|hz| Val::Integer(hz.into())),
+            _ => Some(Val::Text(wanted)),
         }
     }
 
     /// Whether `value` is of the kind this column sorts by (a key read back from a client).
     pub fn holds(self, value: &KeyValue) -> bool {
         let kind = match self {
-            Column::Vcpus | Column::Id => KeyValue::Integer(0),
+            Column::Vcpus | Column::Id | Column::Hz => KeyValue::Integer(0),
             Column::Cpu | Column::Wakeups | Column::Waste => KeyValue::Number(0.0),
             _ => KeyValue::Text(String::new()),
         };
@@ -231,21 +324,57 @@ pub enum KeyValue {
 }
 
 impl KeyValue {
-    fn cmp(&self, other: &KeyValue) -> Ordering {
+    pub fn val(&self) -> Val<'_> {
+        match self {
+            KeyValue::Text(t) => Val::Text(t),
+            KeyValue::Number(n) => Val::Number(*n),
+            KeyValue::Integer(i) => Val::Integer(*i),
+        }
+    }
+}
+
+/// A column's value borrowed from a guest, a cursor's key or a filter.
+#[derive(Debug, Clone, Copy)]
+pub enum Val<'a> {
+    Text(&'a str),
+    /// A name, compared lower-cased (char by char, as [`Val::to_owned`] writes it).
+    Folded(&'a str),
+    Number(f64),
+    Integer(i64),
+}
+
+impl Val<'_> {
+    pub fn to_owned(self) -> KeyValue {
+        match self {
+            Val::Text(t) => KeyValue::Text(t.to_string()),
+            Val::Folded(t) => KeyValue::Text(t.chars().flat_map(char::to_lowercase).collect()),
+            Val::Number(n) => KeyValue::Number(n),
+            Val::Integer(i) => KeyValue::Integer(i),
+        }
+    }
+
+    /// The order of two values of one column. A folded name is compared lower-cased char by
+    /// char, without allocating, against another or a cursor's (folded already: folding
+    /// again changes nothing).
+    pub fn order(self, other: Val<'_>) -> Ordering {
         match (self, other) {
-            (KeyValue::Text(a), KeyValue::Text(b)) => a.cmp(b),
-            (KeyValue::Number(a), KeyValue::Number(b)) => a.total_cmp(b),
-            (KeyValue::Integer(a), KeyValue::Integer(b)) => a.cmp(b),
+            (Val::Text(a), Val::Text(b)) => a.cmp(b),
+            (Val::Folded(a) | Val::Text(a), Val::Folded(b) | Val::Text(b)) => a
+                .chars()
+                .flat_map(char::to_lowercase)
+                .cmp(b.chars().flat_map(char::to_lowercase)),
+            (Val::Number(a), Val::Number(b)) => a.total_cmp(&b),
+            (Val::Integer(a), Val::Integer(b)) => a.cmp(&b),
             // Keys of one order are all of one kind (`Column::holds`); any fixed answer would do.
             (a, b) => a.rank().cmp(&b.rank()),
         }
     }
 
-    fn rank(&self) -> u8 {
+    fn rank(self) -> u8 {
         match self {
-            KeyValue::Text(_) => 0,
-            KeyValue::Number(_) => 1,
-            KeyValue::Integer(_) => 2,
+            Val::Text(_) | Val::Folded(_) => 0,
+            Val::Number(_) => 1,
+            Val::Integer(_) => 2,
         }
     }
 }
@@ -298,7 +427,7 @@ impl Order {
     /// ranking breaks them (most waste, most host CPU, name), then the id: two guests are
     /// never equal.
     pub fn compare(&self, a: &SortKey, b: &SortKey) -> Ordering {
-        let by_column = a.value.cmp(&b.value);
+        let by_column = a.value.val().order(b.value.val());
         let by_column = if self.descending {
             by_column.reverse()
         } else {

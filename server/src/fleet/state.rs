@@ -16,7 +16,7 @@
 //!   host's entries costs O(k log n) for its k guests. A reader takes the current copy under a
 //!   lock held for one pointer's clone, and reads it for as long as it likes.
 
-use std::cmp::Ordering as CmpOrdering;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -25,7 +25,11 @@ use tickscope_wire::Hypervisor;
 
 use super::analysed::{ACTIVE_WITHIN_MS, AnalysedGuest};
 use super::changes::{self, SettledChanges};
+use super::index::FleetIndex;
 use super::inputs::{self, GuestInputs};
+use super::listing::{GuestFilter, Order, SortKey};
+use super::lists::{self, Listed};
+use super::orderings::Orderings;
 use crate::analysis::change::Change;
 use crate::db::{Db, GONE_AFTER_MISSED_REPORTS, GuestScope, StoredFacts, StoredGuest};
 use crate::domain::{GuestId, HostId};
@@ -51,20 +55,22 @@ pub struct FleetState {
 /// The analysed fleet as readers see it: a consistent copy as of one moment, cheap to hold.
 #[derive(Clone, Default)]
 pub struct Published {
-    /// Every analysed guest, most wasteful first.
-    ranking: imbl::OrdSet<Ranked>,
+    /// Every analysed guest in every order a list asks for; the waste column's is the
+    /// ranking, most wasteful first.
+    orderings: Orderings,
     by_id: imbl::HashMap<GuestId, Arc<AnalysedGuest>>,
     /// The held guests' last kernel or command-line changes, measured.
     changes: imbl::HashMap<GuestId, Change>,
+    /// Counts and sums over the ranked guests, kept up to date with the ranking.
+    index: FleetIndex,
 }
 
 impl Published {
     /// The guests active at `now_ms` (reported within the active limit), most wasteful first.
     pub fn ranked(&self, now_ms: i64) -> impl Iterator<Item = &Arc<AnalysedGuest>> {
         let since_ms = now_ms - ACTIVE_WITHIN_MS;
-        self.ranking
-            .iter()
-            .map(|g| &g.0)
+        self.orderings
+            .ranking()
             .filter(move |g| g.last_seen_ms >= since_ms)
     }
 
@@ -84,6 +90,50 @@ impl Published {
     /// A held guest's last kernel or command-line change, measured.
     pub fn change(&self, guest_id: GuestId) -> Option<Change> {
         self.changes.get(&guest_id).copied()
+    }
+
+    /// The analysed fleet of `guests` (tests: what a host's analysis publishes, without one).
+    #[cfg(test)]
+    pub(crate) fn of(guests: &[Arc<AnalysedGuest>]) -> Published {
+        let mut published = Published::default();
+        for g in guests {
+            published.by_id.insert(g.id, g.clone());
+            published.index.add(g);
+            published.orderings.add(g);
+        }
+        published
+    }
+
+    /// The guests `filter` keeps, active at `now_ms`, in `order` after `after`, and how many it
+    /// keeps on all pages: what a page of a list shows, at that page's cost (see
+    /// [`super::lists`]).
+    pub fn list<'a>(
+        &'a self,
+        order: Order,
+        filter: &'a GuestFilter,
+        after: Option<&'a SortKey>,
+        now_ms: i64,
+    ) -> Listed<'a> {
+        let index = self.index(now_ms);
+        let since_ms = now_ms - ACTIVE_WITHIN_MS;
+        lists::list(&self.orderings, &index, order, filter, after, since_ms)
+    }
+
+    /// The counts and sums over the guests active at `now_ms`: those kept up to date, with the
+    /// guests held but silent past the active limit counted out (few: a host's next analysis
+    /// and the retention's [`FleetState::forget_silent`] drop them).
+    pub fn index(&self, now_ms: i64) -> Cow<'_, FleetIndex> {
+        let since_ms = now_ms - ACTIVE_WITHIN_MS;
+        if self.index.seen_before(since_ms).next().is_none() {
+            return Cow::Borrowed(&self.index);
+        }
+        let mut index = self.index.clone();
+        for id in self.index.seen_before(since_ms) {
+            if let Some(g) = self.by_id.get(&id) {
+                index.remove(g);
+            }
+        }
+        Cow::Owned(index)
     }
 }
 
@@ -173,31 +223,6 @@ pub struct Footprint {
     /// report does not make gone.
     pub held_after: usize,
 }
-
-/// An analysed guest in ranking order: most wasteful first, then most host CPU, then by name,
-/// then by id (so that two guests never compare equal).
-#[derive(Clone)]
-struct Ranked(Arc<AnalysedGuest>);
-
-impl Ord for Ranked {
-    fn cmp(&self, other: &Self) -> CmpOrdering {
-        super::analysed::rank_order(&self.0, &other.0).then_with(|| self.0.id.cmp(&other.0.id))
-    }
-}
-
-impl PartialOrd for Ranked {
-    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Ranked {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == CmpOrdering::Equal
-    }
-}
-
-impl Eq for Ranked {}
 
 impl FleetState {
     /// Reads and analyses every active guest, host by host, and measures their changes.
@@ -529,9 +554,11 @@ impl FleetState {
             for guest in analysed {
                 // A guest that moved here from another host leaves that host's entries.
                 if let Some(old) = next.by_id.insert(guest.id, guest.clone()) {
-                    next.ranking.remove(&Ranked(old));
+                    next.index.remove(&old);
+                    next.orderings.remove(&old);
                 }
-                next.ranking.insert(Ranked(guest));
+                next.index.add(&guest);
+                next.orderings.add(&guest);
             }
         });
     }
@@ -550,7 +577,8 @@ impl Published {
     fn drop_guests(&mut self, guests: &[GuestId]) {
         for id in guests {
             if let Some(old) = self.by_id.remove(id) {
-                self.ranking.remove(&Ranked(old));
+                self.index.remove(&old);
+                self.orderings.remove(&old);
             }
         }
     }

@@ -26,19 +26,42 @@ pub struct Totals {
     pub cost_model: CostModel,
 }
 
+/// Waste in millionths of a percent of a core. Sums of waste are kept in these integers, so
+/// that a sum kept up to date by adding and taking away guests ([`super::index`]) is exactly
+/// the sum taken afresh, in any order; a millionth of a percent is far below what is shown.
+pub fn micro_pct(pct: f64) -> i64 {
+    (pct * 1e6).round() as i64
+}
+
+/// [`micro_pct`] back in % of a core.
+pub fn pct_of_micro(micro: i64) -> f64 {
+    micro as f64 / 1e6
+}
+
 /// The fleet's totals, in one pass over the guests.
 pub fn totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Totals {
     let mut hosts: HashSet<HostId> = HashSet::new();
-    let (mut wasted_pct, mut ticking) = (0.0, 0);
+    let (mut wasted_micro, mut ticking) = (0, 0);
     for g in guests {
         hosts.insert(g.host_id);
-        wasted_pct += g.wasted_cpu_pct();
+        wasted_micro += micro_pct(g.wasted_cpu_pct());
         ticking += usize::from(g.verdict.classification.mode.is_wasteful());
     }
-    let yearly = cost::of_waste(wasted_pct, model);
+    fleet_totals(guests.len(), hosts.len(), ticking, wasted_micro, model)
+}
+
+/// The totals of `guests` on `hosts`, `ticking` of them wasteful, wasting `wasted_micro`.
+pub(super) fn fleet_totals(
+    guests: usize,
+    hosts: usize,
+    ticking: usize,
+    wasted_micro: i64,
+    model: &CostModel,
+) -> Totals {
+    let yearly = cost::of_waste(pct_of_micro(wasted_micro), model);
     Totals {
-        guests: guests.len(),
-        hosts: hosts.len(),
+        guests,
+        hosts,
         ticking,
         wasted_cores: yearly.cores,
         wasted_core_hours_per_day: yearly.core_hours_per_day,
@@ -56,6 +79,18 @@ pub struct HostBaseline {
     pub cpu_pct_per_vcpu: f64,
     /// Tickless guests it was learned from; 0 for the default.
     pub learned_from_guests: usize,
+}
+
+impl HostBaseline {
+    /// The baseline a guest's waste was judged against: its host's for its family.
+    pub fn of(g: &AnalysedGuest) -> HostBaseline {
+        let b = g.verdict.waste.baseline;
+        HostBaseline {
+            hypervisor: g.hypervisor.clone(),
+            cpu_pct_per_vcpu: b.cpu_pct_per_vcpu,
+            learned_from_guests: b.learned_from_guests,
+        }
+    }
 }
 
 /// One host's share of the fleet's waste.
@@ -106,7 +141,7 @@ pub fn host_totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Vec<Host
         host: &'a str,
         guests: usize,
         ticking: usize,
-        wasted_cpu_pct: f64,
+        wasted_micro: i64,
         /// The first guest's baseline per hypervisor, by name.
         baselines: BTreeMap<&'a str, HostBaseline>,
     }
@@ -116,40 +151,26 @@ pub fn host_totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Vec<Host
             host: &g.host,
             guests: 0,
             ticking: 0,
-            wasted_cpu_pct: 0.0,
+            wasted_micro: 0,
             baselines: BTreeMap::new(),
         });
         sums.guests += 1;
         sums.ticking += usize::from(g.verdict.classification.mode.is_wasteful());
-        sums.wasted_cpu_pct += g.wasted_cpu_pct();
+        sums.wasted_micro += micro_pct(g.wasted_cpu_pct());
         if !sums.baselines.contains_key(g.hypervisor.as_str()) {
-            let b = g.verdict.waste.baseline;
-            sums.baselines.insert(
-                &g.hypervisor,
-                HostBaseline {
-                    hypervisor: g.hypervisor.clone(),
-                    cpu_pct_per_vcpu: b.cpu_pct_per_vcpu,
-                    learned_from_guests: b.learned_from_guests,
-                },
-            );
+            sums.baselines.insert(&g.hypervisor, HostBaseline::of(g));
         }
     }
     let mut hosts: Vec<HostTotals> = by_host
         .into_iter()
         .map(|(host_id, sums)| {
-            let yearly = cost::of_waste(sums.wasted_cpu_pct, model);
-            HostTotals {
+            host_line(
                 host_id,
-                host: sums.host.to_string(),
-                guests: sums.guests,
-                ticking: sums.ticking,
-                wasted_cpu_pct: sums.wasted_cpu_pct,
-                wasted_core_hours_per_day: yearly.core_hours_per_day,
-                wasted_kwh_per_year: yearly.kwh_per_year,
-                wasted_cost_per_year: yearly.money_per_year,
-                baselines: sums.baselines.into_values().collect(),
-                blind_spots: Vec::new(),
-            }
+                sums.host,
+                (sums.guests, sums.ticking, sums.wasted_micro),
+                sums.baselines.into_values().collect(),
+                model,
+            )
         })
         .collect();
     hosts.sort_by(|a, b| {
@@ -159,4 +180,29 @@ pub fn host_totals(guests: &[Arc<AnalysedGuest>], model: &CostModel) -> Vec<Host
             .then_with(|| a.host_id.cmp(&b.host_id))
     });
     hosts
+}
+
+/// One host's totals: its name, (guests, wasteful guests, summed waste in millionths of a
+/// percent), its baselines.
+pub(super) fn host_line(
+    host_id: HostId,
+    host: &str,
+    (guests, ticking, wasted_micro): (usize, usize, i64),
+    baselines: Vec<HostBaseline>,
+    model: &CostModel,
+) -> HostTotals {
+    let wasted_cpu_pct = pct_of_micro(wasted_micro);
+    let yearly = cost::of_waste(wasted_cpu_pct, model);
+    HostTotals {
+        host_id,
+        host: host.to_string(),
+        guests,
+        ticking,
+        wasted_cpu_pct,
+        wasted_core_hours_per_day: yearly.core_hours_per_day,
+        wasted_kwh_per_year: yearly.kwh_per_year,
+        wasted_cost_per_year: yearly.money_per_year,
+        baselines,
+        blind_spots: Vec::new(),
+    }
 }

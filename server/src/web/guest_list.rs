@@ -1,14 +1,11 @@
 //! The guest list's filters, sort order and pages, from the URL's query string: a view can be
 //! bookmarked and shared. Pure: it orders and cuts what the analysis produced.
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
 use crate::fleet::AnalysedGuest;
-pub use crate::fleet::listing::{
-    Column, GuestFilter, Order, WASTEFUL, choices, distro, distro_of, hz, kernel, kernel_of, mode,
-};
+pub use crate::fleet::listing::{Column, GuestFilter, Order, WASTEFUL, distro, kernel};
+use crate::fleet::state::Published;
 use crate::percent;
 
 /// Rows per page.
@@ -110,13 +107,15 @@ pub struct Page<'a> {
     pub pages: usize,
 }
 
-pub fn page<'a>(guests: &'a [Arc<AnalysedGuest>], query: &ListQuery) -> Page<'a> {
-    let rows = query.order().sorted(guests, &query.filter, None);
-    let matching = rows.len();
+/// One page of the list `query` asks for, as of `now_ms`: the pages before it are walked,
+/// not the fleet.
+pub fn page<'a>(published: &'a Published, query: &'a ListQuery, now_ms: i64) -> Page<'a> {
+    let listed = published.list(query.order(), &query.filter, None, now_ms);
+    let matching = listed.matching;
     let pages = matching.div_ceil(PAGE_ROWS).max(1);
     let page = query.page.clamp(1, pages);
-    let rows = rows
-        .into_iter()
+    let rows = listed
+        .guests
         .skip((page - 1) * PAGE_ROWS)
         .take(PAGE_ROWS)
         .map(|g| &**g)
@@ -131,6 +130,8 @@ pub fn page<'a>(guests: &'a [Arc<AnalysedGuest>], query: &ListQuery) -> Page<'a>
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::analysis::test_window;
 
@@ -158,7 +159,7 @@ mod tests {
 
     fn names(guests: &[Arc<AnalysedGuest>], query: &str) -> Vec<String> {
         let query: ListQuery = serde_urlencoded_like(query);
-        page(guests, &query)
+        page(&Published::of(guests), &query, 0)
             .rows
             .iter()
             .map(|g| g.name.clone())
@@ -224,7 +225,8 @@ mod tests {
         ];
         for (query, expected_page, rows) in cases {
             let q = serde_urlencoded_like(query);
-            let p = page(&guests, &q);
+            let published = Published::of(&guests);
+            let p = page(&published, &q, 0);
             assert_eq!(
                 (p.page, p.rows.len(), p.pages, p.matching),
                 (expected_page, rows, 3, 120),
@@ -232,7 +234,7 @@ mod tests {
             );
         }
         let q = serde_urlencoded_like("sort=name&page=2");
-        assert_eq!(page(&guests, &q).rows[0].name, "g050");
+        assert_eq!(page(&Published::of(&guests), &q, 0).rows[0].name, "g050");
     }
 
     #[test]

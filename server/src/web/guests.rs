@@ -5,7 +5,6 @@ use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use std::borrow::Cow;
 
 use super::error::PageError;
 use super::frame::Frame;
@@ -13,7 +12,7 @@ use super::guest_list::{self, Column, ListQuery};
 use super::view::GuestRow;
 use crate::auth::PageUser;
 use crate::error::AppError;
-use crate::fleet::AnalysedGuest;
+use crate::fleet::listing::Facet;
 use crate::state::AppState;
 
 /// A column header of the guest list: its label, the link that sorts by it, and whether (and
@@ -68,44 +67,41 @@ pub async fn guests(
 ) -> Result<GuestsPage, PageError> {
     let Query(query) = query
         .map_err(|e| AppError::BadRequest(format!("this view's address is not valid: {e}")))?;
-    let guests = state.fleet.ranked(state.clock.now_ms()).await;
-    let filter =
-        |param, label, chosen: &str, field: for<'a> fn(&'a AnalysedGuest) -> Cow<'a, str>| {
-            let mut choices = guest_list::choices(&guests, field);
-            // A value no active guest has (a silent host's) still shows as the one applied.
-            if !chosen.is_empty() && !choices.iter().any(|c| c == chosen) {
-                choices.insert(0, chosen.to_string());
-            }
-            Filter {
-                param,
-                label,
-                choices,
-                chosen: chosen.to_string(),
-            }
-        };
+    let now = state.clock.now_ms();
+    let published = state.fleet.published();
+    let index = published.index(now);
+    // A filter's choices are the values some active guest has, kept counted: no guest is
+    // walked for them.
+    let filter = |facet: Facet, param, label| {
+        let chosen = query.filter.wanted(facet);
+        let mut choices: Vec<String> = index
+            .values(facet)
+            .map(|(value, _)| value)
+            .filter(|value| !value.is_empty())
+            .map(str::to_string)
+            .collect();
+        // A value no active guest has (a silent host's) still shows as the one applied.
+        if !chosen.is_empty() && !choices.iter().any(|c| c == chosen) {
+            choices.insert(0, chosen.to_string());
+        }
+        Filter {
+            param,
+            label,
+            choices,
+            chosen: chosen.to_string(),
+        }
+    };
     let filters = vec![
-        filter("host", "Host", &query.filter.host, |g| {
-            Cow::Borrowed(&g.host)
-        }),
-        filter("hypervisor", "Hypervisor", &query.filter.hypervisor, |g| {
-            Cow::Borrowed(&g.hypervisor)
-        }),
+        filter(Facet::Host, "host", "Host"),
+        filter(Facet::Hypervisor, "hypervisor", "Hypervisor"),
         {
-            let mut modes = filter("mode", "Tick mode", &query.filter.mode, |g| {
-                Cow::Borrowed(guest_list::mode(g))
-            });
+            let mut modes = filter(Facet::Mode, "mode", "Tick mode");
             modes.choices.insert(0, guest_list::WASTEFUL.to_string());
             modes
         },
-        filter("hz", "Kernel HZ", &query.filter.hz, |g| {
-            Cow::Owned(guest_list::hz(g))
-        }),
-        filter("distro", "Distribution", &query.filter.distro, |g| {
-            Cow::Borrowed(guest_list::distro_of(g))
-        }),
-        filter("kernel", "Kernel", &query.filter.kernel, |g| {
-            Cow::Borrowed(guest_list::kernel_of(g))
-        }),
+        filter(Facet::Hz, "hz", "Kernel HZ"),
+        filter(Facet::Distro, "distro", "Distribution"),
+        filter(Facet::Kernel, "kernel", "Kernel"),
     ];
     let labels = [
         (Column::Name, "Guest"),
@@ -135,7 +131,7 @@ pub async fn guests(
             ),
         })
         .collect();
-    let listed = guest_list::page(&guests, &query);
+    let listed = guest_list::page(&published, &query, now);
     let rows = listed
         .rows
         .iter()
@@ -156,7 +152,7 @@ pub async fn guests(
         headers,
         rows,
         matching: listed.matching,
-        total: guests.len(),
+        total: index.guests(),
         page,
         pages,
         previous: if page > 1 {

@@ -1,7 +1,6 @@
 //! `/hosts` and `/hosts/{id}`: each hypervisor host, its agent, its guests and its baselines.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -15,7 +14,7 @@ use crate::auth::PageUser;
 use crate::db::HostRow;
 use crate::domain::HostId;
 use crate::error::{AppError, AppResult};
-use crate::fleet::{self, AnalysedGuest, HostTotals};
+use crate::fleet::{self, FleetIndex, HostTotals};
 use crate::state::AppState;
 use tickscope_wire::BlindSpot;
 
@@ -99,13 +98,13 @@ pub(super) struct HostLines {
 /// overview shows ten of thousands).
 pub(super) async fn host_lines(
     state: &AppState,
-    guests: &[Arc<AnalysedGuest>],
+    index: &FleetIndex,
     now: i64,
     limit: usize,
 ) -> AppResult<HostLines> {
     let model = state.cost_model();
-    let totals: HashMap<HostId, HostTotals> = fleet::host_totals(guests, &model)
-        .into_iter()
+    let totals: HashMap<HostId, HostTotals> = index
+        .hosts_by_waste(&model)
         .map(|t| (t.host_id, t))
         .collect();
     let hosts = state.db.hosts().await?;
@@ -135,7 +134,8 @@ pub async fn list(
     PageUser(user, session): PageUser,
 ) -> Result<HostsPage, PageError> {
     let now = state.clock.now_ms();
-    let hosts = host_lines(&state, &state.fleet.ranked(now).await, now, usize::MAX).await?;
+    let published = state.fleet.published();
+    let hosts = host_lines(&state, &published.index(now), now, usize::MAX).await?;
     Ok(HostsPage {
         frame: Frame::new(&state, &user, &session).await?,
         silent: hosts.silent,

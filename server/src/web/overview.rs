@@ -1,8 +1,6 @@
 //! `/`: the fleet at a glance: what fires, the totals, the worst wasters and hosts, and how
 //! the guests divide by tick mode and kernel HZ.
 
-use std::sync::Arc;
-
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::State;
@@ -10,13 +8,14 @@ use axum::extract::State;
 use super::alerts::AlertLine;
 use super::error::PageError;
 use super::frame::Frame;
-use super::guest_list::{self, ListQuery};
+use super::guest_list::ListQuery;
 use super::hosts::{self, HostLine};
 use super::view::{self, GuestRow};
 use crate::alerts::silences_in_force;
 use crate::analysis::cost;
 use crate::auth::PageUser;
-use crate::fleet::{self, AnalysedGuest, Totals};
+use crate::fleet::Totals;
+use crate::fleet::listing::Facet;
 use crate::state::AppState;
 
 #[derive(Template, WebTemplate)]
@@ -59,30 +58,21 @@ struct Share {
     bar_pct: f64,
 }
 
-/// How many guests have each value of `key`, largest group first, each with its list's link.
-/// The key is counted as it is (a `&str`, a number) and written only once per group.
-fn distribution<K: std::hash::Hash + Eq>(
-    guests: &[Arc<AnalysedGuest>],
-    key: impl Fn(&AnalysedGuest) -> K,
-    value: impl Fn(&K) -> String,
+/// The guests per value of a facet (from the fleet's index: no guest is walked), largest group
+/// first, each with its list's link.
+fn distribution(
+    counts: impl Iterator<Item = (String, usize)>,
+    guests: usize,
     label: impl Fn(&str) -> String,
     link: impl Fn(&str) -> String,
 ) -> Vec<Share> {
-    let mut counts: std::collections::HashMap<K, usize> = Default::default();
-    for g in guests {
-        *counts.entry(key(g)).or_default() += 1;
-    }
     let mut rows: Vec<Share> = counts
-        .into_iter()
-        .map(|(key, count)| {
-            let value = value(&key);
-            Share {
-                label: label(&value),
-                link: link(&value),
-                bar_pct: 100.0 * count as f64 / guests.len().max(1) as f64,
-                value,
-                count,
-            }
+        .map(|(value, count)| Share {
+            label: label(&value),
+            link: link(&value),
+            bar_pct: 100.0 * count as f64 / guests.max(1) as f64,
+            value,
+            count,
         })
         .collect();
     // By value last: groups of one size and label (none today) stay in a fixed order.
@@ -100,9 +90,12 @@ pub async fn overview(
     PageUser(user, session): PageUser,
 ) -> Result<OverviewPage, PageError> {
     let now = state.clock.now_ms();
-    let guests = state.fleet.ranked(now).await;
-    let totals = fleet::totals(&guests, &state.cost_model());
-    let hosts = hosts::host_lines(&state, &guests, now, OVERVIEW_TOP).await?;
+    // What the page counts is kept up to date as hosts are analysed: it costs what it shows,
+    // not the fleet (issue 28).
+    let published = state.fleet.published();
+    let index = published.index(now);
+    let totals = index.totals(&state.cost_model());
+    let hosts = hosts::host_lines(&state, &index, now, OVERVIEW_TOP).await?;
     // Only guests still reporting count towards what was realised.
     let changes = state.fleet.changes(now).await;
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
@@ -139,22 +132,20 @@ pub async fn overview(
         cost_basis: view::cost_basis(&state.cost_model()),
         realised,
         totals,
-        rows: guests
-            .iter()
+        rows: published
+            .ranked(now)
             .take(OVERVIEW_TOP)
             .map(|g| GuestRow::new(g))
             .collect(),
         modes: distribution(
-            &guests,
-            guest_list::mode,
-            |m| m.to_string(),
+            index.values(Facet::Mode).map(|(m, n)| (m.to_string(), n)),
+            index.guests(),
             str::to_string,
             |m| ListQuery::default().with(|q| q.filter.mode = m.into()),
         ),
         hz: distribution(
-            &guests,
-            crate::fleet::listing::hz_of,
-            |hz| crate::fleet::listing::hz_text(*hz),
+            index.values(Facet::Hz).map(|(hz, n)| (hz.to_string(), n)),
+            index.guests(),
             |hz| {
                 if hz == "unknown" {
                     hz.to_string()

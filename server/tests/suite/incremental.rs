@@ -7,15 +7,18 @@
 use crate::common;
 use crate::common::database::RawDb;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use common::{guest, manual_clock, server, server_with_clock};
+use tickscope_server::analysis::cost::CostModel;
 use tickscope_server::auth;
 use tickscope_server::clock::{Clock, ManualClock};
 use tickscope_server::db::GuestScope;
+use tickscope_server::fleet::listing::{Column, Facet, GuestFilter, Order};
 use tickscope_server::fleet::{self, ACTIVE_WITHIN_MS};
 use tickscope_server::state::Options;
 
@@ -219,7 +222,56 @@ impl Fleet {
             .map(|g| serde_json::to_value(g).unwrap())
             .collect();
         assert_eq!(by_id(held), by_id(full), "{host} at {now}");
+        self.check_kept(now);
     }
+
+    /// What is kept up to date over the whole fleet for the pages (the counts and sums, every
+    /// list order) against the same computed afresh from the ranked guests.
+    fn check_kept(&self, now: i64) {
+        let published = self.s.state.fleet.published();
+        let ranked: Vec<Arc<fleet::AnalysedGuest>> = published.ranked(now).cloned().collect();
+        let index = published.index(now);
+        let model = CostModel::default();
+        assert_eq!(
+            json(&index.totals(&model)),
+            json(&fleet::totals(&ranked, &model))
+        );
+        assert_eq!(
+            json(&index.hosts_by_waste(&model).collect::<Vec<_>>()),
+            json(&fleet::host_totals(&ranked, &model))
+        );
+        for facet in Facet::ALL {
+            let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+            for g in &ranked {
+                *counts.entry(facet.value(g).into_owned()).or_default() += 1;
+            }
+            let kept: BTreeMap<String, usize> = index
+                .values(facet)
+                .map(|(value, n)| (value.to_string(), n))
+                .collect();
+            assert_eq!(kept, counts, "{facet:?} at {now}");
+        }
+        let filter = GuestFilter::default();
+        for column in Column::ALL {
+            for descending in [false, true] {
+                let order = Order { column, descending };
+                let listed = published.list(order, &filter, None, now);
+                let walked: Vec<i64> = listed.guests.map(|g| g.id.0).collect();
+                let sorted: Vec<i64> = order
+                    .sorted(&ranked, &filter, None)
+                    .iter()
+                    .map(|g| g.id.0)
+                    .collect();
+                assert_eq!(walked, sorted, "{order:?} at {now}");
+                assert_eq!(listed.matching, sorted.len(), "{order:?} at {now}");
+            }
+        }
+    }
+}
+
+/// An answer as JSON, to compare two whole.
+fn json<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap()
 }
 
 proptest! {
