@@ -371,6 +371,10 @@ async fn write_reports(db: Db, fleet: LiveFleet, batch: Vec<(Job, usize)>) -> Ve
         }
     };
     let mut refunds = Vec::new();
+    let mut answers = Vec::with_capacity(replies.len());
+    // The batch is published to readers whole, then acknowledged: a report is seen once its
+    // sender hears it was stored.
+    let held_back = fleet.hold_back();
     for (((report, _, received_ms, new_guests), reply), outcome) in
         items.iter().zip(replies).zip(outcomes)
     {
@@ -391,7 +395,11 @@ async fn write_reports(db: Db, fleet: LiveFleet, batch: Vec<(Job, usize)>) -> Ve
             }
             _ => refunds.push((report.host.name.clone(), *new_guests)),
         }
-        let _ = reply.send(outcome.map_err(AppError::from));
+        answers.push((reply, outcome.map_err(AppError::from)));
+    }
+    drop(held_back);
+    for (reply, answer) in answers {
+        let _ = reply.send(answer);
     }
     // What the writer's time went to, for whoever wonders why reports wait (`TICKSCOPE_LOG=
     // tickscope_server::intake=debug`).

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::analysed::AnalysedGuest;
 use super::inputs;
 use super::refresher::Refresher;
-use super::state::{Applied, FleetState, Published};
+use super::state::{Applied, FleetState, HeldBack, Published};
 use crate::analysis::change::Change;
 use crate::db::{Db, StoredFacts, StoredGuest};
 use crate::domain::{GuestId, HostId};
@@ -74,6 +74,12 @@ impl LiveFleet {
             }
         }
         Ok(())
+    }
+
+    /// Holds back what readers see while a batch of stored reports is applied (see
+    /// [`FleetState::hold_back`]); acknowledge them after the guard is dropped.
+    pub fn hold_back(&self) -> HeldBack<'_> {
+        self.current.hold_back()
     }
 
     /// The same for facts a guest posted itself.

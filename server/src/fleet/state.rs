@@ -142,6 +142,28 @@ impl Published {
 struct Hosts {
     by_id: HashMap<HostId, HostState>,
     names: HashMap<String, HostId>,
+    /// While a batch of reports is applied ([`FleetState::hold_back`]): what readers will see
+    /// once it is, changed in place. Each node of the persistent maps is copied once per batch
+    /// rather than once per report: at 100,000 guests, copying them per report was 40 % of the
+    /// server's CPU (perf).
+    draft: Option<Published>,
+    /// How many holds are open.
+    holds: usize,
+}
+
+/// Holds back what readers see until dropped (see [`FleetState::hold_back`]).
+pub struct HeldBack<'a>(&'a FleetState);
+
+impl Drop for HeldBack<'_> {
+    fn drop(&mut self) {
+        let mut hosts = self.0.lock();
+        hosts.holds -= 1;
+        if hosts.holds == 0
+            && let Some(draft) = hosts.draft.take()
+        {
+            self.0.replace_published(draft);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -425,11 +447,13 @@ impl FleetState {
         host.unsettled = unsettled;
         host.unmeasured_at_ms = unmeasured_at_ms;
         let after = host.changes.clone();
-        self.publish(|next| {
+        // Seen at once, also while a batch of reports is held back: whoever waits for the
+        // measurements (`LiveFleet::caught_up`) reads them next.
+        self.publish_now(&mut guard.draft, |next| {
             for guest in before.keys() {
                 next.changes.remove(guest);
             }
-            next.changes.extend(after);
+            next.changes.extend(after.clone());
         });
         Ok(())
     }
@@ -471,7 +495,7 @@ impl FleetState {
             .filter_map(|host_id| hosts.by_id.remove(host_id))
             .collect();
         hosts.names.retain(|_, id| !silent.contains(id));
-        self.publish(|next| {
+        self.publish_now(&mut hosts.draft, |next| {
             for host in &forgotten {
                 next.drop_guests(&host.analysed);
                 for guest in host.changes.keys() {
@@ -537,37 +561,76 @@ impl FleetState {
     /// Analyses a host's guests again (the writers' side is locked by the caller) and puts its
     /// new verdicts in place of its previous ones, for readers too.
     fn analyse_host(&self, hosts: &mut Hosts, host_id: HostId, now_ms: i64) {
-        let Some(host) = hosts.by_id.get_mut(&host_id) else {
+        let Hosts { by_id, draft, .. } = hosts;
+        let Some(host) = by_id.get_mut(&host_id) else {
             return;
         };
         let analysed = host.analyse(now_ms);
-        self.put_analysed(host, analysed);
+        self.put_analysed(draft, host, analysed);
     }
 
     /// Puts a host's newly analysed guests in place of its previous ones, in the ranking too.
-    fn put_analysed(&self, host: &mut HostState, analysed: Vec<AnalysedGuest>) {
+    fn put_analysed(
+        &self,
+        draft: &mut Option<Published>,
+        host: &mut HostState,
+        analysed: Vec<AnalysedGuest>,
+    ) {
         let analysed: Vec<Arc<AnalysedGuest>> = analysed.into_iter().map(Arc::new).collect();
         let previous =
             std::mem::replace(&mut host.analysed, analysed.iter().map(|g| g.id).collect());
-        self.publish(|next| {
+        self.publish(draft, |next| {
             next.drop_guests(&previous);
-            for guest in analysed {
+            for guest in &analysed {
                 // A guest that moved here from another host leaves that host's entries.
                 if let Some(old) = next.by_id.insert(guest.id, guest.clone()) {
                     next.index.remove(&old);
                     next.orderings.remove(&old);
                 }
-                next.index.add(&guest);
-                next.orderings.add(&guest);
+                next.index.add(guest);
+                next.orderings.add(guest);
             }
         });
     }
 
-    /// Replaces what readers see by a copy changed by `change`. Only writers call it, with the
-    /// writers' side locked, so no two replace it at once.
-    fn publish(&self, change: impl FnOnce(&mut Published)) {
+    /// Holds back what readers see until the guard is dropped: the one writer applies a batch
+    /// of stored reports under it and acknowledges them after, so each report is seen once
+    /// acknowledged, and the batch is published at once (see `Hosts::draft`).
+    pub fn hold_back(&self) -> HeldBack<'_> {
+        let mut hosts = self.lock();
+        hosts.holds += 1;
+        if hosts.draft.is_none() {
+            hosts.draft = Some(Published::clone(&self.published()));
+        }
+        HeldBack(self)
+    }
+
+    /// Changes what readers will see: the draft while one is held back, else a copy put in
+    /// place at once. Only writers call it, with the writers' side locked, so no two replace
+    /// it at once.
+    fn publish(&self, draft: &mut Option<Published>, change: impl FnOnce(&mut Published)) {
+        match draft {
+            Some(draft) => change(draft),
+            None => {
+                let mut next = Published::clone(&self.published());
+                change(&mut next);
+                self.replace_published(next);
+            }
+        }
+    }
+
+    /// The same, seen at once even while a draft is held back (and in the draft, so that it
+    /// is not undone when the draft is put in place).
+    fn publish_now(&self, draft: &mut Option<Published>, change: impl Fn(&mut Published)) {
+        if let Some(draft) = draft {
+            change(draft);
+        }
         let mut next = Published::clone(&self.published());
         change(&mut next);
+        self.replace_published(next);
+    }
+
+    fn replace_published(&self, next: Published) {
         *self.published.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
     }
 }
@@ -623,8 +686,9 @@ mod tests {
 
     fn set(current: &FleetState, host_id: i64, guests: Vec<AnalysedGuest>) {
         let mut hosts = current.lock();
-        let host = hosts.by_id.entry(HostId(host_id)).or_default();
-        current.put_analysed(host, guests);
+        let Hosts { by_id, draft, .. } = &mut *hosts;
+        let host = by_id.entry(HostId(host_id)).or_default();
+        current.put_analysed(draft, host, guests);
     }
 
     #[test]
@@ -648,6 +712,27 @@ mod tests {
         );
         assert_eq!(names(&current, 1_000), ["b", "c"]);
         assert_eq!(current.guest(GuestId(2), 1_000).unwrap().host_id, HostId(2));
+    }
+
+    #[test]
+    fn a_held_back_batch_is_seen_whole_when_the_hold_ends() {
+        let current = FleetState::default();
+        set(&current, 1, vec![guest(1, 1, "a", 20.0)]);
+        let held = current.hold_back();
+        set(
+            &current,
+            1,
+            vec![guest(1, 1, "a", 20.0), guest(2, 1, "b", 20.0)],
+        );
+        set(&current, 2, vec![guest(3, 2, "c", 20.0)]);
+        let nested = current.hold_back();
+        drop(nested);
+        assert_eq!(names(&current, 1_000), ["a"], "seen before the hold ended");
+        drop(held);
+        assert_eq!(names(&current, 1_000), ["a", "b", "c"]);
+        // Without a hold, at once.
+        set(&current, 2, vec![]);
+        assert_eq!(names(&current, 1_000), ["a", "b"]);
     }
 
     #[test]
