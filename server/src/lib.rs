@@ -30,3 +30,4 @@ pub mod retention;
 pub mod state;
 pub mod visible;
 pub mod web;
+pub mod work;

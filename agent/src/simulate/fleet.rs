@@ -621,10 +621,18 @@ mod tests {
             .iter()
             .filter(|h| h.guests.iter().map(|g| g.vcpus).sum::<u32>() > 32)
             .count();
-        assert!(crowded > 0, "the fleet no longer has a crowded host to check");
+        assert!(
+            crowded > 0,
+            "the fleet no longer has a crowded host to check"
+        );
         for host in &fleet {
             let vcpus: u32 = host.guests.iter().map(|g| g.vcpus).sum();
-            assert!(host.cpus >= vcpus, "{}: {} cpus, {vcpus} vCPUs", host.name, host.cpus);
+            assert!(
+                host.cpus >= vcpus,
+                "{}: {} cpus, {vcpus} vCPUs",
+                host.name,
+                host.cpus
+            );
             assert!([32, 64, 128].contains(&host.cpus) || host.cpus == vcpus);
         }
     }

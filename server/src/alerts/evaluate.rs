@@ -94,147 +94,153 @@ where
     let hosts = db.hosts().await?;
     let external_url = state.external_url.trim_end_matches('/');
 
-    let mut writes = Vec::new();
-    let mut evaluated = Evaluated::default();
-    for row in rules {
-        let rule_id = row.id;
-        let Some(rule) = Rule::parse(row) else {
-            tracing::warn!(
-                rule_id = rule_id.0,
-                "an alert rule cannot be read; it is skipped"
-            );
-            continue;
-        };
-        let mut subjects: Vec<(Measure, bool)> = if !rule.row.settings.enabled {
-            Vec::new()
-        } else {
-            let measures: Vec<Measure> = match rule.kind {
-                RuleKind::GuestWaste => guests
-                    .iter()
-                    .filter(|g| rule.scope.takes_guest(g))
-                    .map(|g| guest_measure(g))
-                    .collect(),
-                RuleKind::HostSilent => hosts
-                    .iter()
-                    .filter(|h| rule.scope.takes_host(h))
-                    .map(|h| host_measure(h, now_ms))
-                    .collect(),
+    // Every rule over every guest: work that grows with the fleet, off the pages' way.
+    let (writes, evaluated) = crate::work::cpu_bound(|| {
+        let mut writes = Vec::new();
+        let mut evaluated = Evaluated::default();
+        for row in rules {
+            let rule_id = row.id;
+            let Some(rule) = Rule::parse(row) else {
+                tracing::warn!(
+                    rule_id = rule_id.0,
+                    "an alert rule cannot be read; it is skipped"
+                );
+                continue;
             };
-            measures
-                .into_iter()
-                .map(|m| {
-                    let holds = m.value >= rule.row.settings.threshold;
-                    (m, holds)
-                })
-                .collect()
-        };
-        // Open alerts whose subject is no longer measured (a guest no longer reported, a rule
-        // disabled or narrowed): the condition no longer holds for them.
-        // A set of what was measured, not a search per alert: at 100,000 guests with
-        // thousands of alerts open, that search was 30 % of the server's CPU (perf).
-        let measured: HashSet<(Subject, i64)> =
-            subjects.iter().map(|(m, _)| (m.subject, m.id)).collect();
-        for ((rule_of, subject, id), alert) in &open {
-            if *rule_of == rule_id && !measured.contains(&(*subject, *id)) {
-                subjects.push((gone(alert), false));
-            }
-        }
-        let duration_ms = rule.row.settings.duration_s.saturating_mul(1000);
-        for (m, holds) in &subjects {
-            let alert = open.get(&(rule_id, m.subject, m.id));
-            // The label set is the one stored when the alert opened; a new alert's (or one
-            // stored before labels were kept) is made now.
-            let stored_labels = alert
-                .map(|a| parse_set(&a.labels_json))
-                .filter(|l| !l.is_empty());
-            let labels = stored_labels
-                .clone()
-                .unwrap_or_else(|| alert_labels(&rule.row, m));
-            let mut notes = annotations(&rule, m);
-            if let (Some(a), false) = (alert, *holds) {
-                // Resolving: what was last known of the subject stays where nothing newer is
-                // known (a guest no longer reported has no tick mode now).
-                let mut kept = parse_set(&a.annotations_json);
-                kept.extend(notes);
-                notes = kept;
-            }
-            let previous = alert.map(open_state);
-            let step = alerting::step(previous, *holds, now_ms, duration_ms);
-            let transition = alerting::transition(previous, step);
-            if transition.is_some() {
-                evaluated.transitions += 1;
-            }
-            let notify = match transition {
-                Some(t) if !alerting::silenced(&silences, rule_id.0, &m.name, &m.host, now_ms) => {
-                    let notice = Notice {
-                        rule: &rule,
-                        measure: m,
-                        labels: &labels,
-                        annotations: &notes,
-                        transition: t,
-                        active_ms: active_since(step, alert, now_ms),
-                        fired_ms: fired_at(step, alert, now_ms),
-                        now_ms,
-                        external_url,
-                    };
-                    receivers.iter().map(|r| notice.notify(r)).collect()
-                }
-                _ => Vec::new(),
+            let mut subjects: Vec<(Measure, bool)> = if !rule.row.settings.enabled {
+                Vec::new()
+            } else {
+                let measures: Vec<Measure> = match rule.kind {
+                    RuleKind::GuestWaste => guests
+                        .iter()
+                        .filter(|g| rule.scope.takes_guest(g))
+                        .map(|g| guest_measure(g))
+                        .collect(),
+                    RuleKind::HostSilent => hosts
+                        .iter()
+                        .filter(|h| rule.scope.takes_host(h))
+                        .map(|h| host_measure(h, now_ms))
+                        .collect(),
+                };
+                measures
+                    .into_iter()
+                    .map(|m| {
+                        let holds = m.value >= rule.row.settings.threshold;
+                        (m, holds)
+                    })
+                    .collect()
             };
-            evaluated.notifications += notify.len();
-            let annotations_json = set_json(&notes);
-            match step {
-                Step::Keep(o) => {
-                    match o {
-                        Open::Pending { .. } => evaluated.pending += 1,
-                        Open::Firing { .. } => evaluated.firing += 1,
-                    }
-                    let (state, fired_ms) = stored(o);
-                    writes.push(match alert {
-                        None => AlertWrite::Open {
-                            rule_id,
-                            subject: m.subject,
-                            subject_id: m.id,
-                            subject_name: m.name.clone(),
-                            host_name: m.host.clone(),
-                            state,
-                            active_ms: active_since(step, None, now_ms),
-                            fired_ms,
-                            value: m.value,
-                            labels_json: set_json(&labels),
-                            annotations_json,
-                            notify,
-                        },
-                        Some(a) => AlertWrite::Update {
-                            alert_id: a.id,
-                            state,
-                            fired_ms,
-                            value: m.value,
-                            labels_json: stored_labels.is_none().then(|| set_json(&labels)),
-                            annotations_json,
-                            notify,
-                        },
-                    });
+            // Open alerts whose subject is no longer measured (a guest no longer reported, a rule
+            // disabled or narrowed): the condition no longer holds for them.
+            // A set of what was measured, not a search per alert: at 100,000 guests with
+            // thousands of alerts open, that search was 30 % of the server's CPU (perf).
+            let measured: HashSet<(Subject, i64)> =
+                subjects.iter().map(|(m, _)| (m.subject, m.id)).collect();
+            for ((rule_of, subject, id), alert) in &open {
+                if *rule_of == rule_id && !measured.contains(&(*subject, *id)) {
+                    subjects.push((gone(alert), false));
                 }
-                Step::Cancel => {
-                    if let Some(a) = alert {
-                        writes.push(AlertWrite::Cancel { alert_id: a.id });
-                    }
+            }
+            let duration_ms = rule.row.settings.duration_s.saturating_mul(1000);
+            for (m, holds) in &subjects {
+                let alert = open.get(&(rule_id, m.subject, m.id));
+                // The label set is the one stored when the alert opened; a new alert's (or one
+                // stored before labels were kept) is made now.
+                let stored_labels = alert
+                    .map(|a| parse_set(&a.labels_json))
+                    .filter(|l| !l.is_empty());
+                let labels = stored_labels
+                    .clone()
+                    .unwrap_or_else(|| alert_labels(&rule.row, m));
+                let mut notes = annotations(&rule, m);
+                if let (Some(a), false) = (alert, *holds) {
+                    // Resolving: what was last known of the subject stays where nothing newer is
+                    // known (a guest no longer reported has no tick mode now).
+                    let mut kept = parse_set(&a.annotations_json);
+                    kept.extend(notes);
+                    notes = kept;
                 }
-                Step::Resolve => {
-                    if let Some(a) = alert {
-                        writes.push(AlertWrite::Resolve {
-                            alert_id: a.id,
-                            value: m.value,
-                            annotations_json,
-                            notify,
+                let previous = alert.map(open_state);
+                let step = alerting::step(previous, *holds, now_ms, duration_ms);
+                let transition = alerting::transition(previous, step);
+                if transition.is_some() {
+                    evaluated.transitions += 1;
+                }
+                let notify = match transition {
+                    Some(t)
+                        if !alerting::silenced(&silences, rule_id.0, &m.name, &m.host, now_ms) =>
+                    {
+                        let notice = Notice {
+                            rule: &rule,
+                            measure: m,
+                            labels: &labels,
+                            annotations: &notes,
+                            transition: t,
+                            active_ms: active_since(step, alert, now_ms),
+                            fired_ms: fired_at(step, alert, now_ms),
+                            now_ms,
+                            external_url,
+                        };
+                        receivers.iter().map(|r| notice.notify(r)).collect()
+                    }
+                    _ => Vec::new(),
+                };
+                evaluated.notifications += notify.len();
+                let annotations_json = set_json(&notes);
+                match step {
+                    Step::Keep(o) => {
+                        match o {
+                            Open::Pending { .. } => evaluated.pending += 1,
+                            Open::Firing { .. } => evaluated.firing += 1,
+                        }
+                        let (state, fired_ms) = stored(o);
+                        writes.push(match alert {
+                            None => AlertWrite::Open {
+                                rule_id,
+                                subject: m.subject,
+                                subject_id: m.id,
+                                subject_name: m.name.clone(),
+                                host_name: m.host.clone(),
+                                state,
+                                active_ms: active_since(step, None, now_ms),
+                                fired_ms,
+                                value: m.value,
+                                labels_json: set_json(&labels),
+                                annotations_json,
+                                notify,
+                            },
+                            Some(a) => AlertWrite::Update {
+                                alert_id: a.id,
+                                state,
+                                fired_ms,
+                                value: m.value,
+                                labels_json: stored_labels.is_none().then(|| set_json(&labels)),
+                                annotations_json,
+                                notify,
+                            },
                         });
                     }
+                    Step::Cancel => {
+                        if let Some(a) = alert {
+                            writes.push(AlertWrite::Cancel { alert_id: a.id });
+                        }
+                    }
+                    Step::Resolve => {
+                        if let Some(a) = alert {
+                            writes.push(AlertWrite::Resolve {
+                                alert_id: a.id,
+                                value: m.value,
+                                annotations_json,
+                                notify,
+                            });
+                        }
+                    }
+                    Step::Inactive => {}
                 }
-                Step::Inactive => {}
             }
         }
-    }
+        (writes, evaluated)
+    });
     db.write_alerts(writes, now_ms).await?;
     if evaluated.notifications > 0 {
         state.notifier.notify_one();

@@ -2,10 +2,12 @@
 //! how many guests it matches, at the cost of what it shows.
 //!
 //! - No filter, or the search alone: the order's own set, the filters checked on the way.
-//! - A facet's value (a host, a mode, a kernel, an HZ, ...): that value's group, in the
-//!   ranking's order; sorted by the facet's own column or by waste, walked as it is; sorted by
-//!   another column, its guests sorted (the group's size, not the fleet's). With several
-//!   facets, the smallest group.
+//! - A facet's value whose order is kept (a host, a tick mode, an HZ): that value's group, in
+//!   the ranking's order; sorted by the facet's own column or by waste, walked as it is; sorted
+//!   by another column, its guests sorted (the group's size, not the fleet's). With several
+//!   facets, the smallest group. Other facets are checked on the way.
+//! - A column whose order is not kept ([`super::orderings::KEPT`]): what the list matches
+//!   (its group, else the fleet) sorted.
 //! - The count: kept for no filter or one facet; otherwise counted over the group walked (the
 //!   search alone counts the fleet: a substring has no index).
 
@@ -38,13 +40,14 @@ pub fn list<'a>(
         .map(|facet| (facet, filter.wanted(facet)))
         .filter(|(_, wanted)| !wanted.is_empty())
         .collect();
-    // The facets with a group to walk: every one but the mode's "wasteful" (many modes).
+    // The facets with a group to walk: those whose order is kept, but the mode's "wasteful"
+    // (many modes); the others are checked on the way.
     let mut groups = Vec::new();
     for &(facet, wanted) in &wanted {
-        if facet == Facet::Mode && wanted == WASTEFUL {
+        let column = Column::of_facet(facet);
+        if (facet == Facet::Mode && wanted == WASTEFUL) || !Orderings::keeps(column) {
             continue;
         }
-        let column = Column::of_facet(facet);
         match column.filter_val(wanted) {
             Some(value) => groups.push((index.count(facet, wanted), column, value)),
             // A value no guest can have (an HZ that is no number).
@@ -61,12 +64,13 @@ pub fn list<'a>(
     let group = own.or(smallest).map(|&(_, column, value)| (column, value));
     let in_order = match group {
         Some((column, _)) => column == order.column || order == Order::default(),
-        None => true,
+        None => Orderings::keeps(order.column),
     };
     let guests: Walk<'a> = if in_order {
         Box::new(orderings.walk(order, group, after).filter(keeps))
     } else {
-        // Sorted by another column than the group's: the group's guests sorted.
+        // By a column whose order is not kept, or another than the group's: the guests it
+        // matches (the group's, else every guest) sorted.
         let mut keyed: Vec<(SortKey, &'a Arc<AnalysedGuest>)> = orderings
             .walk(Order::default(), group, None)
             .filter(keeps)

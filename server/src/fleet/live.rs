@@ -17,6 +17,7 @@ use crate::analysis::change::Change;
 use crate::db::{Db, StoredFacts, StoredGuest};
 use crate::domain::{GuestId, HostId};
 use crate::error::AppResult;
+use crate::work::cpu_bound;
 
 /// A cheap handle (three `Arc`s) on the analysed fleet and what keeps it current.
 #[derive(Clone)]
@@ -47,10 +48,11 @@ impl LiveFleet {
         stored: &[StoredGuest],
         received_ms: i64,
     ) -> AppResult<()> {
-        match self
-            .current
-            .apply(host_id, host_reports, stored, received_ms)
-        {
+        let applied = cpu_bound(|| {
+            self.current
+                .apply(host_id, host_reports, stored, received_ms)
+        });
+        match applied {
             Applied::NeedsReload => {
                 self.current
                     .reload_host(&self.db, host_id, received_ms)
