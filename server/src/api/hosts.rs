@@ -40,8 +40,13 @@ struct HostList {
 )]
 async fn list(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<HostList>> {
     let now = state.clock.now_ms();
-    let guests = state.fleet.ranked(now).await;
-    let mut hosts = fleet::host_totals(&guests, &state.cost_model());
+    let model = state.cost_model();
+    let mut hosts: Vec<_> = state
+        .fleet
+        .published()
+        .index(now)
+        .hosts_by_waste(&model)
+        .collect();
     fleet::with_host_rows(&mut hosts, &state.db.hosts().await?, now);
     Ok(Json(HostList {
         hosts,

@@ -24,4 +24,45 @@ impl HostRow {
     pub fn blind_spots(&self) -> Vec<tickscope_wire::BlindSpot> {
         serde_json::from_str(&self.blind_spots_json).unwrap_or_default()
     }
+
+    /// Whether its agent says it cannot see something; read without parsing the list when it
+    /// is empty (the overview counts this over every host).
+    pub fn is_blind(&self) -> bool {
+        let json = self.blind_spots_json.trim();
+        !(json.is_empty() || json == "[]" || self.blind_spots().is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_is_blind_when_its_agent_named_something_it_cannot_see() {
+        let spot =
+            r#"[{"check":"proc_hidden","detail":"12 VMs","fix":"mount /proc without hidepid"}]"#;
+        let cases = [
+            ("", false),
+            ("[]", false),
+            (" [ ] ", false),
+            ("not json", false),
+            (spot, true),
+        ];
+        for (json, blind) in cases {
+            let row = HostRow {
+                id: HostId(1),
+                name: "hv".into(),
+                cpus: 8,
+                kernel: String::new(),
+                agent_version: String::new(),
+                kvm_halt_poll_ns: None,
+                first_seen_ms: 0,
+                last_report_ms: 0,
+                agent_dropped_reports: 0,
+                blind_spots_json: json.into(),
+            };
+            assert_eq!(row.is_blind(), blind, "{json:?}");
+            assert_eq!(row.is_blind(), !row.blind_spots().is_empty(), "{json:?}");
+        }
+    }
 }

@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 
 use super::analysed::AnalysedGuest;
 use super::listing::Facet;
-use super::totals::{HostBaseline, HostTotals, Totals, fleet_totals, host_line, micro_pct};
+use super::totals::{
+    HostBaseline, HostTotals, Totals, fleet_totals, host_line, micro_pct, pct_of_micro,
+};
 use crate::analysis::cost::CostModel;
 use crate::domain::{GuestId, HostId};
 
@@ -210,6 +212,13 @@ impl FleetIndex {
     /// One host's totals; `None` when none of its guests is counted in.
     pub fn host(&self, host_id: HostId, model: &CostModel) -> Option<HostTotals> {
         Some(self.hosts.get(&host_id)?.totals(host_id, model))
+    }
+
+    /// A host's summed waste (0 when none of its guests is counted in), in % of a core.
+    pub fn host_wasted_cpu_pct(&self, host_id: HostId) -> f64 {
+        self.hosts
+            .get(&host_id)
+            .map_or(0.0, |sums| pct_of_micro(sums.wasted_micro))
     }
 
     /// How many hosts have guests counted in.

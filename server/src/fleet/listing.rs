@@ -441,7 +441,7 @@ impl Order {
     }
 
     /// The guests `filter` keeps that come after `after` (all of them without it), in this
-    /// order.
+    /// order, by sorting them all: what the kept orders (`super::lists`) are tested against.
     pub fn sorted<'a>(
         &self,
         guests: &'a [Arc<AnalysedGuest>],

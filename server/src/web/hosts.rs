@@ -1,7 +1,5 @@
 //! `/hosts` and `/hosts/{id}`: each hypervisor host, its agent, its guests and its baselines.
 
-use std::collections::HashMap;
-
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::rejection::PathRejection;
@@ -12,9 +10,9 @@ use super::frame::Frame;
 use super::view::{self, GuestRow};
 use crate::auth::PageUser;
 use crate::db::HostRow;
-use crate::domain::HostId;
 use crate::error::{AppError, AppResult};
-use crate::fleet::{self, FleetIndex, HostTotals};
+use crate::fleet::listing::{GuestFilter, Order};
+use crate::fleet::{FleetIndex, HostTotals};
 use crate::state::AppState;
 use tickscope_wire::BlindSpot;
 
@@ -103,13 +101,10 @@ pub(super) async fn host_lines(
     limit: usize,
 ) -> AppResult<HostLines> {
     let model = state.cost_model();
-    let totals: HashMap<HostId, HostTotals> = index
-        .hosts_by_waste(&model)
-        .map(|t| (t.host_id, t))
-        .collect();
     let hosts = state.db.hosts().await?;
     let silent = |h: &HostRow| now - h.last_report_ms > SILENT_AFTER_MS;
-    let wasted = |h: &HostRow| totals.get(&h.id).map_or(0.0, |t| t.wasted_cpu_pct);
+    // Sorted by what the index keeps; only the lines shown are made.
+    let wasted = |h: &HostRow| index.host_wasted_cpu_pct(h.id);
     let mut order: Vec<&HostRow> = hosts.iter().collect();
     order.sort_by(|a, b| {
         silent(b)
@@ -120,11 +115,11 @@ pub(super) async fn host_lines(
     Ok(HostLines {
         all: hosts.len(),
         silent: hosts.iter().filter(|h| silent(h)).count(),
-        blind: hosts.iter().filter(|h| !h.blind_spots().is_empty()).count(),
+        blind: hosts.iter().filter(|h| h.is_blind()).count(),
         lines: order
             .into_iter()
             .take(limit)
-            .map(|h| HostLine::new(h, totals.get(&h.id), &model.currency, now))
+            .map(|h| HostLine::new(h, index.host(h.id, &model).as_ref(), &model.currency, now))
             .collect(),
     })
 }
@@ -168,17 +163,23 @@ pub async fn one(
         .into_iter()
         .find(|h| h.id.0 == id)
         .ok_or_else(not_found)?;
-    let guests: Vec<_> = state
-        .fleet
-        .ranked(now)
-        .await
-        .into_iter()
-        .filter(|g| g.host_id.0 == id)
+    // The host's guests are one group of the kept order by host: the page walks them, not the
+    // fleet.
+    let published = state.fleet.published();
+    let filter = GuestFilter {
+        host: host.name.clone(),
+        ..GuestFilter::default()
+    };
+    let guests: Vec<GuestRow> = published
+        .list(Order::default(), &filter, None, now)
+        .guests
+        .filter(|g| g.host_id == host.id)
+        .map(|g| GuestRow::new(g))
         .collect();
-    let totals = fleet::host_totals(&guests, &state.cost_model());
+    let totals = published.index(now).host(host.id, &state.cost_model());
     Ok(HostPage {
         frame: Frame::new(&state, &user, &session).await?,
-        host: HostLine::new(&host, totals.first(), &state.cost_model().currency, now),
-        guests: guests.iter().map(|g| GuestRow::new(g)).collect(),
+        host: HostLine::new(&host, totals.as_ref(), &state.cost_model().currency, now),
+        guests,
     })
 }
