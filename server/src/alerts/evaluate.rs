@@ -1,5 +1,5 @@
 //! One evaluation: every rule stepped for every subject it watches, the new states written with
-//! the notifications they send, in one transaction.
+//! the notifications they send (each alert with its own, a few hundred alerts a transaction).
 
 use std::collections::{HashMap, HashSet};
 
@@ -241,10 +241,12 @@ where
         }
         (writes, evaluated)
     });
-    db.write_alerts(writes, now_ms).await?;
+    let written = db.write_alerts(writes, now_ms).await;
+    // Also when a later transaction failed: the earlier ones' notifications are stored and due.
     if evaluated.notifications > 0 {
         state.notifier.notify_one();
     }
+    written?;
     Ok(evaluated)
 }
 

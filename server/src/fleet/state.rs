@@ -158,6 +158,11 @@ impl Drop for HeldBack<'_> {
     fn drop(&mut self) {
         let mut hosts = self.0.lock();
         hosts.holds -= 1;
+        // A panic may have left the draft half changed (a guest in one map and not the next):
+        // readers keep what they had, and each host is put right by its next analysis.
+        if std::thread::panicking() {
+            hosts.draft = None;
+        }
         if hosts.holds == 0
             && let Some(draft) = hosts.draft.take()
         {
@@ -732,6 +737,22 @@ mod tests {
         assert_eq!(names(&current, 1_000), ["a", "b", "c"]);
         // Without a hold, at once.
         set(&current, 2, vec![]);
+        assert_eq!(names(&current, 1_000), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_panic_while_held_back_leaves_readers_what_they_had() {
+        let current = FleetState::default();
+        set(&current, 1, vec![guest(1, 1, "a", 20.0)]);
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _held = current.hold_back();
+            set(&current, 2, vec![guest(2, 2, "b", 20.0)]);
+            panic!("a bug while a batch is applied");
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(names(&current, 1_000), ["a"]);
+        // Publishing goes on, at once again.
+        set(&current, 2, vec![guest(2, 2, "b", 20.0)]);
         assert_eq!(names(&current, 1_000), ["a", "b"]);
     }
 
