@@ -221,11 +221,6 @@ impl FleetIndex {
             .map_or(0.0, |sums| pct_of_micro(sums.wasted_micro))
     }
 
-    /// How many hosts have guests counted in.
-    pub fn hosts(&self) -> usize {
-        self.hosts.len()
-    }
-
     /// How many guests have each value of `facet`, by value.
     pub fn values(&self, facet: Facet) -> impl Iterator<Item = (&str, usize)> {
         self.values[facet.index()]

@@ -9,7 +9,6 @@
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -171,22 +170,6 @@ pub fn kernel(g: &AnalysedGuest) -> String {
     kernel_of(g).to_string()
 }
 
-/// The distinct values of a field, sorted, for a filter's choices. Values are borrowed from
-/// the guests while they are told apart: one `String` per distinct value, not one per guest.
-pub fn choices<'a>(
-    guests: &'a [Arc<AnalysedGuest>],
-    field: impl Fn(&'a AnalysedGuest) -> Cow<'a, str>,
-) -> Vec<String> {
-    let distinct: HashSet<Cow<'a, str>> = guests
-        .iter()
-        .map(|g| field(g))
-        .filter(|v| !v.is_empty())
-        .collect();
-    let mut values: Vec<String> = distinct.into_iter().map(Cow::into_owned).collect();
-    values.sort();
-    values
-}
-
 /// The columns a list sorts by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -250,11 +233,6 @@ impl Column {
             self,
             Column::Vcpus | Column::Cpu | Column::Wakeups | Column::Waste | Column::Hz
         )
-    }
-
-    /// Its place in [`Column::ALL`].
-    pub fn index(self) -> usize {
-        self as usize
     }
 
     /// The column a facet's values are sorted by.

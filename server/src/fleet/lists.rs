@@ -66,6 +66,8 @@ pub fn list<'a>(
         Some((column, _)) => column == order.column || order == Order::default(),
         None => Orderings::keeps(order.column),
     };
+    // What a list sorted here matched, counted on the way (no second walk for the count).
+    let mut counted = None;
     let guests: Walk<'a> = if in_order {
         Box::new(orderings.walk(order, group, after).filter(keeps))
     } else {
@@ -75,18 +77,21 @@ pub fn list<'a>(
             .walk(Order::default(), group, None)
             .filter(keeps)
             .map(|g| (order.key(g), g))
-            .filter(|(key, _)| after.is_none_or(|after| order.compare(key, after).is_gt()))
             .collect();
+        counted = Some(keyed.len());
+        keyed.retain(|(key, _)| after.is_none_or(|after| order.compare(key, after).is_gt()));
         keyed.sort_by(|(a, _), (b, _)| order.compare(a, b));
         Box::new(keyed.into_iter().map(|(_, g)| g))
     };
     let matching = match (filter.q.trim().is_empty(), wanted.as_slice()) {
         (true, []) => index.guests(),
         (true, [(facet, wanted)]) => index.count(*facet, wanted),
-        _ => orderings
-            .walk(Order::default(), group, None)
-            .filter(keeps)
-            .count(),
+        _ => counted.unwrap_or_else(|| {
+            orderings
+                .walk(Order::default(), group, None)
+                .filter(keeps)
+                .count()
+        }),
     };
     Listed { guests, matching }
 }

@@ -262,15 +262,6 @@ impl Orderings {
         self.sets[0].iter().map(|e| &e.guest)
     }
 
-    /// How many guests are held.
-    pub fn len(&self) -> usize {
-        self.sets[0].len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Whether `column`'s order is kept.
     pub fn keeps(column: Column) -> bool {
         kept(column).is_some()

@@ -60,18 +60,18 @@ struct Share {
 
 /// The guests per value of a facet (from the fleet's index: no guest is walked), largest group
 /// first, each with its list's link.
-fn distribution(
-    counts: impl Iterator<Item = (String, usize)>,
+fn distribution<'a>(
+    counts: impl Iterator<Item = (&'a str, usize)>,
     guests: usize,
     label: impl Fn(&str) -> String,
     link: impl Fn(&str) -> String,
 ) -> Vec<Share> {
     let mut rows: Vec<Share> = counts
         .map(|(value, count)| Share {
-            label: label(&value),
-            link: link(&value),
+            label: label(value),
+            link: link(value),
             bar_pct: 100.0 * count as f64 / guests.max(1) as f64,
-            value,
+            value: value.to_string(),
             count,
         })
         .collect();
@@ -138,13 +138,13 @@ pub async fn overview(
             .map(|g| GuestRow::new(g))
             .collect(),
         modes: distribution(
-            index.values(Facet::Mode).map(|(m, n)| (m.to_string(), n)),
+            index.values(Facet::Mode),
             index.guests(),
             str::to_string,
             |m| ListQuery::default().with(|q| q.filter.mode = m.into()),
         ),
         hz: distribution(
-            index.values(Facet::Hz).map(|(hz, n)| (hz.to_string(), n)),
+            index.values(Facet::Hz),
             index.guests(),
             |hz| {
                 if hz == "unknown" {
