@@ -25,7 +25,7 @@ pub struct Listed<'a> {
 }
 
 /// The guests `filter` keeps, active since `since_ms`, in `order` after `after`; `index` is
-/// the index as of the same time (see [`super::state::Published::index`]).
+/// the index as of the same time (see [`super::published::Published::index`]).
 pub fn list<'a>(
     orderings: &'a Orderings,
     index: &FleetIndex,

@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use super::analysed::AnalysedGuest;
 use super::inputs;
+use super::published::Published;
 use super::refresher::Refresher;
-use super::state::{Applied, FleetState, HeldBack, Published};
+use super::state::{Applied, FleetState, HeldBack};
 use crate::analysis::change::Change;
 use crate::db::{Db, StoredFacts, StoredGuest};
 use crate::domain::{GuestId, HostId};

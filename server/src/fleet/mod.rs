@@ -10,6 +10,7 @@ pub mod lists;
 pub mod live;
 pub mod orderings;
 pub mod plan;
+pub mod published;
 pub mod refresher;
 pub mod state;
 pub mod totals;

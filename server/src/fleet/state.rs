@@ -16,7 +16,6 @@
 //!   host's entries costs O(k log n) for its k guests. A reader takes the current copy under a
 //!   lock held for one pointer's clone, and reads it for as long as it likes.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -25,11 +24,8 @@ use tickscope_wire::Hypervisor;
 
 use super::analysed::{ACTIVE_WITHIN_MS, AnalysedGuest};
 use super::changes::{self, SettledChanges};
-use super::index::FleetIndex;
 use super::inputs::{self, GuestInputs};
-use super::listing::{GuestFilter, Order, SortKey};
-use super::lists::{self, Listed};
-use super::orderings::Orderings;
+use super::published::Published;
 use crate::analysis::change::Change;
 use crate::db::{Db, GONE_AFTER_MISSED_REPORTS, GuestScope, StoredFacts, StoredGuest};
 use crate::domain::{GuestId, HostId};
@@ -50,91 +46,6 @@ pub struct FleetState {
     /// Orders change measurements: one that began later read a later database, so an earlier
     /// one that finishes after it must not overwrite it.
     next_ticket: AtomicU64,
-}
-
-/// The analysed fleet as readers see it: a consistent copy as of one moment, cheap to hold.
-#[derive(Clone, Default)]
-pub struct Published {
-    /// Every analysed guest in every order a list asks for; the waste column's is the
-    /// ranking, most wasteful first.
-    orderings: Orderings,
-    by_id: imbl::HashMap<GuestId, Arc<AnalysedGuest>>,
-    /// The held guests' last kernel or command-line changes, measured.
-    changes: imbl::HashMap<GuestId, Change>,
-    /// Counts and sums over the ranked guests, kept up to date with the ranking.
-    index: FleetIndex,
-}
-
-impl Published {
-    /// The guests active at `now_ms` (reported within the active limit), most wasteful first.
-    pub fn ranked(&self, now_ms: i64) -> impl Iterator<Item = &Arc<AnalysedGuest>> {
-        let since_ms = now_ms - ACTIVE_WITHIN_MS;
-        self.orderings
-            .ranking()
-            .filter(move |g| g.last_seen_ms >= since_ms)
-    }
-
-    /// One guest as ranked, if it is active at `now_ms`.
-    pub fn guest(&self, guest_id: GuestId, now_ms: i64) -> Option<&Arc<AnalysedGuest>> {
-        let since_ms = now_ms - ACTIVE_WITHIN_MS;
-        self.by_id
-            .get(&guest_id)
-            .filter(|g| g.last_seen_ms >= since_ms)
-    }
-
-    /// How many guests are held (active or not yet forgotten).
-    pub fn held(&self) -> usize {
-        self.by_id.len()
-    }
-
-    /// A held guest's last kernel or command-line change, measured.
-    pub fn change(&self, guest_id: GuestId) -> Option<Change> {
-        self.changes.get(&guest_id).copied()
-    }
-
-    /// The analysed fleet of `guests` (tests: what a host's analysis publishes, without one).
-    #[cfg(test)]
-    pub(crate) fn of(guests: &[Arc<AnalysedGuest>]) -> Published {
-        let mut published = Published::default();
-        for g in guests {
-            published.by_id.insert(g.id, g.clone());
-            published.index.add(g);
-            published.orderings.add(g);
-        }
-        published
-    }
-
-    /// The guests `filter` keeps, active at `now_ms`, in `order` after `after`, and how many it
-    /// keeps on all pages: what a page of a list shows, at that page's cost (see
-    /// [`super::lists`]).
-    pub fn list<'a>(
-        &'a self,
-        order: Order,
-        filter: &'a GuestFilter,
-        after: Option<&'a SortKey>,
-        now_ms: i64,
-    ) -> Listed<'a> {
-        let index = self.index(now_ms);
-        let since_ms = now_ms - ACTIVE_WITHIN_MS;
-        lists::list(&self.orderings, &index, order, filter, after, since_ms)
-    }
-
-    /// The counts and sums over the guests active at `now_ms`: those kept up to date, with the
-    /// guests held but silent past the active limit counted out (few: a host's next analysis
-    /// and the retention's [`FleetState::forget_silent`] drop them).
-    pub fn index(&self, now_ms: i64) -> Cow<'_, FleetIndex> {
-        let since_ms = now_ms - ACTIVE_WITHIN_MS;
-        if self.index.seen_before(since_ms).next().is_none() {
-            return Cow::Borrowed(&self.index);
-        }
-        let mut index = self.index.clone();
-        for id in self.index.seen_before(since_ms) {
-            if let Some(g) = self.by_id.get(&id) {
-                index.remove(g);
-            }
-        }
-        Cow::Owned(index)
-    }
 }
 
 /// The writers' side: each held host, and host names to ids (a report names its host).
@@ -455,10 +366,8 @@ impl FleetState {
         // Seen at once, also while a batch of reports is held back: whoever waits for the
         // measurements (`LiveFleet::caught_up`) reads them next.
         self.publish_now(&mut guard.draft, |next| {
-            for guest in before.keys() {
-                next.changes.remove(guest);
-            }
-            next.changes.extend(after.clone());
+            next.forget_changes(before.keys());
+            next.set_changes(&after);
         });
         Ok(())
     }
@@ -503,9 +412,7 @@ impl FleetState {
         self.publish_now(&mut hosts.draft, |next| {
             for host in &forgotten {
                 next.drop_guests(&host.analysed);
-                for guest in host.changes.keys() {
-                    next.changes.remove(guest);
-                }
+                next.forget_changes(host.changes.keys());
             }
         });
         silent.len()
@@ -542,21 +449,13 @@ impl FleetState {
     /// One guest's last change as measured here: `None` when the guest is not held (the caller
     /// reads the database), `Some(None)` when it is but has no measured change.
     pub fn change(&self, guest_id: GuestId) -> Option<Option<Change>> {
-        let published = self.published();
-        published.by_id.get(&guest_id)?;
-        Some(published.changes.get(&guest_id).copied())
+        self.published().held_change(guest_id)
     }
 
     /// The last kernel or command-line change of each active guest, measured (see
     /// [`changes::changes`]).
     pub fn changes(&self, now_ms: i64) -> HashMap<GuestId, Change> {
-        let published = self.published();
-        published
-            .changes
-            .iter()
-            .filter(|(guest, _)| published.guest(**guest, now_ms).is_some())
-            .map(|(guest, change)| (*guest, *change))
-            .collect()
+        self.published().changes(now_ms)
     }
 
     fn lock(&self) -> MutexGuard<'_, Hosts> {
@@ -587,13 +486,7 @@ impl FleetState {
         self.publish(draft, |next| {
             next.drop_guests(&previous);
             for guest in &analysed {
-                // A guest that moved here from another host leaves that host's entries.
-                if let Some(old) = next.by_id.insert(guest.id, guest.clone()) {
-                    next.index.remove(&old);
-                    next.orderings.remove(&old);
-                }
-                next.index.add(guest);
-                next.orderings.add(guest);
+                next.put(guest);
             }
         });
     }
@@ -637,18 +530,6 @@ impl FleetState {
 
     fn replace_published(&self, next: Published) {
         *self.published.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
-    }
-}
-
-impl Published {
-    /// Takes `guests` out of the ranking.
-    fn drop_guests(&mut self, guests: &[GuestId]) {
-        for id in guests {
-            if let Some(old) = self.by_id.remove(id) {
-                self.index.remove(&old);
-                self.orderings.remove(&old);
-            }
-        }
     }
 }
 

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fleet::AnalysedGuest;
 pub use crate::fleet::listing::{Column, GuestFilter, Order, WASTEFUL, distro, kernel};
-use crate::fleet::state::Published;
+use crate::fleet::published::Published;
 use crate::percent;
 
 /// Rows per page.
