@@ -166,12 +166,12 @@ mod tests {
             let mut held: BTreeMap<i64, Arc<AnalysedGuest>> = BTreeMap::new();
             for (id, host, figures, name, seen, drop) in steps {
                 if let Some(old) = held.remove(&id) {
-                    orderings.remove(&old);
+                    orderings.remove(old.id);
                     index.remove(&old);
                 }
                 if !drop {
                     let g = guest(id, host, figures, name, seen * 1_000);
-                    orderings.add(&g);
+                    orderings.put(&g);
                     index.add(&g);
                     held.insert(id, g);
                 }

@@ -16,79 +16,79 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use equivalent::{Comparable, Equivalent};
+use smol_str::SmolStr;
 
 use super::analysed::AnalysedGuest;
-use super::listing::{Column, KeyValue, Order, SortKey, Val};
+use super::listing::{Column, KeyValue, Order, SortKey, Val, mode};
 use crate::domain::GuestId;
 
-/// A guest in one column's set.
+/// A guest in one column's set: its id and the figures and texts it sorts by, copied.
 ///
-/// The figures it sorts by are copied into it: a comparison that they decide (most of them)
-/// reads no guest (the analyses lie all over memory: a cache miss each).
+/// Each write copies the nodes of the set it changes (the rest is shared with the copies
+/// readers hold): copying an entry must touch nothing else. An entry that held the guest's
+/// `Arc` made every node copy 64 reference-count increments on analyses all over memory, most
+/// of a report's apply at 100,000 guests (docs/performance.md).
 #[derive(Clone)]
 struct Entry {
     column: Column,
-    /// The column's value when it is a figure; a text is read from the guest.
     value: Inline,
     wasted_cpu_pct: f64,
     host_cpu_pct: f64,
+    name: SmolStr,
     id: GuestId,
-    guest: Arc<AnalysedGuest>,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Inline {
     Number(f64),
     Integer(i64),
-    Text,
+    /// A text of a fixed few (a tick mode).
+    Static(&'static str),
+    Text(SmolStr),
+    /// The guest's name, compared folded (the entry's `name`).
+    Name,
 }
 
 impl Entry {
-    fn new(column: Column, guest: &Arc<AnalysedGuest>) -> Entry {
-        let value = match column.val(guest) {
-            Val::Number(n) => Inline::Number(n),
-            Val::Integer(i) => Inline::Integer(i),
-            Val::Text(_) | Val::Folded(_) => Inline::Text,
+    fn new(column: Column, guest: &AnalysedGuest) -> Entry {
+        let value = match column {
+            Column::Name => Inline::Name,
+            Column::Mode => Inline::Static(mode(guest)),
+            _ => match column.val(guest) {
+                Val::Number(n) => Inline::Number(n),
+                Val::Integer(i) => Inline::Integer(i),
+                Val::Text(t) | Val::Folded(t) => Inline::Text(SmolStr::new(t)),
+            },
         };
         Entry {
             column,
             value,
             wasted_cpu_pct: guest.wasted_cpu_pct(),
             host_cpu_pct: guest.verdict.rates.map_or(0.0, |r| r.host_cpu_pct),
+            name: SmolStr::new(&guest.name),
             id: guest.id,
-            guest: guest.clone(),
+        }
+    }
+
+    /// The column's value, as [`Column::val`] reads it from the guest.
+    fn val(&self) -> Val<'_> {
+        match &self.value {
+            Inline::Number(n) => Val::Number(*n),
+            Inline::Integer(i) => Val::Integer(*i),
+            Inline::Static(t) => Val::Text(t),
+            Inline::Text(t) => Val::Text(t),
+            Inline::Name => Val::Folded(&self.name),
         }
     }
 
     fn place(&self) -> (Val<'_>, Tie<'_>) {
-        let value = match self.value {
-            Inline::Number(n) => Val::Number(n),
-            Inline::Integer(i) => Val::Integer(i),
-            Inline::Text => self.column.val(&self.guest),
-        };
         let tie = Tie::At {
             wasted_cpu_pct: self.wasted_cpu_pct,
             host_cpu_pct: self.host_cpu_pct,
-            name: Name::Of(&self.guest),
+            name: &self.name,
             id: self.id,
         };
-        (value, tie)
-    }
-}
-
-/// A name that breaks ties, read only when the figures before it are equal.
-#[derive(Clone, Copy)]
-enum Name<'a> {
-    Of(&'a AnalysedGuest),
-    Is(&'a str),
-}
-
-impl Name<'_> {
-    fn get(&self) -> &str {
-        match self {
-            Name::Of(g) => &g.name,
-            Name::Is(name) => name,
-        }
+        (self.val(), tie)
     }
 }
 
@@ -100,7 +100,7 @@ enum Tie<'a> {
     At {
         wasted_cpu_pct: f64,
         host_cpu_pct: f64,
-        name: Name<'a>,
+        name: &'a str,
         id: GuestId,
     },
     Last,
@@ -111,7 +111,7 @@ impl Tie<'_> {
         Tie::At {
             wasted_cpu_pct: g.wasted_cpu_pct(),
             host_cpu_pct: g.verdict.rates.map_or(0.0, |r| r.host_cpu_pct),
-            name: Name::Of(g),
+            name: &g.name,
             id: g.id,
         }
     }
@@ -120,7 +120,7 @@ impl Tie<'_> {
         Tie::At {
             wasted_cpu_pct: key.wasted_cpu_pct,
             host_cpu_pct: key.host_cpu_pct,
-            name: Name::Is(&key.name),
+            name: &key.name,
             id: key.id,
         }
     }
@@ -147,7 +147,7 @@ impl Tie<'_> {
             ) => wb
                 .total_cmp(&wa)
                 .then_with(|| cb.total_cmp(&ca))
-                .then_with(|| na.get().cmp(nb.get()))
+                .then_with(|| na.cmp(nb))
                 .then_with(|| ia.cmp(&ib)),
         }
     }
@@ -222,10 +222,11 @@ pub const KEPT: [Column; 6] = [
     Column::Cpu,
 ];
 
-/// The kept orders (see the module's documentation).
+/// The kept orders (see the module's documentation), with the guests they hold by id.
 #[derive(Clone, Default)]
 pub struct Orderings {
     sets: [imbl::OrdSet<Entry>; KEPT.len()],
+    guests: imbl::HashMap<GuestId, Arc<AnalysedGuest>>,
 }
 
 /// A kept column's place in [`KEPT`].
@@ -237,29 +238,52 @@ fn kept(column: Column) -> Option<usize> {
 pub type Walk<'a> = Box<dyn Iterator<Item = &'a Arc<AnalysedGuest>> + 'a>;
 
 impl Orderings {
-    /// Puts a guest in every order; it must not be in them (take its previous analysis out
-    /// first).
-    pub fn add(&mut self, g: &Arc<AnalysedGuest>) {
+    /// Puts a guest's analysis in every order, in place of its previous one (returned).
+    pub fn put(&mut self, g: &Arc<AnalysedGuest>) -> Option<Arc<AnalysedGuest>> {
+        let old = self.remove(g.id);
         for (set, column) in self.sets.iter_mut().zip(KEPT) {
             set.insert(Entry::new(column, g));
         }
+        self.guests.insert(g.id, g.clone());
+        old
     }
 
-    /// Takes out a guest put in by [`Orderings::add`] (the same analysis of it).
-    pub fn remove(&mut self, g: &Arc<AnalysedGuest>) {
+    /// Takes a guest out of every order; returns the analysis it was put in with.
+    pub fn remove(&mut self, id: GuestId) -> Option<Arc<AnalysedGuest>> {
+        let g = self.guests.remove(&id)?;
         for (set, column) in self.sets.iter_mut().zip(KEPT) {
             let probe = Probe {
                 column,
-                value: column.val(g),
-                tie: Tie::of(g),
+                value: column.val(&g),
+                tie: Tie::of(&g),
             };
             set.remove(&probe);
         }
+        Some(g)
+    }
+
+    /// A guest held, by id.
+    pub fn get(&self, id: GuestId) -> Option<&Arc<AnalysedGuest>> {
+        self.guests.get(&id)
+    }
+
+    /// How many guests are held.
+    pub fn held(&self) -> usize {
+        self.guests.len()
+    }
+
+    /// The guests of entries, in their order.
+    fn guests_of<'a>(
+        &'a self,
+        entries: impl Iterator<Item = &'a Entry> + 'a,
+    ) -> impl Iterator<Item = &'a Arc<AnalysedGuest>> + 'a {
+        // Every entry's guest is held (`put` and `remove` keep both in step).
+        entries.filter_map(|e| self.guests.get(&e.id))
     }
 
     /// Every guest, most wasteful first ([`KEPT`]'s first set is the waste column's).
     pub fn ranking(&self) -> impl DoubleEndedIterator<Item = &Arc<AnalysedGuest>> {
-        self.sets[0].iter().map(|e| &e.guest)
+        self.sets[0].iter().filter_map(|e| self.guests.get(&e.id))
     }
 
     /// Whether `column`'s order is kept.
@@ -311,15 +335,15 @@ impl Orderings {
                 Some(v) => Bound::Included(bound(v, Tie::Last)),
                 None => Bound::Unbounded,
             };
-            return Box::new(set.range((lower, upper)).map(|e| &e.guest));
+            return Box::new(self.guests_of(set.range((lower, upper))));
         }
         // Against the natural direction: the groups of equal values backwards, each forward.
         let start: Option<KeyValue> = match (&resume, group_value) {
             (Some(at), _) => Some(at.value.to_owned()),
             (None, Some(v)) => Some(v.to_owned()),
-            (None, None) => set.get_max().map(|e| e.column.val(&e.guest).to_owned()),
+            (None, None) => set.get_max().map(|e| e.val().to_owned()),
         };
-        Box::new(Backwards {
+        Box::new(self.guests_of(Backwards {
             set,
             column,
             // The cursor's own group is walked from just after it.
@@ -327,7 +351,7 @@ impl Orderings {
             next: start,
             current: None,
             only_one: group_value.is_some(),
-        })
+        }))
     }
 }
 
@@ -343,12 +367,12 @@ struct Backwards<'a> {
 }
 
 impl<'a> Iterator for Backwards<'a> {
-    type Item = &'a Arc<AnalysedGuest>;
+    type Item = &'a Entry;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if let Some(entry) = self.current.as_mut().and_then(Iterator::next) {
-                return Some(&entry.guest);
+                return Some(entry);
             }
             let value = self.next.take()?;
             let column = self.column;
@@ -377,7 +401,7 @@ impl<'a> Iterator for Backwards<'a> {
                     .set
                     .range((Bound::Unbounded, Bound::Excluded(before)))
                     .next_back()
-                    .map(|e| e.column.val(&e.guest).to_owned());
+                    .map(|e| e.val().to_owned());
             }
         }
     }

@@ -21,7 +21,6 @@ pub struct Published {
     /// Every analysed guest in every order a list asks for; the waste column's is the
     /// ranking, most wasteful first.
     orderings: Orderings,
-    by_id: imbl::HashMap<GuestId, Arc<AnalysedGuest>>,
     /// The held guests' last kernel or command-line changes, measured.
     changes: imbl::HashMap<GuestId, Change>,
     /// Counts and sums over the ranked guests, kept up to date with the ranking.
@@ -40,14 +39,14 @@ impl Published {
     /// One guest as ranked, if it is active at `now_ms`.
     pub fn guest(&self, guest_id: GuestId, now_ms: i64) -> Option<&Arc<AnalysedGuest>> {
         let since_ms = now_ms - ACTIVE_WITHIN_MS;
-        self.by_id
-            .get(&guest_id)
+        self.orderings
+            .get(guest_id)
             .filter(|g| g.last_seen_ms >= since_ms)
     }
 
     /// How many guests are held (active or not yet forgotten).
     pub fn held(&self) -> usize {
-        self.by_id.len()
+        self.orderings.held()
     }
 
     /// A held guest's last kernel or command-line change, measured.
@@ -58,7 +57,7 @@ impl Published {
     /// One guest's last change as measured: `None` when the guest is not held, `Some(None)`
     /// when it is but has no measured change.
     pub fn held_change(&self, guest_id: GuestId) -> Option<Option<Change>> {
-        self.by_id.get(&guest_id)?;
+        self.orderings.get(guest_id)?;
         Some(self.change(guest_id))
     }
 
@@ -106,7 +105,7 @@ impl Published {
         }
         let mut index = self.index.clone();
         for id in self.index.seen_before(since_ms) {
-            if let Some(g) = self.by_id.get(&id) {
+            if let Some(g) = self.orderings.get(id) {
                 index.remove(g);
             }
         }
@@ -119,20 +118,17 @@ impl Published {
     /// Puts a guest's new analysis in place of its previous one, wherever that was (a guest
     /// that moved here from another host leaves that host's entries).
     pub(super) fn put(&mut self, guest: &Arc<AnalysedGuest>) {
-        if let Some(old) = self.by_id.insert(guest.id, guest.clone()) {
+        if let Some(old) = self.orderings.put(guest) {
             self.index.remove(&old);
-            self.orderings.remove(&old);
         }
         self.index.add(guest);
-        self.orderings.add(guest);
     }
 
     /// Takes `guests` out of the ranking.
     pub(super) fn drop_guests(&mut self, guests: &[GuestId]) {
         for id in guests {
-            if let Some(old) = self.by_id.remove(id) {
+            if let Some(old) = self.orderings.remove(*id) {
                 self.index.remove(&old);
-                self.orderings.remove(&old);
             }
         }
     }
