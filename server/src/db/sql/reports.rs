@@ -37,8 +37,8 @@ impl Store {
         // instead of failing on the unique key.
         let mut tx = self.begin_write().await?;
         let mut outcomes = Vec::with_capacity(batch.len());
-        for item in batch {
-            sqlx::query("SAVEPOINT report").execute(&mut *tx).await?;
+        sqlx::query("SAVEPOINT report").execute(&mut *tx).await?;
+        for (n, item) in batch.iter().enumerate() {
             let outcome = store_one(&mut tx, item, &decide_samples).await;
             let keep = matches!(outcome, Ok(StoreOutcome::Stored { .. }));
             if !keep {
@@ -50,10 +50,36 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
             }
-            sqlx::query("RELEASE SAVEPOINT report")
-                .execute(&mut *tx)
-                .await?;
+            // The next report's savepoint in the same round trip (a handful of statements
+            // make a report: each one saved counts).
+            let last = n + 1 == batch.len();
+            let next = if last {
+                "RELEASE SAVEPOINT report"
+            } else {
+                "RELEASE SAVEPOINT report; SAVEPOINT report"
+            };
+            // A text without arguments: PostgreSQL's simple protocol, which takes two statements.
+            sqlx::Executor::execute(&mut *tx, next).await?;
             outcomes.push(outcome);
+        }
+        // When each token was last used: once a batch, not once a report.
+        let mut used: Vec<(TokenId, i64)> = batch
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| matches!(o, Ok(StoreOutcome::Stored { .. })))
+            .map(|(item, _)| (item.token_id, item.received_ms))
+            .collect();
+        used.sort_unstable_by_key(|&(token, at_ms)| (token, std::cmp::Reverse(at_ms)));
+        used.dedup_by_key(|(token, _)| *token);
+        for chunk in used.chunks(ROWS_PER_STATEMENT) {
+            // VALUES names its columns column1, column2 on both databases.
+            let mut update =
+                QueryBuilder::<DB>::new("UPDATE tokens SET last_used_ms = v.column2 FROM (");
+            update.push_values(chunk, |mut row, (token, at_ms)| {
+                row.push_bind(*token).push_bind(*at_ms);
+            });
+            update.push(") AS v WHERE tokens.id = v.column1");
+            update.build().execute(&mut *tx).await?;
         }
         // The other servers read these hosts again once this commits.
         let hosts = outcomes
@@ -94,12 +120,25 @@ async fn store_one(
     decide_samples: &impl Fn(&ValidReport, &PreviousTotals) -> Vec<SampleSpan>,
 ) -> StoreResult<StoreOutcome> {
     let (report, token_id, now_ms) = (item.report, item.token_id, item.received_ms);
-    // Which host the token may report for is ingest's decision, from what is read here.
-    let bound_host: Option<String> =
-        sqlx::query_scalar("SELECT host_name FROM tokens WHERE id = $1")
-            .bind(token_id)
-            .fetch_one(&mut **tx)
-            .await?;
+    // Which host the token may report for is ingest's decision, from what is read here; with
+    // it (one round trip), whether this report is a repeat. A report is a repeat only of one
+    // for the same host: another host's token cannot have this host's reports taken for
+    // duplicates.
+    let sql = format!(
+        "SELECT t.host_name, (SELECT r.id FROM hosts h {JOIN_IN_ORDER} reports r ON r.host_id = h.id
+                              WHERE h.name = $2 AND r.agent_id = $3 AND r.run_id = $4
+                                AND r.seq = $5)
+         FROM tokens t WHERE t.id = $1"
+    );
+    let (bound_host, seen): (Option<String>, Option<ReportId>) = sqlx::query_as(&sql)
+        .bind(token_id)
+        .bind(&report.host.name)
+        .bind(&report.agent_id)
+        .bind(&report.run_id)
+        .bind(report.seq)
+        .fetch_one(&mut **tx)
+        .await?;
+    let unbound = bound_host.is_none();
     let claim = match bound_host {
         Some(bound) => HostClaim::Bound(bound),
         None => HostClaim::Unbound {
@@ -115,19 +154,6 @@ async fn store_one(
         },
     };
     may_report(&claim, &report.host.name).map_err(StoreError::Refused)?;
-    // A report is a repeat only of one for the same host: another host's token cannot have
-    // this host's reports taken for duplicates.
-    let sql = format!(
-        "SELECT r.id FROM hosts h {JOIN_IN_ORDER} reports r ON r.host_id = h.id
-         WHERE h.name = $1 AND r.agent_id = $2 AND r.run_id = $3 AND r.seq = $4"
-    );
-    let seen: Option<ReportId> = sqlx::query_scalar(&sql)
-        .bind(&report.host.name)
-        .bind(&report.agent_id)
-        .bind(&report.run_id)
-        .bind(report.seq)
-        .fetch_optional(&mut **tx)
-        .await?;
     if seen.is_some() {
         return Ok(StoreOutcome::Duplicate);
     }
@@ -333,15 +359,15 @@ async fn store_one(
         }
     }
 
-    // The first report binds a token made without --host to its host.
-    sqlx::query(
-        "UPDATE tokens SET last_used_ms = $1, host_name = COALESCE(host_name, $2) WHERE id = $3",
-    )
-    .bind(now_ms)
-    .bind(&report.host.name)
-    .bind(token_id)
-    .execute(&mut **tx)
-    .await?;
+    // The first report binds a token made without --host to its host (when it was last used
+    // is written once a batch, by the caller).
+    if unbound {
+        sqlx::query("UPDATE tokens SET host_name = COALESCE(host_name, $1) WHERE id = $2")
+            .bind(&report.host.name)
+            .bind(token_id)
+            .execute(&mut **tx)
+            .await?;
+    }
     Ok(StoreOutcome::Stored {
         report_id,
         host_id,
