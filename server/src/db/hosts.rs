@@ -19,6 +19,15 @@ pub struct HostRow {
     pub blind_spots_json: String,
 }
 
+/// The hosts that want someone, and how many there are in all (see
+/// `Db::hosts_outstanding`).
+#[derive(Debug, Clone)]
+pub struct HostsOutstanding {
+    pub all: i64,
+    /// Silent or perhaps blind.
+    pub rows: Vec<HostRow>,
+}
+
 impl HostRow {
     /// The agent's blind spots, as stored (checked at ingest).
     pub fn blind_spots(&self) -> Vec<tickscope_wire::BlindSpot> {

@@ -61,7 +61,7 @@ pub use guests::{
     VmAsReported,
 };
 pub use history::{GuestFactsSpanRow, GuestRollupRow, StoredHistories};
-pub use hosts::HostRow;
+pub use hosts::{HostRow, HostsOutstanding};
 pub use migrate_data::{TableCopy, migrate_data};
 pub use postgres::{MIGRATOR as POSTGRES_MIGRATOR, WRITE_LOCK as POSTGRES_WRITE_LOCK};
 pub use process_totals::ProcessTotalsRow;

@@ -13,7 +13,7 @@ use super::error::StoreResult;
 use super::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow};
 use super::guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 use super::history::StoredHistories;
-use super::hosts::HostRow;
+use super::hosts::{HostRow, HostsOutstanding};
 use super::process_totals::ProcessTotalsRow;
 #[cfg(feature = "test-support")]
 use super::reports::RawSample;
@@ -126,6 +126,17 @@ forward! {
         // Hosts
         /// Every host that ever reported, by name.
         pub async fn hosts(&self) -> StoreResult<Vec<HostRow>>;
+        /// One host.
+        pub async fn host(&self, id: HostId) -> StoreResult<Option<HostRow>>;
+        /// The hosts of `ids` that exist, in no promised order.
+        pub async fn hosts_by_id(&self, ids: &[HostId]) -> StoreResult<Vec<HostRow>>;
+        /// How many hosts ever reported, and those that want someone: silent (last report before
+        /// `silent_before_ms`) or perhaps blind (their agent names something it cannot see; the
+        /// caller reads the list).
+        pub async fn hosts_outstanding(&self, silent_before_ms: i64) -> StoreResult<HostsOutstanding>;
+        /// Up to `limit` hosts that reported since `silent_before_ms`, by name byte by byte,
+        /// after `after_name`.
+        pub async fn reporting_hosts_by_name(&self, silent_before_ms: i64, after_name: Option<&str>, limit: i64) -> StoreResult<Vec<HostRow>>;
         // Process totals
         /// The latest totals of every guest reported since `since_ms` whose agent sends totals.
         pub async fn process_totals(&self, since_ms: i64) -> StoreResult<Vec<ProcessTotalsRow>>;

@@ -209,6 +209,13 @@ impl FleetIndex {
         })
     }
 
+    /// The hosts with guests, most wasteful first: each one's id and waste (% of one core).
+    pub fn host_ids_by_waste(&self) -> impl Iterator<Item = (HostId, f64)> + '_ {
+        self.host_order
+            .iter()
+            .map(|key| (key.id, pct_of_micro(key.wasted_micro)))
+    }
+
     /// One host's totals; `None` when none of its guests is counted in.
     pub fn host(&self, host_id: HostId, model: &CostModel) -> Option<HostTotals> {
         Some(self.hosts.get(&host_id)?.totals(host_id, model))

@@ -9,7 +9,10 @@ use super::error::PageError;
 use super::frame::Frame;
 use super::view::{self, GuestRow};
 use crate::auth::PageUser;
+use std::collections::{HashMap, HashSet};
+
 use crate::db::HostRow;
+use crate::domain::HostId;
 use crate::error::{AppError, AppResult};
 use crate::fleet::listing::{GuestFilter, Order};
 use crate::fleet::{FleetIndex, HostTotals};
@@ -92,8 +95,8 @@ pub(super) struct HostLines {
 }
 
 /// Every host that ever reported with its active guests' totals: silent hosts first (they need
-/// someone), then by waste as the ranking does; only the first `limit` are formatted (the
-/// overview shows ten of thousands).
+/// someone), then by waste as the ranking does, then by name; only the first `limit` are
+/// formatted. `/hosts` shows them all; the overview reads [`top_host_lines`].
 pub(super) async fn host_lines(
     state: &AppState,
     index: &FleetIndex,
@@ -119,6 +122,106 @@ pub(super) async fn host_lines(
         lines: order
             .into_iter()
             .take(limit)
+            .map(|h| HostLine::new(h, index.host(h.id, &model).as_ref(), &model.currency, now))
+            .collect(),
+    })
+}
+
+/// The first `limit` of [`host_lines`], in the same order, reading the rows it shows rather
+/// than every host's: the silent and blind ones (few, and counted), then the reporting hosts
+/// with waste in the index's order, then those without by name. Tested against
+/// [`host_lines`] (`server/tests/suite/fleet_state.rs`).
+pub(super) async fn top_host_lines(
+    state: &AppState,
+    index: &FleetIndex,
+    now: i64,
+    limit: usize,
+) -> AppResult<HostLines> {
+    let model = state.cost_model();
+    // `now - last_report_ms > SILENT_AFTER_MS`, as `host_lines` has it.
+    let silent_before_ms = now - SILENT_AFTER_MS;
+    let outstanding = state.db.hosts_outstanding(silent_before_ms).await?;
+    let wasted = |id: HostId| index.host_wasted_cpu_pct(id);
+    let mut silent: Vec<&HostRow> = outstanding
+        .rows
+        .iter()
+        .filter(|h| h.last_report_ms < silent_before_ms)
+        .collect();
+    silent.sort_by(|a, b| {
+        wasted(b.id)
+            .total_cmp(&wasted(a.id))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    let silent_ids: HashSet<HostId> = silent.iter().map(|h| h.id).collect();
+    let mut shown: Vec<HostRow> = silent.iter().take(limit).map(|&h| h.clone()).collect();
+    // The reporting hosts with waste, most first: the index's order, a row read per line.
+    let mut by_waste = index
+        .host_ids_by_waste()
+        .filter(|(id, _)| !silent_ids.contains(id));
+    while shown.len() < limit {
+        let ids: Vec<HostId> = by_waste
+            .by_ref()
+            .take_while(|(_, wasted)| *wasted > 0.0)
+            .take(limit - shown.len())
+            .map(|(id, _)| id)
+            .collect();
+        if ids.is_empty() {
+            break;
+        }
+        let mut rows: HashMap<HostId, HostRow> = state
+            .db
+            .hosts_by_id(&ids)
+            .await?
+            .into_iter()
+            .map(|h| (h.id, h))
+            .collect();
+        shown.extend(ids.iter().filter_map(|id| rows.remove(id)));
+    }
+    // Then those without waste, by name; they are few when any is shown (fewer than `limit`
+    // hosts have waste), so the hosts with waste skipped on the way are too.
+    let mut after: Option<String> = None;
+    while shown.len() < limit {
+        let chunk = state
+            .db
+            .reporting_hosts_by_name(silent_before_ms, after.as_deref(), limit as i64)
+            .await?;
+        let Some(last) = chunk.last() else {
+            break;
+        };
+        after = Some(last.name.clone());
+        let without: Vec<HostRow> = chunk
+            .into_iter()
+            .filter(|h| wasted(h.id) == 0.0)
+            .take(limit - shown.len())
+            .collect();
+        shown.extend(without);
+    }
+    // Last, those the index counts less than none (no waste is negative; kept for the order).
+    let mut below: Vec<HostId> = Vec::new();
+    if shown.len() < limit {
+        below = index
+            .host_ids_by_waste()
+            .filter(|(id, wasted)| *wasted < 0.0 && !silent_ids.contains(id))
+            .take(limit - shown.len())
+            .map(|(id, _)| id)
+            .collect();
+    }
+    if !below.is_empty() {
+        let mut rows: HashMap<HostId, HostRow> = state
+            .db
+            .hosts_by_id(&below)
+            .await?
+            .into_iter()
+            .map(|h| (h.id, h))
+            .collect();
+        shown.extend(below.iter().filter_map(|id| rows.remove(id)));
+    }
+    Ok(HostLines {
+        all: usize::try_from(outstanding.all).unwrap_or(0),
+        silent: silent.len(),
+        blind: outstanding.rows.iter().filter(|h| h.is_blind()).count(),
+        lines: shown
+            .iter()
             .map(|h| HostLine::new(h, index.host(h.id, &model).as_ref(), &model.currency, now))
             .collect(),
     })
@@ -156,13 +259,7 @@ pub async fn one(
     let not_found = || AppError::NotFound("There is no such host.".into());
     let Path(id) = id.map_err(|_| not_found())?;
     let now = state.clock.now_ms();
-    let host = state
-        .db
-        .hosts()
-        .await?
-        .into_iter()
-        .find(|h| h.id.0 == id)
-        .ok_or_else(not_found)?;
+    let host = state.db.host(HostId(id)).await?.ok_or_else(not_found)?;
     // The host's guests are one group of the kept order by host: the page walks them, not the
     // fleet.
     let published = state.fleet.published();

@@ -95,7 +95,7 @@ pub async fn overview(
     let published = state.fleet.published();
     let index = published.index(now);
     let totals = index.totals(&state.cost_model());
-    let hosts = hosts::host_lines(&state, &index, now, OVERVIEW_TOP).await?;
+    let hosts = hosts::top_host_lines(&state, &index, now, OVERVIEW_TOP).await?;
     // Only guests still reporting count towards what was realised.
     let changes = state.fleet.changes(now).await;
     let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();

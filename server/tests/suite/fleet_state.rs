@@ -93,3 +93,98 @@ async fn the_state_kept_up_to_date_is_the_state_analysed_from_scratch() {
             .len()
     );
 }
+
+/// The host ids of a page's host table, in its order.
+fn host_links(html: &str) -> Vec<String> {
+    let table = &html[html.find("<table class=\"hosts\">").expect("a host table")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    table
+        .split("<a href=\"/hosts/")
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].to_string())
+        .collect()
+}
+
+/// The overview reads only the host rows it shows (the silent and blind ones, then the index's
+/// most wasteful, then by name); its ten lines must be the first ten of `/hosts`, which sorts
+/// every host, whatever mix of silent, blind, wasteful, idle and guestless hosts there is.
+#[tokio::test]
+async fn the_overviews_host_lines_are_the_first_of_the_hosts_page() {
+    use tickscope_server::domain::TokenRole;
+    use tickscope_server::ingest;
+    let s = server().await;
+    let now = tickscope_server::clock::now_ms();
+    let login = s.login("alice", "viewer").await;
+    // Hosts by kind: (name, guests' CPU % or none, silent, blind). Names out of order, a few
+    // with the same waste so that the name decides.
+    let kinds: [(&str, Option<f64>, bool, bool); 16] = [
+        ("hv-m", Some(8.6), false, false),
+        ("hv-c", Some(8.6), false, true),
+        ("hv-a", Some(3.0), false, false),
+        ("hv-q", Some(0.2), false, false),
+        ("hv-b", None, false, false),
+        ("hv-z", None, false, true),
+        ("hv-k", Some(5.3), true, false),
+        ("hv-d", None, true, false),
+        ("hv-e", Some(12.0), false, false),
+        ("hv-f", Some(1.0), false, false),
+        ("hv-g", Some(0.3), false, false),
+        ("hv-h", None, false, false),
+        ("hv-i", Some(6.0), false, false),
+        ("hv-j", None, true, true),
+        ("hv-l", Some(2.0), false, false),
+        ("hv-n", None, false, false),
+    ];
+    let mut lines_seen = Vec::new();
+    for (n, &(name, cpu, silent, blind)) in kinds.iter().enumerate() {
+        let guests = match cpu {
+            Some(cpu) => vec![
+                guest("ticker", 1, cpu, 650.0, Some("nohz=off")),
+                guest("quiet", 1, 0.3, 38.0, None),
+            ],
+            None => vec![],
+        };
+        let mut r = report(1, guests);
+        r["host"]["name"] = json!(name);
+        r["agent"]["id"] = json!(format!("machine-{n}"));
+        if blind {
+            r["host"]["blind_spots"] = json!([{"check": "vm_fds", "detail": "cannot read",
+                                              "fix": "give it CAP_SYS_PTRACE"}]);
+        }
+        let secret = auth::new_token().unwrap();
+        let token =
+            s.db.insert_token(name, TokenRole::Agent, &auth::token_hash(&secret), None, 0)
+                .await
+                .unwrap();
+        if silent {
+            // Stored ten minutes ago, past the live fleet: as if its agent went quiet.
+            let valid = ingest::validate(serde_json::from_value(r).unwrap(), now).unwrap();
+            s.db.store_lone_report(
+                &valid,
+                token,
+                now - 10 * 60 * 1000,
+                ingest::samples::sample_spans,
+            )
+            .await
+            .unwrap();
+        } else {
+            let reply = s.post_report(Some(&secret), &r).await;
+            assert_eq!(reply.status, axum::http::StatusCode::OK, "{}", reply.body);
+        }
+        // Each step on its own too: few hosts, every kind missing in turn.
+        let overview = s.page("/", &login).await;
+        let hosts = s.page("/hosts", &login).await;
+        let all = host_links(&hosts.body);
+        let top = host_links(&overview.body);
+        assert_eq!(top, all[..all.len().min(10)], "after {name}");
+        lines_seen.push(all.len());
+    }
+    assert_eq!(lines_seen.last(), Some(&16));
+    let overview = s.page("/", &login).await;
+    assert!(overview.body.contains("All 16 hosts"), "{}", overview.body);
+    assert!(
+        overview.body.contains(">3</span> with blind spots"),
+        "{}",
+        overview.body
+    );
+}
