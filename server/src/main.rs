@@ -8,6 +8,10 @@ use tracing_subscriber::EnvFilter;
 use tickscope_server::cli::args::{Cli, Command};
 use tickscope_server::cli::{migrate_data, serve, token, user};
 
+/// See server/Cargo.toml for why.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
