@@ -375,6 +375,10 @@ async fn write_reports(db: Db, fleet: LiveFleet, batch: Vec<(Job, usize)>) -> Ve
     // The batch is published to readers whole, then acknowledged: a report is seen once its
     // sender hears it was stored.
     let held_back = fleet.hold_back();
+    // Hosts read from the database for an earlier report of the batch: they hold every report
+    // of it already (the batch was committed before any was applied), and taking a later one
+    // in again would count its samples twice; they are read again instead.
+    let mut read = HashSet::new();
     for (((report, _, received_ms, new_guests), reply), outcome) in
         items.iter().zip(replies).zip(outcomes)
     {
@@ -385,12 +389,19 @@ async fn write_reports(db: Db, fleet: LiveFleet, batch: Vec<(Job, usize)>) -> Ve
                 guests,
                 ..
             }) => {
-                if let Err(e) = fleet
-                    .apply_report(*host_id, *host_reports, guests, *received_ms)
+                let read_again = read.contains(host_id);
+                match fleet
+                    .apply_report(*host_id, *host_reports, guests, *received_ms, read_again)
                     .await
                 {
+                    Ok(true) => {
+                        read.insert(*host_id);
+                    }
+                    Ok(false) => {}
                     // Stored all the same: the host is read again with its next report.
-                    tracing::warn!(host_id = host_id.0, error = %e, "a stored report could not be analysed");
+                    Err(e) => {
+                        tracing::warn!(host_id = host_id.0, error = %e, "a stored report could not be analysed");
+                    }
                 }
             }
             _ => refunds.push((report.host.name.clone(), *new_guests)),

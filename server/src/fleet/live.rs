@@ -40,25 +40,32 @@ impl LiveFleet {
     }
 
     /// Brings the fleet up to date with what one report stored for `host_id`, as of when the
-    /// report arrived (a backfill's reports arrive on their own timeline). Only the one writer
-    /// calls this, in the order the reports were committed.
+    /// report arrived (a backfill's reports arrive on their own timeline); with `read_again`,
+    /// by reading the host from the database. Only the one writer calls this, in the order the
+    /// reports were committed. Returns whether the host was read from the database.
     pub async fn apply_report(
         &self,
         host_id: HostId,
         host_reports: i64,
         stored: &[StoredGuest],
         received_ms: i64,
-    ) -> AppResult<()> {
-        let applied = cpu_bound(|| {
-            self.current
-                .apply(host_id, host_reports, stored, received_ms)
-        });
+        read_again: bool,
+    ) -> AppResult<bool> {
+        let applied = if read_again {
+            Applied::NeedsReload
+        } else {
+            cpu_bound(|| {
+                self.current
+                    .apply(host_id, host_reports, stored, received_ms)
+            })
+        };
         match applied {
             Applied::NeedsReload => {
                 self.current
                     .reload_host(&self.db, host_id, received_ms)
                     .await?;
                 self.refresher.ask(host_id, received_ms);
+                return Ok(true);
             }
             Applied::Analysed { changed: true } => self.refresher.ask(host_id, received_ms),
             Applied::Analysed { changed: false } => {
@@ -76,7 +83,7 @@ impl LiveFleet {
                 }
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Holds back what readers see while a batch of stored reports is applied (see
