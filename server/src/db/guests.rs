@@ -84,20 +84,37 @@ pub struct IdleReading {
     pub idle_fraction: f64,
 }
 
-/// Which guests to analyse: every active one, or one host's active guests, plus one guest
-/// whether active or not when asked for (a guest's verdict needs its host's peers for the
-/// baseline). Active means reported since the time given and not gone from its host
+/// Which guests to analyse: every active one, some hosts' active guests, or one host's active
+/// guests plus one guest whether active or not (a guest's verdict needs its host's peers for
+/// the baseline). Active means reported since the time given and not gone from its host
 /// ([`GONE_AFTER_MISSED_REPORTS`]).
 #[derive(Debug, Clone, Copy)]
-pub enum GuestScope {
+pub enum GuestScope<'a> {
     Active {
         since_ms: i64,
+    },
+    /// The active guests of these hosts, read in one statement per table however many hosts
+    /// there are (what another server stored, read by a follower).
+    Hosts {
+        host_ids: &'a [HostId],
+        active_since_ms: i64,
     },
     Host {
         host_id: HostId,
         guest_id: Option<GuestId>,
         active_since_ms: i64,
     },
+}
+
+impl GuestScope<'_> {
+    /// The hosts the scope is limited to; `None` for the whole fleet.
+    pub fn host_ids(&self) -> Option<Vec<HostId>> {
+        match self {
+            GuestScope::Active { .. } => None,
+            GuestScope::Hosts { host_ids, .. } => Some(host_ids.to_vec()),
+            GuestScope::Host { host_id, .. } => Some(vec![*host_id]),
+        }
+    }
 }
 
 #[derive(Debug, Clone, FromRow)]

@@ -81,14 +81,14 @@ forward! {
         pub async fn count_hosts_not_like(&self, pattern: &str) -> StoreResult<i64>;
         // Guests and their windows
         /// The guests in `scope`.
-        pub async fn guests_in(&self, scope: GuestScope) -> StoreResult<Vec<GuestRow>>;
+        pub async fn guests_in(&self, scope: GuestScope<'_>) -> StoreResult<Vec<GuestRow>>;
         /// The samples of the guests in `scope` received within `window_ms` before each guest's
         /// newest one, by guest, oldest first. Both ends are on the server's clock, so a host whose
         /// clock is off, or jumps, still gets a full window.
-        pub async fn window_intervals(&self, scope: GuestScope, window_ms: i64) -> StoreResult<Vec<IntervalRow>>;
+        pub async fn window_intervals(&self, scope: GuestScope<'_>, window_ms: i64) -> StoreResult<Vec<IntervalRow>>;
         /// The idle readings of the guests in `scope` that can cover samples of their windows (those
         /// received since `reach_ms` before the window began), by guest, oldest first.
-        pub async fn window_idle_readings(&self, scope: GuestScope, window_ms: i64, reach_ms: i64) -> StoreResult<Vec<IdleReading>>;
+        pub async fn window_idle_readings(&self, scope: GuestScope<'_>, window_ms: i64, reach_ms: i64) -> StoreResult<Vec<IdleReading>>;
         pub async fn guest_host_id(&self, guest_id: GuestId) -> StoreResult<Option<HostId>>;
         /// A guest's newest samples, newest stored first.
         pub async fn recent_samples(&self, guest_id: GuestId, limit: i64) -> StoreResult<Vec<SampleRow>>;
@@ -102,8 +102,8 @@ forward! {
         /// transaction; binds the token to that guest when it says so. The inner error is the
         /// decision's refusal: nothing was written.
         pub async fn record_guest_facts(&self, token_id: TokenId, uuid: &str, facts: &ValidFacts, now_ms: i64, decide: impl Fn(&TokenBinding, &[Candidate], bool) -> Result<Delivery, Refusal>) -> StoreResult<Result<DeliveredFacts, Refusal>>;
-        /// The newest facts from every source of every guest, or of one host's guests, by id.
-        pub async fn latest_facts(&self, host_id: Option<HostId>) -> StoreResult<Vec<FactsRow>>;
+        /// The newest facts from every source of every guest, or of some hosts' guests, by id.
+        pub async fn latest_facts(&self, hosts: Option<&[HostId]>) -> StoreResult<Vec<FactsRow>>;
         /// Every set of facts a guest reported, from when it was first to when it was last received
         /// (server clock), with the newest full facts of the set; oldest first.
         pub async fn facts_spans(&self, guest_id: GuestId) -> StoreResult<Vec<FactsSpanRow>>;
@@ -266,7 +266,7 @@ forward! {
         /// wording: the tests check that it looks the window up by index rather than scanning
         /// every sample ever stored.
         #[cfg(feature = "test-support")]
-        pub async fn window_query_plan(&self, scope: GuestScope) -> StoreResult<Vec<String>>;
+        pub async fn window_query_plan(&self, scope: GuestScope<'_>) -> StoreResult<Vec<String>>;
         /// The database's plan for [`Db::tokens_by_hash_prefix`], for the test that it uses its
         /// index.
         #[cfg(feature = "test-support")]

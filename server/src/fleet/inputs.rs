@@ -143,17 +143,13 @@ fn insert_sorted<T, K: Ord>(items: &mut Vec<T>, item: T, key: impl Fn(&T) -> K) 
 }
 
 /// The inputs of the guests in `scope`, read from the database.
-pub async fn load(db: &Db, scope: GuestScope) -> AppResult<Vec<GuestInputs>> {
+pub async fn load(db: &Db, scope: GuestScope<'_>) -> AppResult<Vec<GuestInputs>> {
     let rows = db.guests_in(scope).await?;
     let samples = db.window_intervals(scope, ANALYSIS_WINDOW_MS).await?;
     let readings = db
         .window_idle_readings(scope, ANALYSIS_WINDOW_MS, idle::DEFAULT_READING_SPAN_MS)
         .await?;
-    let host = match scope {
-        GuestScope::Host { host_id, .. } => Some(host_id),
-        GuestScope::Active { .. } => None,
-    };
-    let facts = db.latest_facts(host).await?;
+    let facts = db.latest_facts(scope.host_ids().as_deref()).await?;
     Ok(assemble(rows, samples, readings, facts))
 }
 
@@ -232,7 +228,7 @@ pub fn analyse_host(guests: &[&GuestInputs], now_ms: i64) -> Vec<AnalysedGuest> 
 /// analysis the live fleet's incremental one must always agree with.
 pub async fn analyse_stored(
     db: &Db,
-    scope: GuestScope,
+    scope: GuestScope<'_>,
     now_ms: i64,
 ) -> AppResult<Vec<AnalysedGuest>> {
     Ok(analyse(&load(db, scope).await?, now_ms))

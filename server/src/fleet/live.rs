@@ -122,9 +122,7 @@ impl LiveFleet {
     pub async fn stored_elsewhere(&self, hosts: Option<Vec<HostId>>, now_ms: i64) -> AppResult<()> {
         let hosts = match hosts {
             Some(hosts) => {
-                for &host_id in &hosts {
-                    self.current.reload_host(&self.db, host_id, now_ms).await?;
-                }
+                self.current.reload_hosts(&self.db, &hosts, now_ms).await?;
                 hosts
             }
             None => self.current.reload_all(&self.db, now_ms).await?,

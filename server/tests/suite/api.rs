@@ -598,6 +598,13 @@ async fn the_analysis_window_is_looked_up_by_index_not_scanned() {
             guest_id: Some(tickscope_server::domain::GuestId(1)),
             active_since_ms: 0,
         },
+        GuestScope::Hosts {
+            host_ids: &[
+                tickscope_server::domain::HostId(1),
+                tickscope_server::domain::HostId(2),
+            ],
+            active_since_ms: 0,
+        },
     ] {
         let plan = s.db.window_query_plan(scope).await.unwrap();
         eprintln!("{plan:#?}");

@@ -246,3 +246,71 @@ async fn a_hosts_reports_in_one_batch_leave_the_state_analysed_from_scratch() {
     let from_scratch = ranking(&FleetState::load(&s.db, now).await.unwrap(), now);
     assert_eq!(kept, from_scratch);
 }
+
+/// A server that follows another reads the hosts the other stored reports of all at once
+/// (`FleetState::reload_hosts`, one statement per table): what it then holds is what analysing
+/// the stored windows from scratch gives, kernel changes, facts and departed guests included.
+#[tokio::test]
+async fn hosts_read_again_in_bulk_are_the_state_analysed_from_scratch() {
+    use tickscope_server::domain::HostId;
+    let s = server().await;
+    let second_token = auth::new_token().unwrap();
+    s.db.insert_token(
+        "hv2",
+        tickscope_server::domain::TokenRole::Agent,
+        &auth::token_hash(&second_token),
+        None,
+        0,
+    )
+    .await
+    .unwrap();
+    let send = |seq: u64| {
+        let mut r = fleet_report(seq);
+        let release = if seq <= 4 { "5.10.0-30" } else { "6.1.0-57" };
+        r["guests"][1]["facts"] = facts(release);
+        if seq <= 3 {
+            r["guests"]
+                .as_array_mut()
+                .unwrap()
+                .push(guest("leaving", 1, 3.0, 300.0, None));
+        }
+        let mut other = report(seq, vec![guest("elsewhere", 2, 0.8, 45.0, None)]);
+        other["host"]["name"] = json!("hv2");
+        other["agent"]["id"] = json!("machine-2");
+        (r, other)
+    };
+    let mut follower = None;
+    for seq in 1..=8 {
+        let (first, second) = send(seq);
+        let reply = s.post_report(Some(&s.agent_token), &first).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let reply = s.post_report(Some(&second_token), &second).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        if seq == 3 {
+            // The follower's view before the other server stored the rest.
+            let now = tickscope_server::clock::now_ms();
+            follower = Some(FleetState::load(&s.db, now).await.unwrap());
+        }
+    }
+    let follower = follower.unwrap();
+    let now = tickscope_server::clock::now_ms();
+    let from_scratch = ranking(&FleetState::load(&s.db, now).await.unwrap(), now);
+    assert_ne!(
+        ranking(&follower, now),
+        from_scratch,
+        "nothing to read again"
+    );
+    let mut host_ids: Vec<HostId> = s.db.hosts().await.unwrap().iter().map(|h| h.id).collect();
+    assert_eq!(host_ids.len(), 2);
+    // A host the database does not hold reads as one without guests.
+    host_ids.push(HostId(9_999));
+    follower.reload_hosts(&s.db, &host_ids, now).await.unwrap();
+    assert_eq!(ranking(&follower, now), from_scratch);
+    let names: Vec<String> = from_scratch
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(names.contains(&"elsewhere".to_string()) && !names.contains(&"leaving".to_string()));
+}

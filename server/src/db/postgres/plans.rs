@@ -6,6 +6,7 @@
 //! rows (see `plan` for what it can tell).
 
 use super::dialect::Store;
+use super::guests::{ScopeBind, bind_scope};
 use crate::db::error::StoreResult;
 
 /// PostgreSQL's SQLSTATE for a command the role has no right to run.
@@ -58,7 +59,7 @@ impl Store {
     /// reads the whole index, as bad as a scan. A join's method still follows the statistics:
     /// a nested loop of index lookups on test rows can be a hash join over every row on a full
     /// database, and the other way round; only a plan of a full, analysed database says which.
-    pub(super) async fn plan(&self, sql: &str, binds: &[i64]) -> StoreResult<Vec<String>> {
+    pub(super) async fn plan(&self, sql: &str, binds: Vec<ScopeBind>) -> StoreResult<Vec<String>> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("ANALYZE guests, samples, rollups, tokens")
             .execute(&mut *tx)
@@ -67,11 +68,13 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let explain = format!("EXPLAIN (COSTS OFF) {sql}");
-        let mut query = sqlx::query_scalar(&explain);
-        for bind in binds {
-            query = query.bind(*bind);
-        }
-        let lines = query.fetch_all(&mut *tx).await?;
+        let query = sqlx::query_as::<_, (String,)>(&explain);
+        let lines = bind_scope(query, binds)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .map(|(line,)| line)
+            .collect();
         // The setting ends with the transaction.
         tx.rollback().await?;
         Ok(lines)

@@ -1,7 +1,7 @@
 //! Guest facts and idle readings. Reads that need no order of their own come by id, so that
 //! the order does not depend on the plan (PostgreSQL's hash plans give none).
 
-use super::dialect::{Conn, JOIN_IN_ORDER, Store};
+use super::dialect::{Conn, JOIN_IN_ORDER, Store, id_list, in_id_list};
 use crate::db::error::StoreResult;
 use crate::db::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow, StoredFacts};
 use crate::db::facts::{IDLE_READING_MIN_GAP_MS, IDLE_READINGS_KEPT_MS, MAX_EVENTS_PER_SOURCE};
@@ -219,19 +219,36 @@ impl Store {
         }))
     }
 
-    pub async fn latest_facts(&self, host_id: Option<HostId>) -> StoreResult<Vec<FactsRow>> {
-        Ok(sqlx::query_as(
+    pub async fn latest_facts(&self, hosts: Option<&[HostId]>) -> StoreResult<Vec<FactsRow>> {
+        let Some(hosts) = hosts else {
+            // Every guest's: one pass over the table.
+            return Ok(sqlx::query_as(
+                "SELECT f.guest_id, f.source, f.received_ms, f.facts_json,
+                        (SELECT g.vm_process_since_ms FROM guests g WHERE g.id = f.guest_id)
+                            AS process_since_ms
+                 FROM guest_facts f
+                 WHERE f.id IN (SELECT MAX(id) FROM guest_facts GROUP BY guest_id, source)
+                 ORDER BY f.id",
+            )
+            .fetch_all(&self.pool)
+            .await?);
+        };
+        // Some hosts' guests': each guest's rows and each source's newest looked up in
+        // `guest_facts_guest`, never a pass over every guest's facts.
+        let sql = format!(
             "SELECT f.guest_id, f.source, f.received_ms, f.facts_json,
-                    (SELECT g.vm_process_since_ms FROM guests g WHERE g.id = f.guest_id)
-                        AS process_since_ms
-             FROM guest_facts f
-             WHERE f.id IN (SELECT MAX(id) FROM guest_facts GROUP BY guest_id, source)
-               AND (CAST($1 AS BIGINT) IS NULL OR f.guest_id IN (SELECT id FROM guests WHERE host_id = $1))
+                    g.vm_process_since_ms AS process_since_ms
+             FROM guests g {JOIN_IN_ORDER} guest_facts f ON f.guest_id = g.id
+             WHERE {}
+               AND f.id = (SELECT MAX(f2.id) FROM guest_facts f2
+                           WHERE f2.guest_id = f.guest_id AND f2.source = f.source)
              ORDER BY f.id",
-        )
-        .bind(host_id)
-        .fetch_all(&self.pool)
-        .await?)
+            in_id_list("g.host_id", 1)
+        );
+        Ok(sqlx::query_as(&sql)
+            .bind(id_list(hosts.iter().map(|id| id.0)))
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     pub async fn facts_spans(&self, guest_id: GuestId) -> StoreResult<Vec<FactsSpanRow>> {

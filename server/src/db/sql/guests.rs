@@ -1,15 +1,39 @@
 //! Guests, their samples and idle readings for the analysis windows.
 
-use super::dialect::{BYTEWISE, DB, Store, recent_rows_of_each_guest};
+use sqlx::Database;
+use sqlx::query::QueryAs;
+
+use super::dialect::{BYTEWISE, DB, IdList, Store, id_list, in_id_list, recent_rows_of_each_guest};
 use crate::db::error::StoreResult;
 use crate::db::guests::{
     GONE_AFTER_MISSED_REPORTS, GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow,
 };
 use crate::domain::{GuestId, HostId};
 
+/// A value a scope's condition binds: a number, or a list of ids as one parameter.
+pub(super) enum ScopeBind {
+    Int(i64),
+    Ids(IdList),
+}
+
+/// `query` with `binds` bound, in order.
+pub(super) fn bind_scope<'q, O>(
+    mut query: QueryAs<'q, DB, O, <DB as Database>::Arguments<'q>>,
+    binds: Vec<ScopeBind>,
+) -> QueryAs<'q, DB, O, <DB as Database>::Arguments<'q>> {
+    for bind in binds {
+        query = match bind {
+            ScopeBind::Int(value) => query.bind(value),
+            ScopeBind::Ids(ids) => query.bind(ids),
+        };
+    }
+    query
+}
+
 /// The condition on `g` (guests) for `scope`, its parameters numbered from `$first`, and its
 /// binds, in order.
-pub(super) fn scope_condition(scope: &GuestScope, first: usize) -> (String, Vec<i64>) {
+pub(super) fn scope_condition(scope: &GuestScope<'_>, first: usize) -> (String, Vec<ScopeBind>) {
+    use ScopeBind::Int;
     let (a, b, c, d) = (first, first + 1, first + 2, first + 3);
     let gone = GONE_AFTER_MISSED_REPORTS;
     // A guest still on its host.
@@ -22,7 +46,22 @@ pub(super) fn scope_condition(scope: &GuestScope, first: usize) -> (String, Vec<
     match *scope {
         GuestScope::Active { since_ms } => (
             format!("g.last_seen_ms >= ${a} AND {}", present(b)),
-            vec![since_ms, gone],
+            vec![Int(since_ms), Int(gone)],
+        ),
+        GuestScope::Hosts {
+            host_ids,
+            active_since_ms,
+        } => (
+            format!(
+                "{} AND g.last_seen_ms >= ${b} AND {}",
+                in_id_list("g.host_id", a),
+                present(c)
+            ),
+            vec![
+                ScopeBind::Ids(id_list(host_ids.iter().map(|id| id.0))),
+                Int(active_since_ms),
+                Int(gone),
+            ],
         ),
         GuestScope::Host {
             host_id,
@@ -33,7 +72,12 @@ pub(super) fn scope_condition(scope: &GuestScope, first: usize) -> (String, Vec<
                 "g.host_id = ${a} AND ((g.last_seen_ms >= ${b} AND {}) OR g.id = ${d})",
                 present(c)
             ),
-            vec![host_id.0, active_since_ms, gone, guest_id.0],
+            vec![
+                Int(host_id.0),
+                Int(active_since_ms),
+                Int(gone),
+                Int(guest_id.0),
+            ],
         ),
         GuestScope::Host {
             host_id,
@@ -44,7 +88,7 @@ pub(super) fn scope_condition(scope: &GuestScope, first: usize) -> (String, Vec<
                 "g.host_id = ${a} AND g.last_seen_ms >= ${b} AND {}",
                 present(c)
             ),
-            vec![host_id.0, active_since_ms, gone],
+            vec![Int(host_id.0), Int(active_since_ms), Int(gone)],
         ),
     }
 }
@@ -65,7 +109,7 @@ pub(super) fn window_sql(condition: &str) -> String {
 }
 
 impl Store {
-    pub async fn guests_in(&self, scope: GuestScope) -> StoreResult<Vec<GuestRow>> {
+    pub async fn guests_in(&self, scope: GuestScope<'_>) -> StoreResult<Vec<GuestRow>> {
         let (condition, binds) = scope_condition(&scope, 1);
         let sql = format!(
             "SELECT g.id, g.identity, g.host_id, h.name AS host_name,
@@ -76,30 +120,25 @@ impl Store {
              FROM guests g JOIN hosts h ON h.id = g.host_id
              WHERE {condition}"
         );
-        let mut query = sqlx::query_as::<DB, GuestRow>(&sql);
-        for bind in binds {
-            query = query.bind(bind);
-        }
-        Ok(query.fetch_all(&self.pool).await?)
+        Ok(bind_scope(sqlx::query_as::<DB, GuestRow>(&sql), binds)
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     pub async fn window_intervals(
         &self,
-        scope: GuestScope,
+        scope: GuestScope<'_>,
         window_ms: i64,
     ) -> StoreResult<Vec<IntervalRow>> {
         let (condition, binds) = scope_condition(&scope, 2);
         let sql = window_sql(&condition);
-        let mut query = sqlx::query_as::<DB, IntervalRow>(&sql).bind(window_ms);
-        for bind in binds {
-            query = query.bind(bind);
-        }
-        Ok(query.fetch_all(&self.pool).await?)
+        let query = sqlx::query_as::<DB, IntervalRow>(&sql).bind(window_ms);
+        Ok(bind_scope(query, binds).fetch_all(&self.pool).await?)
     }
 
     pub async fn window_idle_readings(
         &self,
-        scope: GuestScope,
+        scope: GuestScope<'_>,
         window_ms: i64,
         reach_ms: i64,
     ) -> StoreResult<Vec<IdleReading>> {
@@ -111,11 +150,8 @@ impl Store {
              ORDER BY g.id, r.received_ms, r.source{BYTEWISE}",
             recent_rows_of_each_guest("guest_idle_readings", "r")
         );
-        let mut query = sqlx::query_as(&sql).bind(window_ms + reach_ms);
-        for bind in binds {
-            query = query.bind(bind);
-        }
-        Ok(query.fetch_all(&self.pool).await?)
+        let query = sqlx::query_as(&sql).bind(window_ms + reach_ms);
+        Ok(bind_scope(query, binds).fetch_all(&self.pool).await?)
     }
 
     pub async fn guest_host_id(&self, guest_id: GuestId) -> StoreResult<Option<HostId>> {

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use super::dialect::Store;
-use super::guests::{scope_condition, window_sql};
+use super::guests::{ScopeBind, scope_condition, window_sql};
 use super::rollups::{ROLLUPS_BETWEEN, guests_with_samples_before_sql};
 use crate::db::error::StoreResult;
 use crate::db::guests::GuestScope;
@@ -69,10 +69,10 @@ impl Store {
     /// The database's plan for the window query of [`Store::window_intervals`] (see
     /// `plans.rs` for the lines): the tests check that it looks the window up in
     /// `samples_guest_received` rather than scanning every sample ever stored.
-    pub async fn window_query_plan(&self, scope: GuestScope) -> StoreResult<Vec<String>> {
+    pub async fn window_query_plan(&self, scope: GuestScope<'_>) -> StoreResult<Vec<String>> {
         let (condition, binds) = scope_condition(&scope, 2);
-        let binds: Vec<i64> = std::iter::once(0).chain(binds).collect();
-        self.plan(&window_sql(&condition), &binds).await
+        let binds = std::iter::once(ScopeBind::Int(0)).chain(binds).collect();
+        self.plan(&window_sql(&condition), binds).await
     }
 
     /// The database's plan for [`Store::tokens_by_hash_prefix`], for the test that it uses
@@ -81,7 +81,7 @@ impl Store {
         self.plan(
             "SELECT id, name, role, revoked_ms, sha256_hex FROM tokens
              WHERE substr(sha256_hex, 1, 16) = '0000000000000000'",
-            &[],
+            Vec::new(),
         )
         .await
     }
@@ -89,8 +89,10 @@ impl Store {
     /// The database's plans for the retention's search for guests to roll up and for a
     /// guest's rollups, one after the other: the tests check that both go through an index.
     pub async fn rollup_query_plans(&self) -> StoreResult<Vec<String>> {
-        let mut plans = self.plan(&guests_with_samples_before_sql(), &[0]).await?;
-        plans.extend(self.plan(ROLLUPS_BETWEEN, &[0; 5]).await?);
+        let mut plans = self
+            .plan(&guests_with_samples_before_sql(), ints(&[0]))
+            .await?;
+        plans.extend(self.plan(ROLLUPS_BETWEEN, ints(&[0; 5])).await?);
         Ok(plans)
     }
 
@@ -104,4 +106,9 @@ impl Store {
         .fetch_one(&self.pool)
         .await?)
     }
+}
+
+/// Numbers to bind, as a plan takes them.
+fn ints(values: &[i64]) -> Vec<ScopeBind> {
+    values.iter().copied().map(ScopeBind::Int).collect()
 }

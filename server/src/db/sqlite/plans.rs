@@ -2,6 +2,7 @@
 //! a query (the `test-support` feature).
 
 use super::dialect::Store;
+use super::guests::{ScopeBind, bind_scope};
 use crate::db::error::StoreResult;
 
 impl Store {
@@ -20,13 +21,10 @@ impl Store {
     }
 
     /// SQLite's plan for `sql` with `binds`, one line per step (`EXPLAIN QUERY PLAN`'s detail).
-    pub(super) async fn plan(&self, sql: &str, binds: &[i64]) -> StoreResult<Vec<String>> {
+    pub(super) async fn plan(&self, sql: &str, binds: Vec<ScopeBind>) -> StoreResult<Vec<String>> {
         let explain = format!("EXPLAIN QUERY PLAN {sql}");
-        let mut query = sqlx::query_as::<_, (i64, i64, i64, String)>(&explain);
-        for bind in binds {
-            query = query.bind(*bind);
-        }
-        Ok(query
+        let query = sqlx::query_as::<_, (i64, i64, i64, String)>(&explain);
+        Ok(bind_scope(query, binds)
             .fetch_all(&self.pool)
             .await?
             .into_iter()
