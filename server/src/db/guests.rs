@@ -2,6 +2,7 @@ use sqlx::FromRow;
 
 use tickscope_wire::Hypervisor;
 
+use super::process_totals::ProcessTotals;
 use crate::domain::{GuestId, HostId, HypervisorName};
 
 /// What the agent last said of a guest's VM process: its names, its size, how it runs.
@@ -42,6 +43,11 @@ pub struct GuestRow {
     pub last_report_n: i64,
     /// Its host's count of stored reports now (as of the row's reading).
     pub host_reports: i64,
+    /// Its VM process's running totals, which count only when `has_totals`
+    /// ([`GuestRow::process_totals`]).
+    pub cpu_s_total: Option<f64>,
+    pub wakeups_total: Option<i64>,
+    pub has_totals: bool,
 }
 
 /// A guest is gone from its host once the host stored this many reports without it (shut
@@ -51,6 +57,17 @@ pub struct GuestRow {
 pub const GONE_AFTER_MISSED_REPORTS: i64 = 3;
 
 impl GuestRow {
+    /// Its VM process's running totals as last reported, if its agent sends them.
+    pub fn process_totals(&self) -> Option<ProcessTotals> {
+        if !self.has_totals {
+            return None;
+        }
+        Some(ProcessTotals {
+            cpu_s_total: self.cpu_s_total?,
+            wakeups_total: self.wakeups_total?,
+        })
+    }
+
     /// Whether its host's reports since its last one say it is gone.
     pub fn gone(&self) -> bool {
         self.host_reports - self.last_report_n >= GONE_AFTER_MISSED_REPORTS

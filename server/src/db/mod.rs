@@ -64,7 +64,7 @@ pub use history::{GuestFactsSpanRow, GuestRollupRow, StoredHistories};
 pub use hosts::{HostRow, HostsOutstanding};
 pub use migrate_data::{TableCopy, migrate_data};
 pub use postgres::{MIGRATOR as POSTGRES_MIGRATOR, WRITE_LOCK as POSTGRES_WRITE_LOCK};
-pub use process_totals::ProcessTotalsRow;
+pub use process_totals::ProcessTotals;
 #[cfg(feature = "test-support")]
 pub use reports::RawSample;
 pub use reports::{ReportToStore, StoreOutcome, StoredGuest};

@@ -14,7 +14,6 @@ use super::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow};
 use super::guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
 use super::history::StoredHistories;
 use super::hosts::{HostRow, HostsOutstanding};
-use super::process_totals::ProcessTotalsRow;
 #[cfg(feature = "test-support")]
 use super::reports::RawSample;
 use super::reports::{ReportToStore, StoreOutcome};
@@ -26,8 +25,8 @@ use super::tokens::{TokenListRow, TokenRow};
 use super::users::UserRow;
 use crate::analysis::history::Summary;
 use crate::domain::{
-    AlertId, GuestId, HostId, OutboxId, ReceiverId, ReportId, RuleId, SilenceId, Subject, TokenId,
-    TokenRole, UserId, UserRole,
+    AlertId, AlertState, GuestId, HostId, OutboxId, ReceiverId, ReportId, RuleId, SilenceId,
+    Subject, TokenId, TokenRole, UserId, UserRole,
 };
 use crate::ingest::ValidReport;
 use crate::ingest::binding::{Candidate, Delivery, Refusal, TokenBinding};
@@ -137,9 +136,6 @@ forward! {
         /// Up to `limit` hosts that reported since `silent_before_ms`, by name byte by byte,
         /// after `after_name`.
         pub async fn reporting_hosts_by_name(&self, silent_before_ms: i64, after_name: Option<&str>, limit: i64) -> StoreResult<Vec<HostRow>>;
-        // Process totals
-        /// The latest totals of every guest reported since `since_ms` whose agent sends totals.
-        pub async fn process_totals(&self, since_ms: i64) -> StoreResult<Vec<ProcessTotalsRow>>;
         // Rollups and retention
         /// Guests with raw samples received before `before_ms`.
         pub async fn guests_with_samples_before(&self, before_ms: i64) -> StoreResult<Vec<GuestId>>;
@@ -166,6 +162,9 @@ forward! {
         pub async fn delete_alert_rule(&self, id: RuleId) -> StoreResult<()>;
         /// Pending and firing alerts, oldest first.
         pub async fn open_alerts(&self) -> StoreResult<Vec<AlertRow>>;
+        /// How many alerts are open, by state and severity (those with none are left out): counted
+        /// in the database, for `/metrics`.
+        pub async fn open_alert_counts(&self) -> StoreResult<Vec<(AlertState, String, i64)>>;
         /// The `limit` oldest firing alerts (as `open_alerts` orders them), and how many fire:
         /// what a page shows of them costs what it shows, however many fire.
         pub async fn firing_alerts(&self, limit: i64) -> StoreResult<(Vec<AlertRow>, i64)>;

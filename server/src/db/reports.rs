@@ -53,6 +53,9 @@ pub(super) struct UpsertedGuest {
     pub last_seen_ms: i64,
     pub first_seen_ms: i64,
     pub vm_process_since_ms: Option<i64>,
+    pub cpu_s_total: Option<f64>,
+    pub wakeups_total: Option<i64>,
+    pub has_totals: bool,
 }
 
 impl StoredGuest {
@@ -92,6 +95,9 @@ impl StoredGuest {
                 process_since_ms: row.vm_process_since_ms,
                 last_report_n: host_reports,
                 host_reports,
+                cpu_s_total: row.cpu_s_total,
+                wakeups_total: row.wakeups_total,
+                has_totals: row.has_totals,
             },
             facts,
         }

@@ -63,6 +63,7 @@ fn guest(
             cpuidle_driver: None,
         }),
         verdict,
+        process_totals: None,
     }
 }
 

@@ -11,7 +11,7 @@ use tickscope_wire::{FactsSource, GuestFacts};
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::{Interval, Verdict, idle};
 
-use crate::db::{IdleReading, IntervalRow};
+use crate::db::{IdleReading, IntervalRow, ProcessTotals};
 use crate::domain::{GuestId, HostId};
 
 /// Samples from this far back (before a guest's newest one) are averaged into its figures.
@@ -47,6 +47,8 @@ pub struct AnalysedGuest {
     /// What the guest reported about its kernel, from its best source.
     pub kernel: Option<KernelFacts>,
     pub verdict: Verdict,
+    /// Its VM process's running totals as its agent last reported them, if it sends them.
+    pub process_totals: Option<ProcessTotals>,
 }
 
 #[cfg(test)]
@@ -74,6 +76,7 @@ impl AnalysedGuest {
             analysed_ms: 0,
             kernel: None,
             verdict,
+            process_totals: None,
         }
     }
 }

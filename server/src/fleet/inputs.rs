@@ -201,6 +201,7 @@ pub fn analyse_host(guests: &[&GuestInputs], now_ms: i64) -> Vec<AnalysedGuest> 
         .map(|((inputs, (window, intervals)), verdict)| {
             let row = inputs.row.clone();
             AnalysedGuest {
+                process_totals: row.process_totals(),
                 window_s: window.total().length_s,
                 analysed_ms: now_ms,
                 kernel: window.facts,

@@ -577,6 +577,7 @@ mod tests {
             analysed_ms: 1_000,
             kernel: None,
             verdict,
+            process_totals: None,
         }
     }
 

@@ -9,7 +9,6 @@
 pub mod format;
 pub mod labels;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -23,10 +22,11 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::db::{AlertRow, HostRow, ProcessTotalsRow};
-use crate::domain::GuestId;
+use crate::db::HostRow;
+use crate::domain::AlertState;
 use crate::error::{AppError, AppResult};
-use crate::fleet::{self, AnalysedGuest};
+use crate::fleet::AnalysedGuest;
+use crate::fleet::published::Published;
 use crate::visible::show_invisible;
 pub use format::Format;
 
@@ -90,14 +90,15 @@ struct ServerLabels {
 
 /// What one scrape shows of the fleet, read at the time of the scrape.
 pub struct Scrape<'a> {
-    /// The active guests, analysed.
-    pub guests: &'a [Arc<AnalysedGuest>],
-    /// The latest VM process totals of active guests.
-    pub totals: &'a [ProcessTotalsRow],
-    /// Every host that ever reported.
+    /// The analysed fleet as the server keeps it: its active guests, their running totals and
+    /// the fleet's counts are written from it, with nothing read from the database.
+    pub fleet: Arc<Published>,
+    /// When the scrape is (server clock): the guests active then are shown.
+    pub now_ms: i64,
+    /// Every host that ever reported (silent ones too: that is what the series tells).
     pub hosts: &'a [HostRow],
-    /// The open alerts.
-    pub alerts: &'a [AlertRow],
+    /// How many alerts are open, by state and severity.
+    pub open_alerts: &'a [(AlertState, String, i64)],
     /// Where users reach the dashboard (`serve --external-url`), for links from alert rules.
     pub external_url: &'a str,
 }
@@ -283,16 +284,23 @@ impl Metrics {
     }
 }
 
-/// The per-guest series, written straight from the guests when the registry is encoded.
+/// The per-guest series, written straight from the kept fleet when the registry is encoded.
 ///
 /// Not through `Family`s: a family keeps each label set in a hash map, so 100,000 guests cost
 /// 700,000 inserts, each copying its labels, before a line is written; here each guest's labels
 /// are made once per family and written at once.
-#[derive(Debug)]
 struct GuestSeries {
-    guests: Vec<Arc<AnalysedGuest>>,
-    /// Each guest's running totals: host CPU seconds and vCPU wake-ups.
-    totals: HashMap<GuestId, (f64, u64)>,
+    fleet: Arc<Published>,
+    now_ms: i64,
+}
+
+impl std::fmt::Debug for GuestSeries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuestSeries")
+            .field("held", &self.fleet.held())
+            .field("now_ms", &self.now_ms)
+            .finish()
+    }
 }
 
 /// What one guest shows in one family; `None` from a [`Read`] when it has nothing there.
@@ -304,8 +312,8 @@ enum Sample {
     Count(u64),
 }
 
-/// A family's sample of a guest, from it and its running totals (CPU seconds, wake-ups).
-type Read = fn(&AnalysedGuest, Option<&(f64, u64)>) -> Option<Sample>;
+/// A family's sample of a guest.
+type Read = fn(&AnalysedGuest) -> Option<Sample>;
 
 /// The per-guest families: name, help, unit, type and what each guest shows, in the order they
 /// are written.
@@ -315,14 +323,14 @@ const GUEST_FAMILIES: [(&str, &str, Option<Unit>, MetricType, Read); 7] = [
         "Always 1: the guest's tick mode as judged now, the confidence of that verdict, and what its kernel reported (release, distro, CONFIG_HZ, NO_HZ build, clocksource); join on guest_id",
         None,
         MetricType::Gauge,
-        |_, _| Some(Sample::Info),
+        |_| Some(Sample::Info),
     ),
     (
         "tickscope_guest_cpu_cores",
         "Host CPU the guest used, averaged over the last 5 minutes, in cores (1 = one host core busy)",
         None,
         MetricType::Gauge,
-        |g, _| {
+        |g| {
             g.verdict
                 .rates
                 .map(|r| Sample::Gauge(r.host_cpu_pct / 100.0))
@@ -333,35 +341,38 @@ const GUEST_FAMILIES: [(&str, &str, Option<Unit>, MetricType, Read); 7] = [
         "Host CPU the guest wastes ticking or polling while idle, in cores",
         None,
         MetricType::Gauge,
-        |g, _| Some(Sample::Gauge(g.wasted_cpu_pct() / 100.0)),
+        |g| Some(Sample::Gauge(g.wasted_cpu_pct() / 100.0)),
     ),
     (
         "tickscope_guest_wakeups_per_vcpu_per_second",
         "vCPU thread wake-ups per vCPU per second, averaged over the last 5 minutes",
         None,
         MetricType::Gauge,
-        |g, _| g.verdict.rates.map(|r| Sample::Gauge(r.wakeups_per_vcpu_s)),
+        |g| g.verdict.rates.map(|r| Sample::Gauge(r.wakeups_per_vcpu_s)),
     ),
     (
         "tickscope_guest_vcpus",
         "vCPUs of the guest",
         None,
         MetricType::Gauge,
-        |g, _| Some(Sample::Gauge(f64::from(g.vcpus))),
+        |g| Some(Sample::Gauge(f64::from(g.vcpus))),
     ),
     (
         "tickscope_guest_cpu",
         "Host CPU time the guest's VM process has used since it started, as its agent last reported it; starts again from 0 when the VM restarts, which rate() handles",
         Some(Unit::Seconds),
         MetricType::Counter,
-        |_, t| t.map(|(cpu_s, _)| Sample::Seconds(*cpu_s)),
+        |g| g.process_totals.map(|t| Sample::Seconds(t.cpu_s_total)),
     ),
     (
         "tickscope_guest_vcpu_wakeups",
         "Wake-ups of the guest's vCPU threads (all its threads when they cannot be told apart) since its VM process started, as its agent last reported them; starts again from 0 when the VM restarts, which rate() handles",
         None,
         MetricType::Counter,
-        |_, t| t.map(|(_, wakeups)| Sample::Count(*wakeups)),
+        |g| {
+            g.process_totals
+                .map(|t| Sample::Count(u64::try_from(t.wakeups_total).unwrap_or(0)))
+        },
     ),
 ];
 
@@ -371,8 +382,8 @@ impl Collector for GuestSeries {
             // As `Registry::register` writes a help text.
             let help = format!("{help}.");
             let mut family = encoder.encode_descriptor(name, &help, unit.as_ref(), *kind)?;
-            for g in &self.guests {
-                let Some(sample) = read(g, self.totals.get(&g.id)) else {
+            for g in self.fleet.ranked(self.now_ms) {
+                let Some(sample) = read(g) else {
                     continue;
                 };
                 let identity = || labels::identity(g);
@@ -398,21 +409,18 @@ impl Collector for GuestSeries {
 
 fn register_guests(registry: &mut Registry, scrape: &Scrape) {
     registry.register_collector(Box::new(GuestSeries {
-        guests: scrape.guests.to_vec(),
-        totals: scrape
-            .totals
-            .iter()
-            .map(|t| {
-                let wakeups = u64::try_from(t.wakeups_total).unwrap_or(0);
-                (t.guest_id, (t.cpu_s_total, wakeups))
-            })
-            .collect(),
+        fleet: scrape.fleet.clone(),
+        now_ms: scrape.now_ms,
     }));
 }
 
 /// The fleet's totals, its hosts' last reports and its open alerts.
 fn register_fleet(registry: &mut Registry, scrape: &Scrape) {
-    let totals = fleet::totals(scrape.guests, &Default::default());
+    // Counts only: the cost model does not change them.
+    let totals = scrape
+        .fleet
+        .index(scrape.now_ms)
+        .totals(&Default::default());
     registry.register(
         "tickscope_fleet_guests",
         "Guests reported in the last 15 minutes",
@@ -450,17 +458,17 @@ fn register_fleet(registry: &mut Registry, scrape: &Scrape) {
     );
 
     let open = Family::<AlertLabels, FloatGauge>::default();
-    for state in ["pending", "firing"] {
+    for state in [AlertState::Pending, AlertState::Firing] {
         for severity in ["info", "warning", "critical"] {
+            let count = scrape
+                .open_alerts
+                .iter()
+                .find(|(s, v, _)| *s == state && v == severity)
+                .map_or(0, |(_, _, count)| *count);
             let labels = AlertLabels {
-                state: state.into(),
+                state: state.as_str().into(),
                 severity: severity.into(),
             };
-            let count = scrape
-                .alerts
-                .iter()
-                .filter(|a| a.state == state && a.severity == severity)
-                .count();
             open.get_or_create(&labels).set(count as f64);
         }
     }
@@ -477,10 +485,10 @@ mod tests {
 
     fn empty() -> Scrape<'static> {
         Scrape {
-            guests: &[],
-            totals: &[],
+            fleet: Arc::default(),
+            now_ms: 0,
             hosts: &[],
-            alerts: &[],
+            open_alerts: &[],
             external_url: "https://tickscope.example",
         }
     }

@@ -17,7 +17,7 @@ use common::{Server, guest, server_with_clock};
 use tickscope_server::alerts;
 use tickscope_server::clock::{Clock, SharedClock, SystemClock};
 use tickscope_server::db::ReceiverSettings;
-use tickscope_server::domain::Subject;
+use tickscope_server::domain::{AlertState, Subject};
 use tickscope_server::ingest;
 use tickscope_server::state::{AppState, Options};
 
@@ -183,6 +183,26 @@ async fn states(s: &Server) -> Vec<(String, String)> {
     open
 }
 
+/// The open alerts' counts as `/metrics` reads them (counted in the database), checked against
+/// the open alerts themselves.
+async fn assert_counts_match_open_alerts(s: &Server) -> Vec<(AlertState, String, i64)> {
+    let mut counted = s.db.open_alert_counts().await.unwrap();
+    counted.sort_by_key(|(state, severity, _)| (state.as_str(), severity.clone()));
+    let mut listed: Vec<(AlertState, String, i64)> = Vec::new();
+    for a in s.db.open_alerts().await.unwrap() {
+        match listed
+            .iter_mut()
+            .find(|(state, severity, _)| *state == a.state && *severity == a.severity)
+        {
+            Some(entry) => entry.2 += 1,
+            None => listed.push((a.state, a.severity.clone(), 1)),
+        }
+    }
+    listed.sort_by_key(|(state, severity, _)| (state.as_str(), severity.clone()));
+    assert_eq!(counted, listed);
+    counted
+}
+
 fn pair(name: &str, state: &str) -> (String, String) {
     (name.into(), state.into())
 }
@@ -205,6 +225,9 @@ async fn pending_then_firing_after_the_duration_then_resolved_each_told_once() {
         states(&s).await,
         [pair("ticker-1", "pending"), pair("ticker-2", "pending")]
     );
+    let counts = assert_counts_match_open_alerts(&s).await;
+    assert_eq!(counts.len(), 1, "{counts:?}");
+    assert_eq!((counts[0].0, counts[0].2), (AlertState::Pending, 2));
     // Still pending 50 s in; firing once 60 s have passed, and told once.
     for _ in 0..5 {
         seq += 1;
@@ -239,6 +262,9 @@ async fn pending_then_firing_after_the_duration_then_resolved_each_told_once() {
         alerts::evaluate(&s.state, at).await.unwrap();
     }
     assert_eq!(states(&s).await, [pair("ticker-2", "firing")]);
+    let counts = assert_counts_match_open_alerts(&s).await;
+    assert_eq!(counts.len(), 1, "{counts:?}");
+    assert_eq!((counts[0].0, counts[0].2), (AlertState::Firing, 1));
     assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 1);
     let history = s.db.resolved_alerts(10).await.unwrap();
     assert_eq!(history.len(), 1);

@@ -92,10 +92,21 @@ async fn a_report_that_arrives_late_does_not_set_the_totals_back() {
         report(1, 100, (0.5, 1_000), (10.5, 51_000)),
         report(3, 100, (0.5, 1_000), (11.5, 53_000)),
         report(2, 100, (0.5, 1_000), (11.0, 52_000)),
-        report(4, 100, (0.5, 1_000), (12.0, 54_000)),
     ] {
         assert_eq!(s.post_report(token, &r).await.status, StatusCode::OK);
     }
+    // What `/metrics` counts from, kept in memory: report 3's totals, not the late report's.
+    let kept = |s: &common::Server| {
+        let published = s.state.fleet.published();
+        let now = tickscope_server::clock::now_ms();
+        let guests: Vec<_> = published.ranked(now).map(|g| g.process_totals).collect();
+        assert_eq!(guests.len(), 1);
+        guests[0].map(|t| (t.cpu_s_total, t.wakeups_total))
+    };
+    assert_eq!(kept(&s), Some((11.5, 53_000)));
+    let r = report(4, 100, (0.5, 1_000), (12.0, 54_000));
+    assert_eq!(s.post_report(token, &r).await.status, StatusCode::OK);
+    assert_eq!(kept(&s), Some((12.0, 54_000)));
     let guest = only_guest(&s).await;
     let newest = &s.db.recent_samples(guest.id, 1).await.unwrap()[0];
     // Report 4 follows report 3, whose totals stayed: its own 10 s, not 20 s back to report 2.

@@ -9,7 +9,7 @@ use crate::db::alerts::{
     RuleRow, RuleSettings, SilenceRow,
 };
 use crate::db::error::{StoreError, StoreResult};
-use crate::domain::{AlertId, OutboxId, ReceiverId, RuleId, SilenceId, Subject};
+use crate::domain::{AlertId, AlertState, OutboxId, ReceiverId, RuleId, SilenceId, Subject};
 
 const RECEIVER_COLUMNS: &str = "id, name, url, format, enabled, created_ms, group_by,
     group_wait_s, group_interval_s, auth_header, ca_pem";
@@ -98,6 +98,15 @@ impl Store {
             "SELECT {ALERT_COLUMNS} FROM alerts a JOIN alert_rules r ON r.id = a.rule_id
              WHERE a.state IN ('pending', 'firing') ORDER BY a.active_ms, a.id"
         ))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub async fn open_alert_counts(&self) -> StoreResult<Vec<(AlertState, String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT a.state, r.severity, COUNT(*) FROM alerts a JOIN alert_rules r ON r.id = a.rule_id
+             WHERE a.state IN ('pending', 'firing') GROUP BY a.state, r.severity",
+        )
         .fetch_all(&self.pool)
         .await?)
     }

@@ -4,6 +4,7 @@ use sqlx::Database;
 use sqlx::query::QueryAs;
 
 use super::dialect::{BYTEWISE, DB, IdList, Store, id_list, in_id_list, recent_rows_of_each_guest};
+use super::process_totals::totals_columns;
 use crate::db::error::StoreResult;
 use crate::db::guests::{
     GONE_AFTER_MISSED_REPORTS, GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow,
@@ -116,9 +117,10 @@ impl Store {
                     h.kvm_halt_poll_ns AS host_halt_poll_ns, g.hypervisor, g.name, g.uuid,
                     g.management, g.vcpus, g.pid, g.boot_args, g.uses_kvm, g.cpu_source,
                     g.last_seen_ms, g.vm_process_since_ms AS process_since_ms, g.last_report_n,
-                    h.reports_stored AS host_reports
+                    h.reports_stored AS host_reports, {}
              FROM guests g JOIN hosts h ON h.id = g.host_id
-             WHERE {condition}"
+             WHERE {condition}",
+            totals_columns("g.")
         );
         Ok(bind_scope(sqlx::query_as::<DB, GuestRow>(&sql), binds)
             .fetch_all(&self.pool)

@@ -1,20 +1,14 @@
-//! VM process running totals.
+//! VM process running totals, as columns of a guest's row.
 
-use super::dialect::Store;
-use crate::db::error::StoreResult;
-use crate::db::process_totals::ProcessTotalsRow;
-
-impl Store {
-    pub async fn process_totals(&self, since_ms: i64) -> StoreResult<Vec<ProcessTotalsRow>> {
-        Ok(sqlx::query_as(
-            "SELECT id AS guest_id, cpu_s_total, wakeups_total, totals_at_ms
-             FROM guests
-             WHERE last_seen_ms >= $1 AND process_key IS NOT NULL
-               AND cpu_s_total IS NOT NULL AND wakeups_total IS NOT NULL
-               AND totals_at_ms IS NOT NULL",
-        )
-        .bind(since_ms)
-        .fetch_all(&self.pool)
-        .await?)
-    }
+/// The columns `cpu_s_total`, `wakeups_total` and `has_totals` of a guest row (`{t}` its
+/// table's alias and a dot, or nothing): the totals count only when the row holds a whole set
+/// (the process they count, both figures and when they were read). The figures come as stored,
+/// not through a `CASE`: SQLite hands an expression back without its column's type, and a
+/// whole number of seconds would then read as an integer.
+pub(super) fn totals_columns(t: &str) -> String {
+    format!(
+        "{t}cpu_s_total, {t}wakeups_total,
+         ({t}process_key IS NOT NULL AND {t}cpu_s_total IS NOT NULL
+          AND {t}wakeups_total IS NOT NULL AND {t}totals_at_ms IS NOT NULL) AS has_totals"
+    )
 }

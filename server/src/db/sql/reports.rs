@@ -295,9 +295,10 @@ async fn store_one(
                         THEN g.vm_process_since_ms
                     ELSE excluded.vm_process_since_ms END
              RETURNING hypervisor, identity, id, name, uuid, management, vcpus, pid, boot_args,
-                uses_kvm, cpu_source, last_seen_ms, first_seen_ms, vm_process_since_ms"
+                uses_kvm, cpu_source, last_seen_ms, first_seen_ms, vm_process_since_ms, {TOTALS}"
                 .replace("{NEWER}", NEWER_TOTALS)
-                .replace("{GREATEST}", GREATEST),
+                .replace("{GREATEST}", GREATEST)
+                .replace("{TOTALS}", &super::process_totals::totals_columns("")),
         );
         // RETURNING comes in no promised order: match the rows by guest.
         let mut rows: HashMap<(String, String), UpsertedGuest> = upsert
