@@ -167,14 +167,50 @@ pub struct Footprint {
 }
 
 impl FleetState {
-    /// Reads and analyses every active guest, host by host, and measures their changes.
+    /// Reads and analyses every active guest, host by host, and measures their changes: a
+    /// few statements for the whole fleet, then two for each guest with a change to measure.
     pub async fn load(db: &Db, now_ms: i64) -> AppResult<FleetState> {
         let current = FleetState::default();
+        let started = std::time::Instant::now();
         let hosts = current.reload_all(db, now_ms).await?;
-        for host_id in hosts {
-            current.measure_changes(db, host_id, now_ms).await?;
-        }
+        let read_ms = started.elapsed().as_millis() as u64;
+        current.measure_all_changes(db, &hosts, now_ms).await?;
+        tracing::info!(
+            hosts = hosts.len(),
+            read_and_analysed_ms = read_ms,
+            changes_measured_ms = started.elapsed().as_millis() as u64 - read_ms,
+            "loaded the fleet's state"
+        );
         Ok(current)
+    }
+
+    /// Measures the last changes of `hosts`' guests from every guest's changes, read at once.
+    async fn measure_all_changes(&self, db: &Db, hosts: &[HostId], now_ms: i64) -> AppResult<()> {
+        // Each host's ticket before the read, as `measure_changes` takes it.
+        let tickets: Vec<(HostId, u64)> = hosts
+            .iter()
+            .map(|&host_id| (host_id, self.next_ticket.fetch_add(1, Ordering::Relaxed)))
+            .collect();
+        let host_of: HashMap<GuestId, HostId> = {
+            let held = self.lock();
+            hosts
+                .iter()
+                .filter_map(|host_id| Some((*host_id, held.by_id.get(host_id)?)))
+                .flat_map(|(host_id, host)| host.analysed.iter().map(move |&g| (g, host_id)))
+                .collect()
+        };
+        let mut by_host: HashMap<HostId, Vec<(GuestId, String, i64)>> = HashMap::new();
+        for change in db.fact_changes(None).await? {
+            if let Some(host_id) = host_of.get(&change.0) {
+                by_host.entry(*host_id).or_default().push(change);
+            }
+        }
+        for (host_id, ticket) in tickets {
+            let changes = by_host.remove(&host_id).unwrap_or_default();
+            self.measure_changes_from(db, host_id, ticket, changes, now_ms)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Reads every active guest from the database and analyses them again, host by host;
@@ -348,18 +384,39 @@ impl FleetState {
     /// the database (an hour around each change).
     pub async fn measure_changes(&self, db: &Db, host_id: HostId, now_ms: i64) -> AppResult<()> {
         let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
+        if !self.holds_host(host_id) {
+            return Ok(());
+        }
+        let changes = db.fact_changes_of_host(host_id).await?;
+        self.measure_changes_from(db, host_id, ticket, changes, now_ms)
+            .await
+    }
+
+    /// Measures the last changes of a host's guests from `changes` (every source's, oldest
+    /// first by guest; those of guests the host does not hold are left out). `ticket` was taken
+    /// before `changes` were read: a measurement from an older read never replaces a newer one.
+    async fn measure_changes_from(
+        &self,
+        db: &Db,
+        host_id: HostId,
+        ticket: u64,
+        changes: Vec<(GuestId, String, i64)>,
+        now_ms: i64,
+    ) -> AppResult<()> {
         let (guests, settled) = {
             let hosts = self.lock();
             match hosts.by_id.get(&host_id) {
-                Some(host) => (host.analysed.clone(), host.settled.clone()),
+                Some(host) => (
+                    host.analysed.iter().copied().collect::<HashSet<GuestId>>(),
+                    host.settled.clone(),
+                ),
                 None => return Ok(()),
             }
         };
-        let last: HashMap<GuestId, (i64, Option<i64>)> =
-            changes::last_changes(db.fact_changes_of_host(host_id).await?)
-                .into_iter()
-                .filter(|(guest, _)| guests.contains(guest))
-                .collect();
+        let last: HashMap<GuestId, (i64, Option<i64>)> = changes::last_changes(changes)
+            .into_iter()
+            .filter(|(guest, _)| guests.contains(guest))
+            .collect();
         let pending: Vec<(GuestId, i64)> = last.iter().map(|(g, (at, _))| (*g, *at)).collect();
         let (measured, settled) = changes::measure_changes(db, last, now_ms, &settled).await?;
         let unsettled = pending.iter().any(|key| !settled.contains_key(key));
