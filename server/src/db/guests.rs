@@ -101,8 +101,8 @@ pub struct IdleReading {
     pub idle_fraction: f64,
 }
 
-/// Which guests to analyse: every active one, some hosts' active guests, or one host's active
-/// guests plus one guest whether active or not (a guest's verdict needs its host's peers for
+/// Which guests to analyse: every active one, some hosts' active guests, or one guest whether
+/// active or not with its host's active guests (a guest's verdict needs its host's peers for
 /// the baseline). Active means reported since the time given and not gone from its host
 /// ([`GONE_AFTER_MISSED_REPORTS`]).
 #[derive(Debug, Clone, Copy)]
@@ -118,18 +118,18 @@ pub enum GuestScope<'a> {
     },
     Host {
         host_id: HostId,
-        guest_id: Option<GuestId>,
+        guest_id: GuestId,
         active_since_ms: i64,
     },
 }
 
 impl GuestScope<'_> {
     /// The hosts the scope is limited to; `None` for the whole fleet.
-    pub fn host_ids(&self) -> Option<Vec<HostId>> {
+    pub fn host_ids(&self) -> Option<&[HostId]> {
         match self {
             GuestScope::Active { .. } => None,
-            GuestScope::Hosts { host_ids, .. } => Some(host_ids.to_vec()),
-            GuestScope::Host { host_id, .. } => Some(vec![*host_id]),
+            GuestScope::Hosts { host_ids, .. } => Some(host_ids),
+            GuestScope::Host { host_id, .. } => Some(std::slice::from_ref(host_id)),
         }
     }
 }

@@ -147,12 +147,11 @@ fn insert_sorted<T, K: Ord>(items: &mut Vec<T>, item: T, key: impl Fn(&T) -> K) 
 /// of rows at 100,000 guests). They were never one snapshot: what a report stores meanwhile is
 /// put right by the host's next analysis, as before.
 pub async fn load(db: &Db, scope: GuestScope<'_>) -> AppResult<Vec<GuestInputs>> {
-    let hosts = scope.host_ids();
     let (rows, samples, readings, facts) = tokio::try_join!(
         db.guests_in(scope),
         db.window_intervals(scope, ANALYSIS_WINDOW_MS),
         db.window_idle_readings(scope, ANALYSIS_WINDOW_MS, idle::DEFAULT_READING_SPAN_MS),
-        db.latest_facts(hosts.as_deref()),
+        db.latest_facts(scope.host_ids()),
     )?;
     Ok(assemble(rows, samples, readings, facts))
 }
@@ -247,7 +246,7 @@ pub async fn guest(db: &Db, guest_id: GuestId, now_ms: i64) -> AppResult<Option<
     };
     let scope = GuestScope::Host {
         host_id,
-        guest_id: Some(guest_id),
+        guest_id,
         active_since_ms: now_ms - ACTIVE_WITHIN_MS,
     };
     Ok(analyse_stored(db, scope, now_ms)

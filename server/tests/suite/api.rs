@@ -595,7 +595,7 @@ async fn the_analysis_window_is_looked_up_by_index_not_scanned() {
         GuestScope::Active { since_ms: 0 },
         GuestScope::Host {
             host_id: tickscope_server::domain::HostId(1),
-            guest_id: Some(tickscope_server::domain::GuestId(1)),
+            guest_id: tickscope_server::domain::GuestId(1),
             active_since_ms: 0,
         },
         GuestScope::Hosts {

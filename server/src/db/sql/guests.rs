@@ -66,7 +66,7 @@ pub(super) fn scope_condition(scope: &GuestScope<'_>, first: usize) -> (String, 
         ),
         GuestScope::Host {
             host_id,
-            guest_id: Some(guest_id),
+            guest_id,
             active_since_ms,
         } => (
             format!(
@@ -79,17 +79,6 @@ pub(super) fn scope_condition(scope: &GuestScope<'_>, first: usize) -> (String, 
                 Int(gone),
                 Int(guest_id.0),
             ],
-        ),
-        GuestScope::Host {
-            host_id,
-            guest_id: None,
-            active_since_ms,
-        } => (
-            format!(
-                "g.host_id = ${a} AND g.last_seen_ms >= ${b} AND {}",
-                present(c)
-            ),
-            vec![Int(host_id.0), Int(active_since_ms), Int(gone)],
         ),
     }
 }
