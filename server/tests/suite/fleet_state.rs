@@ -35,40 +35,55 @@ fn facts(release: &str) -> Value {
     }})
 }
 
-#[tokio::test]
-async fn the_state_kept_up_to_date_is_the_state_analysed_from_scratch() {
-    let s = server().await;
-    let second_token = auth::new_token().unwrap();
+/// A second agent token, for host "hv2".
+async fn hv2_token(s: &common::Server) -> String {
+    let token = auth::new_token().unwrap();
     s.db.insert_token(
         "hv2",
         tickscope_server::domain::TokenRole::Agent,
-        &auth::token_hash(&second_token),
+        &auth::token_hash(&token),
         None,
         0,
     )
     .await
     .unwrap();
-    for seq in 1..=8 {
-        let mut r = fleet_report(seq);
-        // A kernel upgrade half-way, seen by the probe, makes a change to measure.
-        let release = if seq <= 4 { "5.10.0-30" } else { "6.1.0-57" };
-        r["guests"][1]["facts"] = facts(release);
-        // A guest that shuts down after the third report: gone from its host three reports
-        // later.
-        if seq <= 3 {
-            r["guests"]
-                .as_array_mut()
-                .unwrap()
-                .push(guest("leaving", 1, 3.0, 300.0, None));
-        }
-        let reply = s.post_report(Some(&s.agent_token), &r).await;
-        assert_eq!(reply.status, 200, "{}", reply.body);
+    token
+}
 
-        let mut other = report(seq, vec![guest("elsewhere", 2, 0.8, 45.0, None)]);
-        other["host"]["name"] = json!("hv2");
-        other["agent"]["id"] = json!("machine-2");
-        let reply = s.post_report(Some(&second_token), &other).await;
-        assert_eq!(reply.status, 200, "{}", reply.body);
+/// Report `seq` of two hosts: hv1's guests, with a kernel upgrade half-way that the probe sees
+/// (a change to measure) and a guest that shuts down after the third report (gone from its
+/// host three reports later); hv2's one guest.
+fn two_hosts_report(seq: u64) -> (Value, Value) {
+    let mut r = fleet_report(seq);
+    let release = if seq <= 4 { "5.10.0-30" } else { "6.1.0-57" };
+    r["guests"][1]["facts"] = facts(release);
+    if seq <= 3 {
+        r["guests"]
+            .as_array_mut()
+            .unwrap()
+            .push(guest("leaving", 1, 3.0, 300.0, None));
+    }
+    let mut other = report(seq, vec![guest("elsewhere", 2, 0.8, 45.0, None)]);
+    other["host"]["name"] = json!("hv2");
+    other["agent"]["id"] = json!("machine-2");
+    (r, other)
+}
+
+/// Posts report `seq` of both hosts (`two_hosts_report`), each with its token.
+async fn post_two_hosts_report(s: &common::Server, second_token: &str, seq: u64) {
+    let (first, second) = two_hosts_report(seq);
+    let reply = s.post_report(Some(&s.agent_token), &first).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let reply = s.post_report(Some(second_token), &second).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+}
+
+#[tokio::test]
+async fn the_state_kept_up_to_date_is_the_state_analysed_from_scratch() {
+    let s = server().await;
+    let second_token = hv2_token(&s).await;
+    for seq in 1..=8 {
+        post_two_hosts_report(&s, &second_token, seq).await;
     }
     let now = tickscope_server::clock::now_ms();
     // The change measurements the reports asked for run after the answers: wait for them.
@@ -254,38 +269,10 @@ async fn a_hosts_reports_in_one_batch_leave_the_state_analysed_from_scratch() {
 async fn hosts_read_again_in_bulk_are_the_state_analysed_from_scratch() {
     use tickscope_server::domain::HostId;
     let s = server().await;
-    let second_token = auth::new_token().unwrap();
-    s.db.insert_token(
-        "hv2",
-        tickscope_server::domain::TokenRole::Agent,
-        &auth::token_hash(&second_token),
-        None,
-        0,
-    )
-    .await
-    .unwrap();
-    let send = |seq: u64| {
-        let mut r = fleet_report(seq);
-        let release = if seq <= 4 { "5.10.0-30" } else { "6.1.0-57" };
-        r["guests"][1]["facts"] = facts(release);
-        if seq <= 3 {
-            r["guests"]
-                .as_array_mut()
-                .unwrap()
-                .push(guest("leaving", 1, 3.0, 300.0, None));
-        }
-        let mut other = report(seq, vec![guest("elsewhere", 2, 0.8, 45.0, None)]);
-        other["host"]["name"] = json!("hv2");
-        other["agent"]["id"] = json!("machine-2");
-        (r, other)
-    };
+    let second_token = hv2_token(&s).await;
     let mut follower = None;
     for seq in 1..=8 {
-        let (first, second) = send(seq);
-        let reply = s.post_report(Some(&s.agent_token), &first).await;
-        assert_eq!(reply.status, 200, "{}", reply.body);
-        let reply = s.post_report(Some(&second_token), &second).await;
-        assert_eq!(reply.status, 200, "{}", reply.body);
+        post_two_hosts_report(&s, &second_token, seq).await;
         if seq == 3 {
             // The follower's view before the other server stored the rest.
             let now = tickscope_server::clock::now_ms();
