@@ -1,44 +1,25 @@
-//! The fleet's current state: every active guest's analysis inputs and verdict, held in memory,
-//! and the ranking of them all, brought up to date as reports and facts are stored.
-//!
-//! A stored report updates its own guests' windows from what it stored and analyses its host's
-//! guests again in memory ([`FleetState::apply`]): no read of the database. Nothing here is lost on
-//! a restart: the raw windows are in the database and [`FleetState::load`] reads them. Kernel and
-//! command-line changes are measured over the hour around them from the database, off the
-//! report's path, by the refresher ([`FleetState::measure_changes`]).
-//!
-//! Two sides, so that no reader ever waits for work that grows with a host or the fleet:
-//! - The writers' side (`Hosts`, behind a mutex only writers take: the intake, the
-//!   refresher's bookkeeping, the retention's sweep) holds each host's inputs and analyses a
-//!   host again, in O(n log n) of its guests.
-//! - What readers see ([`Published`]) is replaced whole once a host's new verdicts are in: its
-//!   maps are persistent (imbl), so the copy shares everything but what changed, and replacing a
-//!   host's entries costs O(k log n) for its k guests. A reader takes the current copy under a
-//!   lock held for one pointer's clone, and reads it for as long as it likes.
+//! The fleet's state itself ([`FleetState`]): each held host's analysis inputs on the writers'
+//! side, their analysis when a report or facts are applied, and what readers see, published
+//! whole (see the module above for the two sides).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use tickscope_wire::Hypervisor;
 
-use super::analysed::{ACTIVE_WITHIN_MS, AnalysedGuest};
-use super::changes::{self, SettledChanges};
-use super::inputs::{self, GuestInputs};
-use super::published::Published;
 use crate::analysis::change::Change;
-use crate::db::{Db, GONE_AFTER_MISSED_REPORTS, GuestScope, StoredFacts, StoredGuest};
+use crate::db::{GONE_AFTER_MISSED_REPORTS, StoredFacts, StoredGuest};
 use crate::domain::{GuestId, HostId};
-use crate::error::AppResult;
+use crate::fleet::analysed::{ACTIVE_WITHIN_MS, AnalysedGuest};
+use crate::fleet::changes::SettledChanges;
+use crate::fleet::inputs::{self, GuestInputs};
+use crate::fleet::published::Published;
 
 /// How long after a change each report of its host measures it again while it has no figures;
 /// past that (a guest busy since its reboot) it is measured at most once a minute, like one
 /// whose figures are still settling.
 pub const FIRST_FIGURES_WITHIN_MS: i64 = 5 * 60 * 1000;
-
-/// Hosts read again in one statement per table: each statement reads their guests' windows,
-/// about 600 samples a host of 20 guests.
-const HOSTS_READ_AT_ONCE: usize = 256;
 
 /// The analysed guests of every host, and their ranking.
 #[derive(Default)]
@@ -49,19 +30,19 @@ pub struct FleetState {
     hosts: Mutex<Hosts>,
     /// Orders change measurements: one that began later read a later database, so an earlier
     /// one that finishes after it must not overwrite it.
-    next_ticket: AtomicU64,
+    pub(super) next_ticket: AtomicU64,
 }
 
 /// The writers' side: each held host, and host names to ids (a report names its host).
 #[derive(Default)]
-struct Hosts {
-    by_id: HashMap<HostId, HostState>,
-    names: HashMap<String, HostId>,
+pub(super) struct Hosts {
+    pub(super) by_id: HashMap<HostId, HostState>,
+    pub(super) names: HashMap<String, HostId>,
     /// While a batch of reports is applied ([`FleetState::hold_back`]): what readers will see
     /// once it is, changed in place. Each node of the persistent maps is copied once per batch
     /// rather than once per report: at 100,000 guests, copying them per report was 40 % of the
     /// server's CPU (perf).
-    draft: Option<Published>,
+    pub(super) draft: Option<Published>,
     /// How many holds are open.
     holds: usize,
 }
@@ -87,31 +68,31 @@ impl Drop for HeldBack<'_> {
 }
 
 #[derive(Default)]
-struct HostState {
+pub(super) struct HostState {
     /// The analysis inputs of its guests still on it and seen within the active limit, by id.
-    inputs: BTreeMap<GuestId, GuestInputs>,
+    pub(super) inputs: BTreeMap<GuestId, GuestInputs>,
     /// The same guests by what makes each the same guest on the host.
-    identities: HashMap<(Hypervisor, String), GuestId>,
+    pub(super) identities: HashMap<(Hypervisor, String), GuestId>,
     /// The host's count of stored reports: a guest whose last report is
     /// [`GONE_AFTER_MISSED_REPORTS`] behind it is gone.
-    reports_stored: i64,
+    pub(super) reports_stored: i64,
     /// The guests of its last analysis, as ranked.
-    analysed: Vec<GuestId>,
+    pub(super) analysed: Vec<GuestId>,
     /// Its guests' last kernel or command-line changes, measured.
-    changes: HashMap<GuestId, Change>,
+    pub(super) changes: HashMap<GuestId, Change>,
     /// Measurements that can no longer change, kept so that they are not read again.
-    settled: SettledChanges,
+    pub(super) settled: SettledChanges,
     /// The ticket of the measurement `changes` came from.
-    changes_ticket: u64,
+    pub(super) changes_ticket: u64,
     /// Whether a last change's figures can still move (measured before it settled).
-    unsettled: bool,
+    pub(super) unsettled: bool,
     /// The latest last change without figures yet (too little idle time after it so far).
-    unmeasured_at_ms: Option<i64>,
+    pub(super) unmeasured_at_ms: Option<i64>,
 }
 
 impl HostState {
     /// Takes in a guest's inputs (new or updated), under its identity.
-    fn hold(&mut self, inputs: GuestInputs) {
+    pub(super) fn hold(&mut self, inputs: GuestInputs) {
         let key = (inputs.row.hypervisor, inputs.row.identity.clone());
         self.identities.insert(key, inputs.row.id);
         self.inputs.insert(inputs.row.id, inputs);
@@ -167,73 +148,6 @@ pub struct Footprint {
 }
 
 impl FleetState {
-    /// Reads and analyses every active guest, host by host, and measures their changes: a
-    /// few statements for the whole fleet, then two for each guest with a change to measure.
-    pub async fn load(db: &Db, now_ms: i64) -> AppResult<FleetState> {
-        let current = FleetState::default();
-        let started = std::time::Instant::now();
-        let hosts = current.reload_all(db, now_ms).await?;
-        let read_ms = started.elapsed().as_millis() as u64;
-        current.measure_all_changes(db, &hosts, now_ms).await?;
-        tracing::info!(
-            hosts = hosts.len(),
-            read_and_analysed_ms = read_ms,
-            changes_measured_ms = started.elapsed().as_millis() as u64 - read_ms,
-            "loaded the fleet's state"
-        );
-        Ok(current)
-    }
-
-    /// Measures the last changes of `hosts`' guests from every guest's changes, read at once.
-    async fn measure_all_changes(&self, db: &Db, hosts: &[HostId], now_ms: i64) -> AppResult<()> {
-        // Each host's ticket before the read, as `measure_changes` takes it.
-        let tickets: Vec<(HostId, u64)> = hosts
-            .iter()
-            .map(|&host_id| (host_id, self.next_ticket.fetch_add(1, Ordering::Relaxed)))
-            .collect();
-        let host_of: HashMap<GuestId, HostId> = {
-            let held = self.lock();
-            hosts
-                .iter()
-                .filter_map(|host_id| Some((*host_id, held.by_id.get(host_id)?)))
-                .flat_map(|(host_id, host)| host.analysed.iter().map(move |&g| (g, host_id)))
-                .collect()
-        };
-        let mut by_host: HashMap<HostId, Vec<(GuestId, String, i64)>> = HashMap::new();
-        for change in db.fact_changes(None).await? {
-            if let Some(host_id) = host_of.get(&change.0) {
-                by_host.entry(*host_id).or_default().push(change);
-            }
-        }
-        for (host_id, ticket) in tickets {
-            let changes = by_host.remove(&host_id).unwrap_or_default();
-            self.measure_changes_from(db, host_id, ticket, changes, now_ms)
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// Reads every active guest from the database and analyses them again, host by host;
-    /// returns the hosts read. A host held here with no active guest left is forgotten by
-    /// [`FleetState::forget_silent`], as always.
-    pub async fn reload_all(&self, db: &Db, now_ms: i64) -> AppResult<Vec<HostId>> {
-        let scope = GuestScope::Active {
-            since_ms: now_ms - ACTIVE_WITHIN_MS,
-        };
-        let mut by_host: HashMap<HostId, Vec<GuestInputs>> = HashMap::new();
-        for guest in inputs::load(db, scope).await? {
-            by_host.entry(guest.row.host_id).or_default().push(guest);
-        }
-        let hosts: Vec<HostId> = by_host.keys().copied().collect();
-        // Published once, when every host is in: each host published on its own copied the
-        // kept orders' paths again for every guest (2.5 s of a start at 100,000 guests).
-        let _held = self.hold_back();
-        for (host_id, guests) in by_host {
-            self.replace_inputs(host_id, guests, now_ms);
-        }
-        Ok(hosts)
-    }
-
     /// What `guests` (a report's, by family and identity) would do to the host named
     /// `host_name`; `earlier` are guests that reports stored before it (in the same batch) bring
     /// to the host, which are not new. O(guests held by the host).
@@ -339,139 +253,6 @@ impl FleetState {
         true
     }
 
-    /// Reads one host's active guests from the database and analyses them as of `now_ms`.
-    pub async fn reload_host(&self, db: &Db, host_id: HostId, now_ms: i64) -> AppResult<()> {
-        self.reload_hosts(db, &[host_id], now_ms).await
-    }
-
-    /// Reads some hosts' active guests from the database, in one statement per table (a few
-    /// hundred hosts at a time), and analyses each host as of `now_ms`. A host with no active
-    /// guest left holds none.
-    pub async fn reload_hosts(&self, db: &Db, host_ids: &[HostId], now_ms: i64) -> AppResult<()> {
-        for chunk in host_ids.chunks(HOSTS_READ_AT_ONCE) {
-            let scope = GuestScope::Hosts {
-                host_ids: chunk,
-                active_since_ms: now_ms - ACTIVE_WITHIN_MS,
-            };
-            let mut by_host: HashMap<HostId, Vec<GuestInputs>> =
-                chunk.iter().map(|&host_id| (host_id, Vec::new())).collect();
-            for guest in inputs::load(db, scope).await? {
-                by_host.entry(guest.row.host_id).or_default().push(guest);
-            }
-            // Readers see the hosts read together at once, as a batch of reports.
-            let _held = self.hold_back();
-            for (host_id, guests) in by_host {
-                self.replace_inputs(host_id, guests, now_ms);
-            }
-        }
-        Ok(())
-    }
-
-    fn replace_inputs(&self, host_id: HostId, guests: Vec<GuestInputs>, now_ms: i64) {
-        let mut guard = self.lock();
-        let hosts = &mut *guard;
-        let host = hosts.by_id.entry(host_id).or_default();
-        host.inputs.clear();
-        host.identities.clear();
-        let mut name = None;
-        for guest in guests {
-            host.reports_stored = host.reports_stored.max(guest.row.host_reports);
-            name = Some(guest.row.host_name.clone());
-            host.hold(guest);
-        }
-        if let Some(name) = name {
-            hosts.names.insert(name, host_id);
-        }
-        self.analyse_host(hosts, host_id, now_ms);
-    }
-
-    /// Measures the last kernel or command-line change of each of a host's active guests, from
-    /// the database (an hour around each change).
-    pub async fn measure_changes(&self, db: &Db, host_id: HostId, now_ms: i64) -> AppResult<()> {
-        let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
-        if !self.holds_host(host_id) {
-            return Ok(());
-        }
-        let changes = db.fact_changes_of_host(host_id).await?;
-        self.measure_changes_from(db, host_id, ticket, changes, now_ms)
-            .await
-    }
-
-    /// Measures the last changes of a host's guests from `changes` (every source's, oldest
-    /// first by guest; those of guests the host does not hold are left out). `ticket` was taken
-    /// before `changes` were read: a measurement from an older read never replaces a newer one.
-    async fn measure_changes_from(
-        &self,
-        db: &Db,
-        host_id: HostId,
-        ticket: u64,
-        changes: Vec<(GuestId, String, i64)>,
-        now_ms: i64,
-    ) -> AppResult<()> {
-        let (guests, settled) = {
-            let hosts = self.lock();
-            match hosts.by_id.get(&host_id) {
-                Some(host) => (
-                    host.analysed.iter().copied().collect::<HashSet<GuestId>>(),
-                    host.settled.clone(),
-                ),
-                None => return Ok(()),
-            }
-        };
-        let last: HashMap<GuestId, (i64, Option<i64>)> = changes::last_changes(changes)
-            .into_iter()
-            .filter(|(guest, _)| guests.contains(guest))
-            .collect();
-        let pending: Vec<(GuestId, i64)> = last.iter().map(|(g, (at, _))| (*g, *at)).collect();
-        let (measured, settled) = changes::measure_changes(db, last, now_ms, &settled).await?;
-        let unsettled = pending.iter().any(|key| !settled.contains_key(key));
-        let unmeasured_at_ms = pending
-            .iter()
-            .filter(|key| !measured.contains_key(&key.0) && !settled.contains_key(key))
-            .map(|(_, at_ms)| *at_ms)
-            .max();
-        let mut guard = self.lock();
-        let Some(host) = guard.by_id.get_mut(&host_id) else {
-            return Ok(());
-        };
-        if host.changes_ticket > ticket {
-            return Ok(());
-        }
-        host.changes_ticket = ticket;
-        let before = std::mem::replace(&mut host.changes, measured);
-        host.settled = settled;
-        host.unsettled = unsettled;
-        host.unmeasured_at_ms = unmeasured_at_ms;
-        let after = host.changes.clone();
-        // Seen at once, also while a batch of reports is held back: whoever waits for the
-        // measurements (`LiveFleet::caught_up`) reads them next.
-        self.publish_now(&mut guard.draft, |next| {
-            next.forget_changes(before.keys());
-            next.set_changes(&after);
-        });
-        Ok(())
-    }
-
-    /// Whether any of a host's guests has a change made less than [`FIRST_FIGURES_WITHIN_MS`]
-    /// before `now_ms` that has no figures yet: each report may bring the idle time after it
-    /// that its first figures need.
-    pub fn has_unmeasured_changes(&self, host_id: HostId, now_ms: i64) -> bool {
-        self.lock()
-            .by_id
-            .get(&host_id)
-            .and_then(|host| host.unmeasured_at_ms)
-            .is_some_and(|at_ms| now_ms < at_ms + FIRST_FIGURES_WITHIN_MS)
-    }
-
-    /// Whether any of a host's guests has a change whose figures can still move (measured less
-    /// than the settling time ago).
-    pub fn has_unsettled_changes(&self, host_id: HostId) -> bool {
-        self.lock()
-            .by_id
-            .get(&host_id)
-            .is_some_and(|host| host.unsettled)
-    }
-
     /// Forgets the hosts none of whose guests reported within the active limit: they are no
     /// longer ranked, and a report of theirs reads them from the database again.
     pub fn forget_silent(&self, now_ms: i64) -> usize {
@@ -538,13 +319,13 @@ impl FleetState {
         self.published().changes(now_ms)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Hosts> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Hosts> {
         self.hosts.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Analyses a host's guests again (the writers' side is locked by the caller) and puts its
     /// new verdicts in place of its previous ones, for readers too.
-    fn analyse_host(&self, hosts: &mut Hosts, host_id: HostId, now_ms: i64) {
+    pub(super) fn analyse_host(&self, hosts: &mut Hosts, host_id: HostId, now_ms: i64) {
         let Hosts { by_id, draft, .. } = hosts;
         let Some(host) = by_id.get_mut(&host_id) else {
             return;
@@ -599,7 +380,11 @@ impl FleetState {
 
     /// The same, seen at once even while a draft is held back (and in the draft, so that it
     /// is not undone when the draft is put in place).
-    fn publish_now(&self, draft: &mut Option<Published>, change: impl Fn(&mut Published)) {
+    pub(super) fn publish_now(
+        &self,
+        draft: &mut Option<Published>,
+        change: impl Fn(&mut Published),
+    ) {
         if let Some(draft) = draft {
             change(draft);
         }
@@ -726,7 +511,7 @@ mod tests {
             .map(|(id, name, hz)| guest(id, 1, name, hz))
             .collect();
         let mut expected: Vec<Arc<AnalysedGuest>> = guests.iter().cloned().map(Arc::new).collect();
-        super::super::analysed::rank(&mut expected);
+        crate::fleet::analysed::rank(&mut expected);
         set(&current, 1, guests);
         let expected: Vec<String> = expected.iter().map(|g| g.name.clone()).collect();
         assert_eq!(names(&current, 1_000), expected);
