@@ -248,6 +248,10 @@ forward! {
         /// a size measured next is what the live rows take.
         #[cfg(feature = "test-support")]
         pub async fn vacuum(&self) -> StoreResult<()>;
+        /// Makes every later insert of a sample with `vcpus` vCPUs fail (a trigger), as a
+        /// statement fails on a fault: what a batch does with one failing report is tested so.
+        #[cfg(feature = "test-support")]
+        pub async fn plant_sample_failure(&self, vcpus: u32) -> StoreResult<()>;
         /// The sequence numbers of one agent run's reports, in the order they were stored.
         #[cfg(feature = "test-support")]
         pub async fn report_sequence(&self, run_id: &str) -> StoreResult<Vec<i64>>;

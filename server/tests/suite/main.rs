@@ -11,6 +11,7 @@ mod alert_pages;
 mod alertmanager;
 mod alerts;
 mod api;
+mod batched_store;
 mod bindings;
 mod blind_spots;
 mod browser;

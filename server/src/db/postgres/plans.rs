@@ -1,6 +1,6 @@
-//! What only tests and benchmarks ask of PostgreSQL itself: a checkpoint, a vacuum, and the
-//! plan of a query (the `test-support` feature). What SQLite's own commands become:
-//! `CHECKPOINT` (needs rights SQLite does not have), `VACUUM (FULL, ANALYZE)` outside any
+//! What only tests and benchmarks ask of PostgreSQL itself: a checkpoint, a vacuum, a planted
+//! failure and the plan of a query (the `test-support` feature). What SQLite's own commands
+//! become: `CHECKPOINT` (needs rights SQLite does not have), `VACUUM (FULL, ANALYZE)` outside any
 //! transaction, and `EXPLAIN` text with sequential scans disabled, so that a plan says whether
 //! an index can serve the query rather than what the planner prefers for a table of a few test
 //! rows (see `plan` for what it can tell).
@@ -45,6 +45,18 @@ impl Store {
         sqlx::raw_sql("VACUUM (FULL, ANALYZE)")
             .execute(&self.pool)
             .await?;
+        Ok(())
+    }
+
+    pub async fn plant_sample_failure(&self, vcpus: u32) -> StoreResult<()> {
+        sqlx::raw_sql(&format!(
+            "CREATE FUNCTION planted_failure() RETURNS trigger LANGUAGE plpgsql AS
+                 $$ BEGIN RAISE EXCEPTION 'a planted failure'; END $$;
+             CREATE TRIGGER planted_failure BEFORE INSERT ON samples FOR EACH ROW
+                 WHEN (NEW.vcpus = {vcpus}) EXECUTE FUNCTION planted_failure();"
+        ))
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 

@@ -1,5 +1,5 @@
-//! What only tests and benchmarks ask of SQLite itself: a checkpoint, a vacuum, and the plan of
-//! a query (the `test-support` feature).
+//! What only tests and benchmarks ask of SQLite itself: a checkpoint, a vacuum, a planted
+//! failure and the plan of a query (the `test-support` feature).
 
 use super::dialect::Store;
 use super::guests::{ScopeBind, bind_scope};
@@ -17,6 +17,16 @@ impl Store {
     /// Rebuilds the database file without its free pages (after a retention deleted much).
     pub async fn vacuum(&self) -> StoreResult<()> {
         sqlx::query("VACUUM").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    pub async fn plant_sample_failure(&self, vcpus: u32) -> StoreResult<()> {
+        sqlx::raw_sql(&format!(
+            "CREATE TRIGGER planted_failure BEFORE INSERT ON samples WHEN NEW.vcpus = {vcpus}
+             BEGIN SELECT RAISE(ABORT, 'a planted failure'); END"
+        ))
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
