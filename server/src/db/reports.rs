@@ -1,7 +1,5 @@
 //! What storing a report comes to.
 
-use std::collections::HashMap;
-
 use tickscope_wire::WakeupsSource;
 
 use super::facts::StoredFacts;
@@ -9,10 +7,6 @@ use super::guests::{GuestRow, IntervalRow, VmAsReported};
 use crate::domain::{GuestId, HostId, ReportId, TokenId};
 use crate::ingest::process_totals::SampleSpan;
 use crate::ingest::{ValidGuest, ValidReport};
-
-/// Rows written per multi-row statement: the widest row binds 20 values, well under SQLite's
-/// 32,766 parameters and PostgreSQL's 65,535.
-pub(crate) const ROWS_PER_STATEMENT: usize = 1000;
 
 /// One report to store: who sent it and when it arrived (server clock).
 pub struct ReportToStore<'a> {
@@ -48,32 +42,9 @@ pub struct StoredGuest {
     pub facts: Option<StoredFacts>,
 }
 
-/// A batch's reports (their positions), given as (host name, token), in rounds stored one
-/// after another, each round in a few statements for all its reports. A round names each host
-/// and each token at most once, and a host's (or a token's) reports come in the batch's order,
-/// one round after another: each report is decided on what its host's earlier reports stored
-/// (and on the host its token's earlier report bound it to), as if each were stored alone.
-pub(super) fn rounds<'a>(keys: impl Iterator<Item = (&'a str, TokenId)>) -> Vec<Vec<usize>> {
-    let mut rounds: Vec<Vec<usize>> = Vec::new();
-    let mut host_round: HashMap<&str, usize> = HashMap::new();
-    let mut token_round: HashMap<TokenId, usize> = HashMap::new();
-    for (n, (host, token)) in keys.enumerate() {
-        let after = |last: Option<&usize>| last.map_or(0, |r| r + 1);
-        let round = after(host_round.get(host)).max(after(token_round.get(&token)));
-        if round == rounds.len() {
-            rounds.push(Vec::new());
-        }
-        rounds[round].push(n);
-        host_round.insert(host, round);
-        token_round.insert(token, round);
-    }
-    rounds
-}
-
 /// A guest's row as its upsert left it (the columns the upsert returns).
 #[derive(sqlx::FromRow)]
 pub(super) struct UpsertedGuest {
-    pub host_id: HostId,
     pub hypervisor: String,
     pub identity: String,
     pub id: GuestId,
@@ -146,40 +117,4 @@ pub struct RawSample {
     pub host_cpu_s: f64,
     pub vcpu_wakeups: i64,
     pub wakeups_source: &'static str,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_round_names_each_host_and_token_once_and_keeps_their_order() {
-        let t = TokenId;
-        let cases: Vec<(Vec<(&str, TokenId)>, Vec<Vec<usize>>)> = vec![
-            (vec![], vec![]),
-            (
-                vec![("a", t(1)), ("b", t(2)), ("c", t(3))],
-                vec![vec![0, 1, 2]],
-            ),
-            // A host's second report waits for the next round; others go on beside it.
-            (
-                vec![("a", t(1)), ("a", t(1)), ("b", t(2)), ("a", t(1))],
-                vec![vec![0, 2], vec![1], vec![3]],
-            ),
-            // One token for two hosts: the second report is judged on what the first bound.
-            (
-                vec![("a", t(1)), ("b", t(1)), ("c", t(2))],
-                vec![vec![0, 2], vec![1]],
-            ),
-            // After a host's report in a later round, a report of another host by the same
-            // token comes later still.
-            (
-                vec![("a", t(1)), ("a", t(2)), ("b", t(2))],
-                vec![vec![0], vec![1], vec![2]],
-            ),
-        ];
-        for (keys, expected) in cases {
-            assert_eq!(rounds(keys.iter().copied()), expected, "{keys:?}");
-        }
-    }
 }

@@ -1,4 +1,4 @@
-//! A batch of reports is stored in rounds, a few statements for all the reports of a round
+//! A batch of reports is stored in one transaction, a savepoint per report
 //! (`db/sql/reports.rs`). Whatever a batch holds (a host's reports one after another, a repeat,
 //! a token reporting for a host it is not bound to, a token bound by its first report, a
 //! report whose statement fails), what comes of each report and what is stored must be what
@@ -73,7 +73,7 @@ fn batch(now_ms: i64) -> Vec<(usize, Value)> {
         // The unbound token's first report binds it to hv-c; its next one, for hv-d, is refused.
         (2, host_report("hv-c", 1, vec![ticker.clone()])),
         (2, host_report("hv-d", 1, vec![ticker.clone()])),
-        // Fails to store where the failure is planted; the rest of its round does not.
+        // Fails to store where the failure is planted; the rest of the batch does not.
         (
             1,
             host_report(

@@ -1,241 +1,133 @@
 //! Guest facts and idle readings. Reads that need no order of their own come by id, so that
 //! the order does not depend on the plan (PostgreSQL's hash plans give none).
 
-use std::collections::HashMap;
-
-use sqlx::QueryBuilder;
-
-use super::dialect::{Conn, DB, JOIN_IN_ORDER, Store, id_list, in_id_list};
-use crate::db::error::{StoreError, StoreResult};
+use super::dialect::{Conn, JOIN_IN_ORDER, Store, id_list, in_id_list};
+use crate::db::error::StoreResult;
 use crate::db::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow, StoredFacts};
 use crate::db::facts::{IDLE_READING_MIN_GAP_MS, IDLE_READINGS_KEPT_MS, MAX_EVENTS_PER_SOURCE};
 use crate::db::guests::IdleReading;
-use crate::db::reports::ROWS_PER_STATEMENT;
 use crate::domain::{GuestId, HostId, TokenId};
 use crate::ingest::binding::{Candidate, Delivery, Refusal, TokenBinding};
 use crate::ingest::facts::ValidFacts;
 
-/// What a guest sent about itself, to store: for which guest, and when it arrived.
-pub(super) struct FactsToStore<'a> {
-    pub guest_id: GuestId,
-    pub facts: &'a ValidFacts,
-    pub received_ms: i64,
-}
-
-/// The idle reading each of `items` keeps, in their order: none when it sent none, or one less
-/// than [`IDLE_READING_MIN_GAP_MS`] after the last of its source. Readings older than
-/// [`IDLE_READINGS_KEPT_MS`] (before the earliest item arrived) of a guest given a new one go.
-async fn record_idle_readings(
+async fn record_idle_reading(
     conn: &mut Conn,
-    items: &[FactsToStore<'_>],
-) -> StoreResult<Vec<Option<IdleReading>>> {
-    let offered: Vec<Option<f64>> = items
-        .iter()
-        .map(|FactsToStore { facts, .. }| {
-            facts
-                .facts
-                .idle_fraction
-                .filter(|f| (0.0..=1.0).contains(f))
-        })
-        .collect();
-    let offering = || {
-        items
-            .iter()
-            .zip(&offered)
-            .filter(|(_, idle)| idle.is_some())
-            .map(|(item, _)| item.guest_id.0)
-    };
-    if offering().next().is_none() {
-        return Ok(vec![None; items.len()]);
+    guest_id: GuestId,
+    facts: &ValidFacts,
+    idle_fraction: f64,
+    now_ms: i64,
+) -> StoreResult<Option<IdleReading>> {
+    let recent: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM guest_idle_readings
+                        WHERE guest_id = $1 AND received_ms > $2 AND source = $3)",
+    )
+    .bind(guest_id)
+    .bind(now_ms - IDLE_READING_MIN_GAP_MS)
+    .bind(facts.source)
+    .fetch_one(&mut *conn)
+    .await?;
+    if recent {
+        return Ok(None);
     }
-    let earliest_ms = items
-        .iter()
-        .map(|i| i.received_ms)
-        .min()
-        .unwrap_or_default();
-    // Each guest's and source's last reading, if within the gap of the earliest item.
-    let sql = format!(
-        "SELECT guest_id, source, MAX(received_ms) FROM guest_idle_readings
-         WHERE {} AND received_ms > $2 GROUP BY guest_id, source",
-        in_id_list("guest_id", 1)
-    );
-    let last: HashMap<(GuestId, String), i64> = sqlx::query_as(&sql)
-        .bind(id_list(offering()))
-        .bind(earliest_ms - IDLE_READING_MIN_GAP_MS)
-        .fetch_all(&mut *conn)
-        .await?
-        .into_iter()
-        .map(|(guest, source, at_ms): (GuestId, String, i64)| ((guest, source), at_ms))
-        .collect();
-    let readings: Vec<Option<IdleReading>> = items
-        .iter()
-        .zip(&offered)
-        .map(|(item, idle)| {
-            let idle_fraction = (*idle)?;
-            let FactsToStore {
-                guest_id,
-                facts,
-                received_ms,
-            } = *item;
-            let key = (guest_id, facts.source.to_string());
-            if last
-                .get(&key)
-                .is_some_and(|at_ms| *at_ms > received_ms - IDLE_READING_MIN_GAP_MS)
-            {
-                return None;
-            }
-            Some(IdleReading {
-                guest_id,
-                source: key.1,
-                received_ms,
-                measured_ms: facts
-                    .facts
-                    .idle_measured_s
-                    .map(|s| (s * 1000.0).round() as i64),
-                idle_fraction,
-            })
-        })
-        .collect();
-    let new: Vec<&IdleReading> = readings.iter().flatten().collect();
-    for chunk in new.chunks(ROWS_PER_STATEMENT) {
-        let mut insert = QueryBuilder::<DB>::new(
-            "INSERT INTO guest_idle_readings (guest_id, source, received_ms, measured_ms,
-                idle_fraction) ",
-        );
-        insert.push_values(chunk, |mut row, reading| {
-            row.push_bind(reading.guest_id)
-                .push_bind(&reading.source)
-                .push_bind(reading.received_ms)
-                .push_bind(reading.measured_ms)
-                .push_bind(reading.idle_fraction);
-        });
-        insert.build().execute(&mut *conn).await?;
-    }
-    if !new.is_empty() {
-        let sql = format!(
-            "DELETE FROM guest_idle_readings WHERE {} AND received_ms < $2",
-            in_id_list("guest_id", 1)
-        );
-        sqlx::query(&sql)
-            .bind(id_list(new.iter().map(|r| r.guest_id.0)))
-            .bind(earliest_ms - IDLE_READINGS_KEPT_MS)
-            .execute(&mut *conn)
-            .await?;
-    }
-    Ok(readings)
+    let measured_ms = facts
+        .facts
+        .idle_measured_s
+        .map(|s| (s * 1000.0).round() as i64);
+    sqlx::query(
+        "INSERT INTO guest_idle_readings (guest_id, source, received_ms, measured_ms, idle_fraction)
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(guest_id)
+    .bind(facts.source)
+    .bind(now_ms)
+    .bind(measured_ms)
+    .bind(idle_fraction)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("DELETE FROM guest_idle_readings WHERE guest_id = $1 AND received_ms < $2")
+        .bind(guest_id)
+        .bind(now_ms - IDLE_READINGS_KEPT_MS)
+        .execute(&mut *conn)
+        .await?;
+    Ok(Some(IdleReading {
+        guest_id,
+        source: facts.source.to_string(),
+        received_ms: now_ms,
+        measured_ms,
+        idle_fraction,
+    }))
 }
 
-/// Stores what each of `items` sent (each guest at most once), in a few statements for all of
-/// them: a guest's newest row from the same source is refreshed when its
-/// facts did not change, and a row is added when they did (dropping the oldest beyond
-/// `MAX_EVENTS_PER_SOURCE`). Says what was stored, in the items' order. `conn` is a write
+/// Refreshes the guest's newest row from this source when its facts did not change, or adds a
+/// row when they did (dropping the oldest beyond `MAX_EVENTS_PER_SOURCE`). `conn` is a write
 /// transaction's (ingest's, or [`Store::record_guest_facts`]'s).
 pub(super) async fn record_facts(
     conn: &mut Conn,
-    items: &[FactsToStore<'_>],
-) -> StoreResult<Vec<StoredFacts>> {
-    if items.is_empty() {
-        return Ok(Vec::new());
-    }
-    let readings = record_idle_readings(conn, items).await?;
-    let ids = || items.iter().map(|item| item.guest_id.0);
-    // The newest row of each guest and source: the index (guest_id, source, id) gives it.
-    let sql = format!(
-        "SELECT f.guest_id, f.source, f.id, f.stable_json FROM guest_facts f
-         WHERE f.id IN (SELECT MAX(l.id) FROM guest_facts l WHERE {}
-                        GROUP BY l.guest_id, l.source)",
-        in_id_list("l.guest_id", 1)
-    );
-    let mut latest: HashMap<(GuestId, String), (i64, String)> = sqlx::query_as(&sql)
-        .bind(id_list(ids()))
-        .fetch_all(&mut *conn)
-        .await?
-        .into_iter()
-        .map(
-            |(guest, source, id, stable): (GuestId, String, i64, String)| {
-                ((guest, source), (id, stable))
-            },
-        )
-        .collect();
-    let previous: Vec<Option<(i64, String)>> = items
-        .iter()
-        .map(|item| latest.remove(&(item.guest_id, item.facts.source.to_string())))
-        .collect();
-    let unchanged = |n: usize| {
-        let stable = previous[n].as_ref().map(|(_, stable)| stable.as_str());
-        stable == Some(items[n].facts.stable_json.as_str())
+    guest_id: GuestId,
+    facts: &ValidFacts,
+    now_ms: i64,
+) -> StoreResult<StoredFacts> {
+    let reading = match facts
+        .facts
+        .idle_fraction
+        .filter(|f| (0.0..=1.0).contains(f))
+    {
+        Some(idle) => record_idle_reading(conn, guest_id, facts, idle, now_ms).await?,
+        None => None,
     };
-
-    let refreshed: Vec<(i64, &FactsToStore<'_>)> = (0..items.len())
-        .filter(|&n| unchanged(n))
-        .filter_map(|n| Some((previous[n].as_ref()?.0, &items[n])))
-        .collect();
-    for chunk in refreshed.chunks(ROWS_PER_STATEMENT) {
-        // VALUES names its columns column1, column2 on both databases.
-        let mut update = QueryBuilder::<DB>::new(
-            "UPDATE guest_facts SET received_ms = v.column2, facts_json = v.column3 FROM (",
-        );
-        update.push_values(chunk, |mut row, (id, item)| {
-            row.push_bind(*id)
-                .push_bind(item.received_ms)
-                .push_bind(&item.facts.facts_json);
-        });
-        update.push(") AS v WHERE guest_facts.id = v.column1");
-        update.build().execute(&mut *conn).await?;
-    }
-
-    let added: Vec<&FactsToStore<'_>> = (0..items.len())
-        .filter(|&n| !unchanged(n))
-        .map(|n| &items[n])
-        .collect();
-    for chunk in added.chunks(ROWS_PER_STATEMENT) {
-        let mut insert = QueryBuilder::<DB>::new(
-            "INSERT INTO guest_facts (guest_id, source, first_received_ms, received_ms,
-                kernel_release, cmdline, stable_json, facts_json) ",
-        );
-        insert.push_values(chunk, |mut row, item| {
-            let facts = item.facts;
-            row.push_bind(item.guest_id)
-                .push_bind(facts.source)
-                .push_bind(item.received_ms)
-                .push_bind(item.received_ms)
-                .push_bind(&facts.facts.kernel_release)
-                .push_bind(&facts.facts.cmdline)
-                .push_bind(&facts.stable_json)
-                .push_bind(&facts.facts_json);
-        });
-        insert.build().execute(&mut *conn).await?;
-    }
-    if !added.is_empty() {
-        let sql = format!(
-            "DELETE FROM guest_facts WHERE id IN (
-                SELECT id FROM (
-                    SELECT id, ROW_NUMBER() OVER (PARTITION BY guest_id, source
-                                                  ORDER BY id DESC) AS newer
-                    FROM guest_facts WHERE {}) AS ranked
-                WHERE newer > $2)",
-            in_id_list("guest_id", 1)
-        );
-        sqlx::query(&sql)
-            .bind(id_list(added.iter().map(|item| item.guest_id.0)))
+    let latest: Option<(i64, String)> = sqlx::query_as(
+        "SELECT id, stable_json FROM guest_facts WHERE guest_id = $1 AND source = $2
+         ORDER BY id DESC LIMIT 1",
+    )
+    .bind(guest_id)
+    .bind(facts.source)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let changed = match latest {
+        Some((id, stable)) if stable == facts.stable_json => {
+            sqlx::query("UPDATE guest_facts SET received_ms = $1, facts_json = $2 WHERE id = $3")
+                .bind(now_ms)
+                .bind(&facts.facts_json)
+                .bind(id)
+                .execute(&mut *conn)
+                .await?;
+            false
+        }
+        _ => {
+            sqlx::query(
+                "INSERT INTO guest_facts (guest_id, source, first_received_ms, received_ms, kernel_release, cmdline, stable_json, facts_json)
+                 VALUES ($1, $2, $3, $3, $4, $5, $6, $7)",
+            )
+            .bind(guest_id)
+            .bind(facts.source)
+            .bind(now_ms)
+            .bind(&facts.facts.kernel_release)
+            .bind(&facts.facts.cmdline)
+            .bind(&facts.stable_json)
+            .bind(&facts.facts_json)
+            .execute(&mut *conn)
+            .await?;
+            sqlx::query(
+                "DELETE FROM guest_facts WHERE guest_id = $1 AND source = $2 AND id NOT IN
+                 (SELECT id FROM guest_facts WHERE guest_id = $1 AND source = $2
+                  ORDER BY id DESC LIMIT $3)",
+            )
+            .bind(guest_id)
+            .bind(facts.source)
             .bind(MAX_EVENTS_PER_SOURCE)
             .execute(&mut *conn)
             .await?;
-    }
-
-    Ok(items
-        .iter()
-        .zip(readings)
-        .enumerate()
-        .map(|(n, (item, reading))| StoredFacts {
-            source: item.facts.source.to_string(),
-            received_ms: item.received_ms,
-            facts_json: item.facts.facts_json.clone(),
-            reading,
             // The first facts of a source are not a change; later distinct ones are.
-            changed: previous[n].is_some() && !unchanged(n),
-        })
-        .collect())
+            latest.is_some()
+        }
+    };
+    Ok(StoredFacts {
+        source: facts.source.to_string(),
+        received_ms: now_ms,
+        facts_json: facts.facts_json.clone(),
+        reading,
+        changed,
+    })
 }
 
 impl Store {
@@ -312,15 +204,7 @@ impl Store {
         .bind(token_id)
         .execute(&mut *tx)
         .await?;
-        let item = FactsToStore {
-            guest_id: delivery.guest,
-            facts,
-            received_ms: now_ms,
-        };
-        let stored = record_facts(&mut tx, &[item])
-            .await?
-            .pop()
-            .ok_or_else(|| StoreError::Corrupt("facts stored for no guest".into()))?;
+        let stored = record_facts(&mut tx, delivery.guest, facts, now_ms).await?;
         let host_id: HostId = sqlx::query_scalar("SELECT host_id FROM guests WHERE id = $1")
             .bind(delivery.guest)
             .fetch_one(&mut *tx)
