@@ -156,15 +156,10 @@ async fn held(db: &Db) -> Value {
         .into_iter()
         .map(|t| json!([t.name, t.host_name, t.last_used_ms.is_some()]))
         .collect();
-    let sequences = [
-        db.report_sequence("run-1").await.unwrap(),
-        db.count_reports_and_samples()
-            .await
-            .map(|(r, s)| vec![r, s])
-            .unwrap(),
-    ];
-    json!({"hosts": hosts, "guests": guests, "tokens": tokens, "counts": sequences[1],
-           "seqs": sequences[0].len()})
+    let seqs = db.report_sequence("run-1").await.unwrap();
+    let (reports, samples) = db.count_reports_and_samples().await.unwrap();
+    json!({"hosts": hosts, "guests": guests, "tokens": tokens, "counts": [reports, samples],
+           "seqs": seqs.len()})
 }
 
 /// Stores the batch in one call (`together`) or report by report; says what came of each
@@ -198,26 +193,29 @@ async fn store(together: bool, planted_failure: bool, received_ms: i64) -> (Vec<
     } else {
         let mut outcomes = Vec::new();
         for item in &items {
-            outcomes.push(
-                db.store_reports(std::slice::from_ref(item), sample_spans)
-                    .await
-                    .unwrap()
-                    .pop()
-                    .unwrap(),
-            );
+            let (report, token_id) = (item.report, item.token_id);
+            let stored = db.store_lone_report(report, token_id, item.received_ms, sample_spans);
+            outcomes.push(stored.await);
         }
         outcomes
     };
     (outcomes.iter().map(seen).collect(), held(&db).await)
 }
 
-#[tokio::test]
-async fn a_batch_stores_each_report_as_if_it_were_stored_alone() {
+/// Stores the batch together and report by report, at the same clock; asserts both come to
+/// the same, and says what came of each report.
+async fn stored_together_as_alone(planted_failure: bool) -> Vec<String> {
     let now_ms = tickscope_server::clock::now_ms();
-    let (together, held_together) = store(true, false, now_ms).await;
-    let (alone, held_alone) = store(false, false, now_ms).await;
+    let (together, held_together) = store(true, planted_failure, now_ms).await;
+    let (alone, held_alone) = store(false, planted_failure, now_ms).await;
     assert_eq!(together, alone);
     assert_eq!(held_together, held_alone);
+    together
+}
+
+#[tokio::test]
+async fn a_batch_stores_each_report_as_if_it_were_stored_alone() {
+    let together = stored_together_as_alone(false).await;
     // The cases are what the batch meant them to be.
     let kinds: Vec<&str> = together
         .iter()
@@ -244,11 +242,7 @@ async fn a_batch_stores_each_report_as_if_it_were_stored_alone() {
 
 #[tokio::test]
 async fn a_report_that_fails_to_store_fails_alone_in_its_batch() {
-    let now_ms = tickscope_server::clock::now_ms();
-    let (together, held_together) = store(true, true, now_ms).await;
-    let (alone, held_alone) = store(false, true, now_ms).await;
-    assert_eq!(together, alone);
-    assert_eq!(held_together, held_alone);
+    let together = stored_together_as_alone(true).await;
     assert!(together[7].contains("planted failure"), "{}", together[7]);
     // The report after it of the same host is that host's second, not its third.
     assert!(
