@@ -71,17 +71,11 @@ impl FleetState {
         let scope = GuestScope::Active {
             since_ms: now_ms - ACTIVE_WITHIN_MS,
         };
-        let mut by_host: HashMap<HostId, Vec<GuestInputs>> = HashMap::new();
-        for guest in inputs::load(db, scope).await? {
-            by_host.entry(guest.row.host_id).or_default().push(guest);
-        }
+        let by_host = read_by_host(db, scope, HashMap::new()).await?;
         let hosts: Vec<HostId> = by_host.keys().copied().collect();
         // Published once, when every host is in: each host published on its own copied the
         // kept orders' paths again for every guest (2.5 s of a start at 100,000 guests).
-        let _held = self.hold_back();
-        for (host_id, guests) in by_host {
-            self.replace_inputs(host_id, guests, now_ms);
-        }
+        self.replace_hosts(by_host, now_ms);
         Ok(hosts)
     }
 
@@ -99,18 +93,20 @@ impl FleetState {
                 host_ids: chunk,
                 active_since_ms: now_ms - ACTIVE_WITHIN_MS,
             };
-            let mut by_host: HashMap<HostId, Vec<GuestInputs>> =
-                chunk.iter().map(|&host_id| (host_id, Vec::new())).collect();
-            for guest in inputs::load(db, scope).await? {
-                by_host.entry(guest.row.host_id).or_default().push(guest);
-            }
-            // Readers see the hosts read together at once, as a batch of reports.
-            let _held = self.hold_back();
-            for (host_id, guests) in by_host {
-                self.replace_inputs(host_id, guests, now_ms);
-            }
+            let none_yet = chunk.iter().map(|&host_id| (host_id, Vec::new())).collect();
+            let by_host = read_by_host(db, scope, none_yet).await?;
+            self.replace_hosts(by_host, now_ms);
         }
         Ok(())
+    }
+
+    /// Puts hosts read from the database in place of what is held of them; readers see them
+    /// all at once, as a batch of reports.
+    fn replace_hosts(&self, by_host: HashMap<HostId, Vec<GuestInputs>>, now_ms: i64) {
+        let _held = self.hold_back();
+        for (host_id, guests) in by_host {
+            self.replace_inputs(host_id, guests, now_ms);
+        }
     }
 
     fn replace_inputs(&self, host_id: HostId, guests: Vec<GuestInputs>, now_ms: i64) {
@@ -217,4 +213,16 @@ impl FleetState {
             .get(&host_id)
             .is_some_and(|host| host.unsettled)
     }
+}
+
+/// The guests of `scope` read from the database, added to `by_host` under their hosts.
+async fn read_by_host(
+    db: &Db,
+    scope: GuestScope<'_>,
+    mut by_host: HashMap<HostId, Vec<GuestInputs>>,
+) -> AppResult<HashMap<HostId, Vec<GuestInputs>>> {
+    for guest in inputs::load(db, scope).await? {
+        by_host.entry(guest.row.host_id).or_default().push(guest);
+    }
+    Ok(by_host)
 }
