@@ -37,7 +37,8 @@ use tickscope_server::ingest;
 use tickscope_server::retention::{self, Retention};
 use tickscope_server::state::{AppState, Options};
 use tickscope_wire::{
-    AgentInfo, GuestSample, HostInfo, Hypervisor, Interval, ProcessTotals, Report, WakeupsSource,
+    AgentInfo, GuestSample, HostInfo, Hypervisor, Interval, ProcessTotals, Report, VmConfig,
+    WakeupsSource,
 };
 
 const INTERVAL_MS: i64 = 10_000;
@@ -77,6 +78,12 @@ fn guest_sample(host: usize, i: usize, seq: u64) -> GuestSample {
         wakeups_source: WakeupsSource::VcpuThreads,
         boot_args: args.map(str::to_string),
         uses_kvm: Some(true),
+        // What a libvirt Linux domain's command line gives, so ingest stores it as it would.
+        vm_config: Some(VmConfig {
+            hyperv: Some(Vec::new()),
+            hpet: Some(true),
+            os_hint: None,
+        }),
         facts: None,
         // Running totals as an agent sends them (their exact values matter only across gaps,
         // and the bench's reports follow one another), so ingest pays for keeping them.

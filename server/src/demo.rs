@@ -40,6 +40,7 @@ fn guest(name: &str, hypervisor: Hypervisor, vcpus: u32, kernel: Kernel) -> Gues
         ),
         restarts_per_day: 0.0,
         upgrade_at_ms: None,
+        vm_config: None,
     }
 }
 

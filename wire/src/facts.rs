@@ -33,6 +33,10 @@ pub struct GuestFacts {
     /// The current clocksource and the ones available.
     pub clocksource: Option<String>,
     pub available_clocksources: Option<Vec<String>>,
+    /// The clock event device that drives CPU 0's tick (`lapic-deadline`, `lapic`, `hpet`,
+    /// `pit`, ...), from `/proc/timer_list`: an emulated one traps to the hypervisor on every
+    /// tick it is programmed for.
+    pub tick_device: Option<String>,
     /// cpuidle driver (`haltpoll`, `intel_idle`, `none`, ...) and governor.
     pub cpuidle_driver: Option<String>,
     pub cpuidle_governor: Option<String>,
@@ -167,6 +171,7 @@ impl GuestFacts {
                     .map(|c| clean_text(&c, MAX_LABEL_CHARS))
                     .collect()
             }),
+            tick_device: label(self.tick_device),
             cpuidle_driver: label(self.cpuidle_driver),
             cpuidle_governor: label(self.cpuidle_governor),
             idle_fraction: finite(self.idle_fraction, 1.0),

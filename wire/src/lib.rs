@@ -10,6 +10,7 @@
 mod facts;
 mod hypervisor;
 mod limits;
+mod vm_config;
 
 pub use facts::{DeliveredFacts, Dynticks, FactsSource, GuestFacts, KernelConfig};
 pub use hypervisor::Hypervisor;
@@ -17,6 +18,7 @@ pub use limits::{
     MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_SPOOL_AGE_S, MAX_VCPUS, clean_text,
     normalise_uuid,
 };
+pub use vm_config::{MAX_HYPERV_FLAGS, VmConfig, is_flag_name};
 
 use serde::{Deserialize, Serialize};
 
@@ -179,6 +181,10 @@ pub struct GuestSample {
     /// polling only costs KVM guests. Absent when the agent could not tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uses_kvm: Option<bool>,
+    /// What the host sees of the VM's configuration (Hyper-V enlightenments, HPET, the OS its
+    /// manager names); absent from older agents and where nothing could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_config: Option<VmConfig>,
     /// What the guest said about itself since the last report, through a channel the host agent
     /// reads (the guest probe over serial, qemu-guest-agent, VirtualBox guest properties).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,6 +1,6 @@
 //! What discovery reads of a process, what it makes of it, and the shape of a family's signature.
 
-use crate::wire::Hypervisor;
+use crate::wire::{Hypervisor, VmConfig};
 
 /// What discovery needs to know about a process.
 #[derive(Debug, Clone, Copy)]
@@ -33,8 +33,11 @@ pub struct VmIdentity {
     pub vcpus_hint: Option<u32>,
     /// Guest kernel command line, when the hypervisor boots the kernel directly.
     pub boot_args: Option<String>,
-    /// A configuration file that may hold a better name and the UUID (VMware's `.vmx`).
+    /// A configuration file that may hold a better name and the UUID (VMware's `.vmx`), or the
+    /// guest's OS (Proxmox's `<vmid>.conf`).
     pub config_file: Option<String>,
+    /// What the command line and the configuration file say of the VM's setup.
+    pub vm_config: VmConfig,
     /// The host end (a UNIX socket) of the guest probe's serial channel, when the VM has one.
     pub probe_channel: Option<String>,
     /// qemu-guest-agent's socket, when the VM has the port.
@@ -53,6 +56,7 @@ impl VmIdentity {
             vcpus_hint: None,
             boot_args: None,
             config_file: None,
+            vm_config: VmConfig::default(),
             probe_channel: None,
             guest_agent_socket: None,
             guest_agent_port: false,

@@ -10,6 +10,7 @@ pub mod family;
 pub mod firecracker;
 pub mod identity;
 pub mod qemu;
+pub mod qemu_config;
 pub mod virtualbox;
 pub mod vmware;
 

@@ -40,6 +40,8 @@ fn recognise(p: &ProcessView) -> Option<VmIdentity> {
     id.probe_channel = probe_channel(p.argv);
     id.guest_agent_socket = guest_agent_socket(p.argv);
     id.guest_agent_port = !virtserial_chardevs(p.argv, GUEST_AGENT_PORT).is_empty();
+    id.vm_config = super::qemu_config::from_argv(p.argv, p.program());
+    id.config_file = proxmox_id.and_then(super::qemu_config::proxmox_conf_path);
     id.management = if proxmox_id.is_some() {
         Some("proxmox".into())
     } else if p.argv.iter().any(|a| a.contains("/libvirt/")) {
@@ -146,7 +148,7 @@ fn guest_agent_socket(argv: &[String]) -> Option<String> {
 }
 
 /// Splits a QEMU option string on commas; a doubled comma is a literal comma in a value.
-fn split_options(value: &str) -> Vec<String> {
+pub(super) fn split_options(value: &str) -> Vec<String> {
     let mut parts = vec![String::new()];
     let mut chars = value.chars().peekable();
     while let Some(c) = chars.next() {

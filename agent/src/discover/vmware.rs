@@ -31,8 +31,11 @@ fn vcpu_index(thread: &str) -> Option<u32> {
 
 /// Improves an identity from the VM's `.vmx` file (`key = "value"` lines). A serial port set to
 /// a named pipe (a UNIX socket on Linux hosts) whose path says "tickscope" is the probe channel.
+/// `guestOS` is the OS the VM was created for (`windows9-64`, `debian12-64`); a VM has an HPET
+/// only with `hpet0.present = "TRUE"`.
 pub fn apply_vmx(id: &mut VmIdentity, vmx: &str) {
     let mut pipes = Vec::new();
+    id.vm_config.hpet = Some(false);
     for line in vmx.lines() {
         let Some((key, value)) = line.split_once('=') else {
             continue;
@@ -42,6 +45,8 @@ pub fn apply_vmx(id: &mut VmIdentity, vmx: &str) {
             "displayname" if !value.is_empty() => id.name = value.to_string(),
             "uuid.bios" => id.uuid = bios_uuid(value),
             "numvcpus" => id.vcpus_hint = value.parse().ok(),
+            "guestos" if !value.is_empty() => id.vm_config.os_hint = Some(value.to_string()),
+            "hpet0.present" => id.vm_config.hpet = Some(value.eq_ignore_ascii_case("true")),
             key if key.starts_with("serial") && key.ends_with(".filename") => {
                 pipes.push(value.to_string());
             }
@@ -49,6 +54,7 @@ pub fn apply_vmx(id: &mut VmIdentity, vmx: &str) {
         }
     }
     id.probe_channel = pipes.into_iter().find(|path| path.contains("tickscope"));
+    id.vm_config = std::mem::take(&mut id.vm_config).cleaned();
 }
 
 /// `uuid.bios = "56 4d 9a 3b 12 34 56 78-9a bc de f0 12 34 56 78"`: sixteen hex bytes, written
@@ -111,6 +117,14 @@ mod tests {
         assert_eq!(id.name, "FC6 HZ=1000");
         assert_eq!(id.vcpus_hint, Some(2));
         assert_eq!(id.probe_channel.as_deref(), Some("/run/tickscope/fc6.sock"));
+        assert_eq!(id.vm_config.hpet, Some(false), "no hpet0.present: none");
+        assert_eq!(id.vm_config.os_hint, None);
+        apply_vmx(
+            &mut id,
+            "guestOS = \"windows9srv-64\"\nhpet0.present = \"TRUE\"\n",
+        );
+        assert_eq!(id.vm_config.hpet, Some(true));
+        assert_eq!(id.vm_config.os_hint.as_deref(), Some("windows9srv-64"));
         assert_eq!(
             id.uuid.as_deref(),
             Some("564d9a3b-1234-5678-9abc-def012345678")

@@ -130,6 +130,10 @@ impl Probe {
             distro_version_id,
             distro_name,
             measured_hz,
+            tick_device: after
+                .timer_list
+                .as_ref()
+                .and_then(|t| t.tick_device.clone()),
             dynticks: after.timer_list.map(|t| Dynticks {
                 nohz_mode: t.nohz_mode,
                 tick_stopped_cpus: t.tick_stopped_cpus,

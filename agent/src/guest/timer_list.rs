@@ -13,6 +13,9 @@ pub struct TimerList {
     pub nohz_mode: Vec<u32>,
     /// CPUs with `.tick_stopped : 1`.
     pub tick_stopped_cpus: u32,
+    /// The clock event device of CPU 0's tick (`Per CPU device: 0`, then `Clock Event Device:
+    /// lapic-deadline`): `pit` or `hpet` when the local APIC timer is not used.
+    pub tick_device: Option<String>,
 }
 
 pub fn parse(text: &str) -> TimerList {
@@ -21,7 +24,10 @@ pub fn parse(text: &str) -> TimerList {
         jiffies: None,
         nohz_mode: Vec::new(),
         tick_stopped_cpus: 0,
+        tick_device: None,
     };
+    // The tick device section being read: which CPU's, if a per-CPU one.
+    let mut tick_device_cpu: Option<u32> = None;
     // Per-CPU fields, gathered until the next `cpu:` line (or the tick devices that follow).
     let mut cpu: Option<CpuTick> = None;
     for line in text.lines() {
@@ -33,6 +39,13 @@ pub fn parse(text: &str) -> TimerList {
             }
             if line.starts_with("cpu:") {
                 cpu = Some(CpuTick::default());
+            }
+            tick_device_cpu = None;
+        } else if let Some(n) = line.strip_prefix("Per CPU device:") {
+            tick_device_cpu = n.trim().parse().ok();
+        } else if let Some(name) = line.strip_prefix("Clock Event Device:") {
+            if tick_device_cpu == Some(0) && list.tick_device.is_none() {
+                list.tick_device = Some(name.trim().to_string()).filter(|n| !n.is_empty());
             }
         } else if let Some(rest) = line.strip_prefix("jiffies:") {
             if list.jiffies.is_none() {
@@ -101,6 +114,11 @@ mod tests {
         assert_eq!(off.now_ns, Some(4_364_449_560));
         assert_eq!(off.jiffies, Some(4_294_893_388));
         assert_eq!(off.nohz_mode, [0, 0], "nohz=off: both CPUs periodic");
+        assert_eq!(
+            off.tick_device.as_deref(),
+            Some("lapic"),
+            "CPU 0's device, not the broadcast hpet listed before it"
+        );
         let tickless = parse(DEBIAN_6_1_TICKLESS);
         assert_eq!(tickless.nohz_mode, [2, 2]);
     }
@@ -124,6 +142,7 @@ mod tests {
         let t = parse(text);
         assert_eq!(t.nohz_mode, [2, 0]);
         assert_eq!(t.tick_stopped_cpus, 1);
+        assert_eq!(t.tick_device, None, "only a broadcast device is listed");
         assert_eq!(t.jiffies, Some(4_294_893_388));
     }
 
@@ -134,6 +153,7 @@ mod tests {
             jiffies: Some(jiffies),
             nohz_mode: vec![],
             tick_stopped_cpus: 0,
+            tick_device: None,
         };
         let hz = measured_hz(&at(1_000_000_000, 5000), &at(2_004_000_000, 5251)).unwrap();
         assert!((hz - 250.0).abs() < 0.01, "{hz}");

@@ -13,7 +13,9 @@ use crate::cpu::CgroupMounts;
 use crate::discover::{self, ProcessView, VmIdentity};
 use crate::guest_agent::schedule::{GuestAgent, Via};
 use crate::procfs::{OpenFile, ProcFs, ProcStat};
-use crate::wire::{MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, clean_text};
+use crate::wire::{
+    Hypervisor, MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, clean_text,
+};
 
 /// Cycles during which a new process that is not a VM is looked at again: launchers (libvirt,
 /// Proxmox) fork, prepare, then exec QEMU under the same pid, which changes its name.
@@ -59,7 +61,10 @@ impl Identifier {
             .clone()
             .and_then(|config| proc.read_config_file(pid, &config))
         {
-            discover::vmware::apply_vmx(&mut identity, &text);
+            match identity.hypervisor {
+                Hypervisor::Vmware => discover::vmware::apply_vmx(&mut identity, &text),
+                _ => discover::qemu_config::apply_proxmox_conf(&mut identity.vm_config, &text),
+            }
         }
         // Names and command lines are set by whoever started the VM: make them safe to send
         // once, here, rather than on every report. A blank name or an absurd vCPU count would

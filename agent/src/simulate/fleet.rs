@@ -2,15 +2,28 @@
 
 use crate::wire::{
     AgentInfo, DeliveredFacts, Dynticks, FactsSource, GuestFacts, GuestSample, HostInfo,
-    Hypervisor, Interval, KernelConfig, ProcessTotals, Report, WakeupsSource,
+    Hypervisor, Interval, KernelConfig, ProcessTotals, Report, VmConfig, WakeupsSource,
 };
 
 /// How an idle kernel keeps time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Tick {
-    Tickless { hz: u32 },
-    Periodic { hz: u32 },
-    Polling { hz: u32 },
+    Tickless {
+        hz: u32,
+    },
+    Periodic {
+        hz: u32,
+    },
+    Polling {
+        hz: u32,
+    },
+    /// Its timer events come from a device the hypervisor emulates (the PIT, an HPET, the RTC
+    /// of a Windows guest without Hyper-V's synthetic timers), at this idle cost per vCPU.
+    Emulated {
+        hz: u32,
+        cpu_pct: f64,
+        wakeups: f64,
+    },
 }
 
 impl Tick {
@@ -26,12 +39,18 @@ impl Tick {
                 f64::from(hz),
             ),
             Tick::Polling { .. } => (99.3, 485.0),
+            Tick::Emulated {
+                cpu_pct, wakeups, ..
+            } => (cpu_pct, wakeups),
         }
     }
 
     fn hz(self) -> u32 {
         match self {
-            Tick::Tickless { hz } | Tick::Periodic { hz } | Tick::Polling { hz } => hz,
+            Tick::Tickless { hz }
+            | Tick::Periodic { hz }
+            | Tick::Polling { hz }
+            | Tick::Emulated { hz, .. } => hz,
         }
     }
 }
@@ -47,6 +66,11 @@ pub struct Kernel {
     /// Built with NO_HZ (idle or full) at all: a periodic guest with it was booted `nohz=off`.
     pub built_tickless: bool,
     pub cmdline: String,
+    /// The clock event device of its tick, as `/proc/timer_list` names it.
+    pub tick_device: &'static str,
+    /// How its facts reach the host agent: the probe (Linux), or qemu-guest-agent's
+    /// `guest-get-osinfo` alone (Windows).
+    pub facts_source: FactsSource,
 }
 
 impl Kernel {
@@ -62,6 +86,8 @@ impl Kernel {
             cmdline: format!(
                 "BOOT_IMAGE=/vmlinuz-6.1.0-57-cloud-amd64 root=/dev/vda1 ro quiet{cmdline_extra}"
             ),
+            tick_device: "lapic-deadline",
+            facts_source: FactsSource::ProbeChannel,
         }
     }
 
@@ -75,6 +101,8 @@ impl Kernel {
             tick: Tick::Periodic { hz: 1000 },
             built_tickless: false,
             cmdline: "ro root=/dev/VolGroup00/LogVol00 rhgb quiet".into(),
+            tick_device: "lapic-deadline",
+            facts_source: FactsSource::ProbeChannel,
         }
     }
 
@@ -88,6 +116,8 @@ impl Kernel {
             tick: Tick::Periodic { hz: 100 },
             built_tickless: false,
             cmdline: "root=/dev/sda1 ro quiet splash".into(),
+            tick_device: "lapic-deadline",
+            facts_source: FactsSource::ProbeChannel,
         }
     }
 
@@ -101,6 +131,43 @@ impl Kernel {
             tick: Tick::Periodic { hz },
             built_tickless: false,
             cmdline: "ro root=/dev/sda1 quiet".into(),
+            tick_device: "lapic-deadline",
+            facts_source: FactsSource::ProbeChannel,
+        }
+    }
+
+    /// Debian 12 whose tick runs on the emulated PIT (`nolapic_timer`, and no HPET): 1.00 % of
+    /// a core and 146 wake-ups a second for one idle vCPU, measured under TCG (docs/judging.md).
+    pub fn debian_on_the_pit() -> Kernel {
+        Kernel {
+            tick: Tick::Emulated {
+                hz: 250,
+                cpu_pct: 1.0,
+                wakeups: 146.0,
+            },
+            tick_device: "pit",
+            ..Kernel::debian(" nolapic_timer", Tick::Periodic { hz: 250 })
+        }
+    }
+
+    /// Windows Server 2019 as qemu-guest-agent describes it, on a VM without Hyper-V's
+    /// synthetic timers: admins report 30-40 % of a core for an idle one (OpenNebula
+    /// addon-storpool#79), here 16 % for each of its vCPUs.
+    pub fn windows_server_2019() -> Kernel {
+        Kernel {
+            release: "17763".into(),
+            distro_id: "mswindows".into(),
+            distro_version: "2019".into(),
+            distro_name: "Windows Server 2019 Standard".into(),
+            tick: Tick::Emulated {
+                hz: 64,
+                cpu_pct: 16.0,
+                wakeups: 110.0,
+            },
+            built_tickless: false,
+            cmdline: String::new(),
+            tick_device: "",
+            facts_source: FactsSource::QemuGuestAgent,
         }
     }
 
@@ -110,6 +177,17 @@ impl Kernel {
     }
 
     fn facts(&self, vcpus: u32, idle_fraction: f64, measured_s: f64, now_ms: i64) -> GuestFacts {
+        if self.facts_source == FactsSource::QemuGuestAgent {
+            // What `guest-get-osinfo` answers, and no more.
+            return GuestFacts {
+                kernel_release: Some(self.release.clone()),
+                kernel_version: Some("10.0".into()),
+                distro_id: Some(self.distro_id.clone()),
+                distro_version_id: Some(self.distro_version.clone()),
+                distro_name: Some(self.distro_name.clone()),
+                ..GuestFacts::default()
+            };
+        }
         let tickless = matches!(self.tick, Tick::Tickless { .. });
         GuestFacts {
             collected_ms: Some(now_ms),
@@ -134,6 +212,7 @@ impl Kernel {
             cmdline: Some(self.cmdline.clone()),
             clocksource: Some("kvm-clock".into()),
             available_clocksources: None,
+            tick_device: Some(self.tick_device.into()),
             cpuidle_driver: Some("none".into()),
             cpuidle_governor: Some(if tickless { "menu" } else { "ladder" }.into()),
             idle_fraction: Some(idle_fraction),
@@ -171,6 +250,9 @@ pub struct GuestSpec {
     pub restarts_per_day: f64,
     /// When it gets a tickless kernel (and restarts), Unix ms, if ever.
     pub upgrade_at_ms: Option<i64>,
+    /// What its command line shows of its setup, where not a QEMU Linux domain's default (no
+    /// Hyper-V enlightenments, the default HPET).
+    pub vm_config: Option<VmConfig>,
 }
 
 /// A simulated host and its guests.
@@ -244,6 +326,7 @@ fn random_guest(rng: &mut fastrand::Rng, name: String, start_ms: i64, run_ms: i6
         upgrade_at_ms: (ticking && rng.u32(0..4) == 0)
             .then(|| start_ms + (rng.f64() * run_ms as f64) as i64),
         kernel,
+        vm_config: None,
     }
 }
 
@@ -402,7 +485,7 @@ impl SimulatedHost {
             let measured_s = f64::from(g.since_facts) * length_s;
             g.since_facts = 0;
             DeliveredFacts {
-                source: FactsSource::ProbeChannel,
+                source: g.kernel.facts_source,
                 received_ms: end_ms,
                 facts: g.kernel.facts(g.spec.vcpus, 1.0 - busy, measured_s, end_ms),
             }
@@ -424,6 +507,14 @@ impl SimulatedHost {
                 g.spec.hypervisor,
                 Hypervisor::Qemu | Hypervisor::Firecracker | Hypervisor::CloudHypervisor
             )),
+            // What a libvirt Linux domain's command line says: no Hyper-V set, the default HPET.
+            vm_config: g.spec.vm_config.clone().or_else(|| {
+                (g.spec.hypervisor == Hypervisor::Qemu).then(|| VmConfig {
+                    hyperv: Some(Vec::new()),
+                    hpet: Some(true),
+                    os_hint: None,
+                })
+            }),
             facts,
             totals: Some(ProcessTotals {
                 start_ticks: g.process.start_ticks,
@@ -497,6 +588,7 @@ mod tests {
             direct_boot: false,
             restarts_per_day: 0.0,
             upgrade_at_ms: None,
+            vm_config: None,
         }
     }
 
