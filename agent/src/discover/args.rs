@@ -21,6 +21,25 @@ pub(crate) fn flag_values<'a>(argv: &'a [String], flag: &'a str) -> impl Iterato
         .map(|pair| pair[1].as_str())
 }
 
+/// Splits a QEMU option string on commas; a doubled comma is a literal comma in a value.
+pub(crate) fn split_options(value: &str) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut chars = value.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ',' {
+            if chars.peek() == Some(&',') {
+                chars.next();
+                parts.last_mut().unwrap().push(',');
+            } else {
+                parts.push(String::new());
+            }
+        } else {
+            parts.last_mut().unwrap().push(c);
+        }
+    }
+    parts
+}
+
 /// Parses a trailing number from a thread name after a fixed prefix: `prefix` + digits.
 pub(crate) fn index_after(name: &str, prefix: &str) -> Option<u32> {
     name.strip_prefix(prefix)?.parse().ok()

@@ -3,7 +3,7 @@
 //! vCPU threads are named `CPU <n>/KVM` (or `/TCG`, `/HVF`, ...) when QEMU runs with
 //! `-name ...,debug-threads=on`, which libvirt and Proxmox set by default.
 
-use super::args::{flag_value, flag_values};
+use super::args::{flag_value, flag_values, split_options};
 use super::identity::{Family, ProcessView, VmIdentity};
 use crate::wire::Hypervisor;
 use crate::wire::normalise_uuid;
@@ -145,25 +145,6 @@ const GUEST_AGENT_PORT: &str = "org.qemu.guest_agent.";
 /// The UNIX socket of qemu-guest-agent's port (`org.qemu.guest_agent.0`).
 fn guest_agent_socket(argv: &[String]) -> Option<String> {
     virtserial_socket(argv, GUEST_AGENT_PORT, |_, _| false)
-}
-
-/// Splits a QEMU option string on commas; a doubled comma is a literal comma in a value.
-pub(super) fn split_options(value: &str) -> Vec<String> {
-    let mut parts = vec![String::new()];
-    let mut chars = value.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == ',' {
-            if chars.peek() == Some(&',') {
-                chars.next();
-                parts.last_mut().unwrap().push(',');
-            } else {
-                parts.push(String::new());
-            }
-        } else {
-            parts.last_mut().unwrap().push(c);
-        }
-    }
-    parts
 }
 
 /// vCPUs from `-smp`: `N`, `cpus=N`, or the product of the topology when only that is given.

@@ -7,8 +7,7 @@
 //! `hv-stimer=on`. The x86 `pc` and `q35` machines have an HPET unless `-no-hpet` (older QEMU)
 //! or `-machine ...,hpet=off` says otherwise; `microvm` has none.
 
-use super::args::flag_values;
-use super::qemu::split_options;
+use super::args::{flag_values, split_options};
 use crate::wire::VmConfig;
 
 /// The VM's setup as its command line gives it. The OS hint comes from Proxmox's file, read

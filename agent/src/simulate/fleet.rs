@@ -188,7 +188,10 @@ impl Kernel {
                 ..GuestFacts::default()
             };
         }
-        let tickless = matches!(self.tick, Tick::Tickless { .. });
+        // A kernel built tickless runs dynticks on an emulated timer too (measured on the PIT),
+        // however often that timer still wakes it.
+        let tickless = matches!(self.tick, Tick::Tickless { .. })
+            || matches!(self.tick, Tick::Emulated { .. }) && self.built_tickless;
         GuestFacts {
             collected_ms: Some(now_ms),
             kernel_release: Some(self.release.clone()),
