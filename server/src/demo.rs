@@ -7,8 +7,9 @@
 use std::time::Duration;
 
 use tickscope_agent::simulate::{GuestSpec, HostSpec, Kernel, SimulatedHost, Tick};
-use tickscope_wire::Hypervisor;
+use tickscope_wire::{Hypervisor, VmConfig};
 
+use crate::analysis::platform::HYPERV_TIMER_SET;
 use crate::auth::{self, UserRole};
 use crate::clock::now_ms;
 use crate::error::{AppError, AppResult};
@@ -41,6 +42,23 @@ fn guest(name: &str, hypervisor: Hypervisor, vcpus: u32, kernel: Kernel) -> Gues
         restarts_per_day: 0.0,
         upgrade_at_ms: None,
         vm_config: None,
+    }
+}
+
+/// A Windows guest that qemu-guest-agent describes, on a VM with these Hyper-V enlightenments
+/// and an HPET, which its manager calls `os`.
+fn windows(g: GuestSpec, hyperv: &[&str], os: &str) -> GuestSpec {
+    GuestSpec {
+        probe: true,
+        vm_config: Some(
+            VmConfig {
+                hyperv: Some(hyperv.iter().map(|f| f.to_string()).collect()),
+                hpet: Some(true),
+                os_hint: Some(os.into()),
+            }
+            .cleaned(),
+        ),
+        ..g
     }
 }
 
@@ -77,6 +95,42 @@ fn hosts() -> Vec<HostSpec> {
                     base_load: 0.78,
                     ..guest("build-box", Qemu, 2, tickless())
                 },
+                // virt-manager's Windows defaults before it added stimer: no synthetic timers.
+                windows(
+                    guest("win-fileserver", Qemu, 2, Kernel::windows_server_2019()),
+                    &["relaxed", "spinlocks", "time", "vapic"],
+                    "http://microsoft.com/win/2k19",
+                ),
+                // Synthetic timers, but a program holds a 1 ms timer resolution.
+                windows(
+                    guest(
+                        "win-desktop",
+                        Qemu,
+                        2,
+                        Kernel {
+                            tick: Tick::Emulated {
+                                hz: 1000,
+                                cpu_pct: 6.0,
+                                wakeups: 1000.0,
+                            },
+                            distro_name: "Windows 10 Pro".into(),
+                            distro_version: "10".into(),
+                            release: "19045".into(),
+                            ..Kernel::windows_server_2019()
+                        },
+                    ),
+                    &HYPERV_TIMER_SET,
+                    "http://microsoft.com/win/10",
+                ),
+                // Booted `nolapic_timer` on a VM without HPET: its tick runs on the PIT.
+                probed(GuestSpec {
+                    vm_config: Some(VmConfig {
+                        hyperv: Some(Vec::new()),
+                        hpet: Some(false),
+                        os_hint: None,
+                    }),
+                    ..guest("appliance-pit", Qemu, 1, Kernel::debian_on_the_pit())
+                }),
             ],
         },
         HostSpec {

@@ -6,7 +6,7 @@ use tickscope_wire::GuestFacts;
 use super::boot_args;
 
 /// Boot parameters that change how a kernel ticks, idles or keeps time.
-pub const TIMER_BOOT_PARAMS: [&str; 7] = [
+pub const TIMER_BOOT_PARAMS: [&str; 10] = [
     "nohz",
     "nohz_full",
     "idle",
@@ -14,6 +14,9 @@ pub const TIMER_BOOT_PARAMS: [&str; 7] = [
     "divider",
     "clocksource",
     "clock",
+    "nolapic_timer",
+    "nolapic",
+    "disableapic",
 ];
 
 /// Which NO_HZ mode the kernel was built with.
@@ -70,6 +73,9 @@ pub struct KernelFacts {
     pub age_s: f64,
     pub kernel_release: Option<String>,
     pub distro: Option<String>,
+    /// The OS's id as the guest gave it (`/etc/os-release` ID, or the guest agent's `id`:
+    /// `mswindows` for Windows).
+    pub os_id: Option<String>,
     pub config_hz: Option<u32>,
     pub nohz: NohzBuilt,
     pub measured_hz: Option<f64>,
@@ -80,6 +86,8 @@ pub struct KernelFacts {
     pub clocksource: Option<String>,
     pub available_clocksources: Vec<String>,
     pub cpuidle_driver: Option<String>,
+    /// The clock event device of CPU 0's tick (`lapic-deadline`, `pit`, `hpet`, ...).
+    pub tick_device: Option<String>,
 }
 
 impl KernelFacts {
@@ -104,6 +112,7 @@ impl KernelFacts {
                 .distro_name
                 .clone()
                 .or_else(|| facts.distro_id.clone()),
+            os_id: facts.distro_id.clone(),
             config_hz: c.hz,
             nohz,
             measured_hz: facts.measured_hz,
@@ -117,6 +126,7 @@ impl KernelFacts {
             clocksource: facts.clocksource.clone(),
             available_clocksources: facts.available_clocksources.clone().unwrap_or_default(),
             cpuidle_driver: facts.cpuidle_driver.clone(),
+            tick_device: facts.tick_device.clone(),
         }
     }
 
@@ -128,6 +138,14 @@ impl KernelFacts {
             self.cmdline = Some(cmdline.to_string());
         }
         self
+    }
+
+    /// The tick's clock event device when the hypervisor emulates it (the PIT, an HPET
+    /// channel) rather than the local APIC timer.
+    pub fn emulated_tick_device(&self) -> Option<&str> {
+        self.tick_device
+            .as_deref()
+            .filter(|d| *d == "pit" || d.starts_with("hpet"))
     }
 
     /// The timer-related parameters on the command line, as written (`nohz=off`, `idle=poll`).

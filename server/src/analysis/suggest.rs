@@ -4,58 +4,60 @@
 //! the host CPU it should save, taken from this guest's own measured waste. With host-side data
 //! alone the rules cannot see inside the guest, and where that matters they say what to check.
 
-use serde::Serialize;
-
 use super::boot_args;
 use super::change_kind::ChangeKind;
-use super::idle::Activity;
 use super::kernel::{self, KernelFacts, NohzBuilt};
-use super::tick_mode::{Classification, Confidence, TickMode};
-use super::waste::Waste;
-use super::window::{Rates, Window};
+use super::platform::OsFamily;
+use super::platform_rules::{
+    disable_hpet, emulated_tick_device, hyperv_timers, windows_timer_resolution,
+};
+use super::tick_mode::{Confidence, TickMode};
 
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct Suggestion {
-    /// Stable identifier of the rule that made it.
-    pub rule: &'static str,
-    /// The change in a few words, for lists.
-    pub title: &'static str,
-    /// The change to make, exactly.
-    pub change: String,
-    /// What making it takes (a reboot, a new kernel, ...).
-    pub kind: ChangeKind,
-    /// Why it helps.
-    pub why: String,
-    pub confidence: Confidence,
-    /// Host CPU the change should save, in % of one core, when it can be estimated.
-    pub saving_cpu_pct: Option<f64>,
-}
-
-/// What the rules look at.
-pub struct Input<'a> {
-    pub window: &'a Window,
-    /// Over the guest's idle intervals.
-    pub rates: Option<&'a Rates>,
-    pub activity: &'a Activity,
-    pub classification: &'a Classification,
-    pub waste: &'a Waste,
-}
+pub use super::suggestion::{Input, Suggestion};
 
 type Rule = fn(&Input) -> Option<Suggestion>;
 
-/// Rules in the order their suggestions are shown: the most direct fix first.
-pub const RULES: &[Rule] = &[
-    remove_idle_poll,
-    tune_haltpoll,
-    remove_nohz_off,
-    upgrade_pre_nohz_kernel,
-    rhel5_divider,
-    check_guest_kernel,
-    fewer_vcpus,
-    lower_host_halt_poll,
-    paravirt_clocksource,
-    find_user_space_wakeups,
-    busy_or_polling,
+/// Which guests a rule may speak to: a Windows (or BSD) guest is never told a Linux kernel or
+/// boot-line change, and Windows advice goes to Windows guests alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Speaks {
+    /// Guests known to run Linux, and those whose OS nothing tells (most guests are Linux, and
+    /// the change says what to check).
+    ToLinux,
+    /// Guests known to run Windows.
+    ToWindows,
+    /// Any guest: the change is on the host or the VM, not in the guest.
+    ToAny,
+}
+
+impl Speaks {
+    fn to(self, os: OsFamily) -> bool {
+        match self {
+            Speaks::ToLinux => os.may_be_linux(),
+            Speaks::ToWindows => os == OsFamily::Windows,
+            Speaks::ToAny => true,
+        }
+    }
+}
+
+/// Rules in the order their suggestions are shown, the most direct fix first, each with the
+/// guests it speaks to.
+pub const RULES: &[(Rule, Speaks)] = &[
+    (remove_idle_poll, Speaks::ToLinux),
+    (tune_haltpoll, Speaks::ToLinux),
+    (hyperv_timers, Speaks::ToWindows),
+    (windows_timer_resolution, Speaks::ToWindows),
+    (emulated_tick_device, Speaks::ToLinux),
+    (remove_nohz_off, Speaks::ToLinux),
+    (upgrade_pre_nohz_kernel, Speaks::ToLinux),
+    (rhel5_divider, Speaks::ToLinux),
+    (check_guest_kernel, Speaks::ToLinux),
+    (fewer_vcpus, Speaks::ToAny),
+    (lower_host_halt_poll, Speaks::ToAny),
+    (paravirt_clocksource, Speaks::ToLinux),
+    (disable_hpet, Speaks::ToLinux),
+    (find_user_space_wakeups, Speaks::ToLinux),
+    (busy_or_polling, Speaks::ToLinux),
 ];
 
 /// The guest's own facts, when it reported them.
@@ -278,6 +280,8 @@ fn find_user_space_wakeups(input: &Input) -> Option<Suggestion> {
     let rates = input.rates?;
     if input.classification.mode != TickMode::Tickless
         || rates.wakeups_per_vcpu_s < super::tick_mode::PERIODIC_MIN_WAKEUPS_PER_VCPU_S
+        // An emulated timer wakes it, not user space: emulated_tick_device says so.
+        || facts(input).is_some_and(|k| k.emulated_tick_device().is_some())
     {
         return None;
     }
@@ -296,7 +300,12 @@ fn find_user_space_wakeups(input: &Input) -> Option<Suggestion> {
 }
 
 pub fn suggest(input: &Input) -> Vec<Suggestion> {
-    RULES.iter().filter_map(|rule| rule(input)).collect()
+    let os = input.window.os().family;
+    RULES
+        .iter()
+        .filter(|(_, speaks)| speaks.to(os))
+        .filter_map(|(rule, _)| rule(input))
+        .collect()
 }
 
 fn args<'a>(input: &Input<'a>) -> Option<&'a str> {
@@ -354,6 +363,11 @@ fn check_guest_kernel(input: &Input) -> Option<Suggestion> {
         .is_some_and(|v| v < (2, 6, 24))
     {
         return None; // no NO_HZ kernel of that age exists: upgrade_pre_nohz_kernel says so
+    }
+    if facts.is_some_and(|k| {
+        k.emulated_tick_device().is_some() && k.nohz.can_stop_the_tick() != Some(false)
+    }) {
+        return None; // a kernel that could stop its tick, on an emulated timer: emulated_tick_device
     }
     if let Some(k) = facts.filter(|k| k.built_without_nohz()) {
         let release = k.kernel_release.as_deref().unwrap_or("this kernel");
@@ -462,7 +476,7 @@ fn busy_or_polling(input: &Input) -> Option<Suggestion> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::{analyse_host, test_window};
+    use crate::analysis::{Window, analyse_host, test_window};
 
     /// The suggestions the whole analysis makes for this guest alone on its host (so against
     /// the default baseline).
@@ -563,6 +577,8 @@ mod tests {
             clocksource: Some("kvm-clock".into()),
             available_clocksources: vec!["kvm-clock".into(), "tsc".into(), "hpet".into()],
             cpuidle_driver: None,
+            os_id: None,
+            tick_device: None,
         }
     }
 

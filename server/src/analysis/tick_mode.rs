@@ -573,6 +573,8 @@ mod tests {
             clocksource: None,
             available_clocksources: vec![],
             cpuidle_driver: None,
+            os_id: None,
+            tick_device: None,
         }
     }
 

@@ -82,6 +82,7 @@ pub fn analyse_host(guests: &[Window]) -> Vec<Verdict> {
     let mut peers: HashMap<Hypervisor, Vec<f64>> = HashMap::new();
     for (window, m) in guests.iter().zip(&measured) {
         if m.classification.mode == TickMode::Tickless
+            && window.teaches_baseline()
             && let Some(rates) = m.judged.rates()
         {
             peers

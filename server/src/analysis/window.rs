@@ -82,6 +82,8 @@ pub struct Window {
     pub uses_kvm: Option<bool>,
     /// The host's KVM `halt_poll_ns`, when KVM is loaded there.
     pub host_halt_poll_ns: Option<u64>,
+    /// What the VM's configuration says of its enlightenments, HPET and OS.
+    pub setup: super::platform::VmSetup,
 }
 
 impl Window {
@@ -90,6 +92,20 @@ impl Window {
         self.boot_args
             .as_deref()
             .or_else(|| self.facts.as_ref()?.cmdline.as_deref())
+    }
+
+    /// The guest's OS, from its facts or its manager.
+    pub fn os(&self) -> super::platform::GuestOs {
+        super::platform::guest_os(self.facts.as_ref(), self.setup.os_hint.as_deref())
+    }
+
+    /// Whether its idle cost can teach the host what an idle tickless vCPU costs: not when its
+    /// tick runs on an emulated timer, nor when it is not (or may not be) Linux.
+    pub fn teaches_baseline(&self) -> bool {
+        self.facts
+            .as_ref()
+            .is_none_or(|k| k.emulated_tick_device().is_none())
+            && self.os().family.may_be_linux()
     }
 
     /// Every interval, summed.
@@ -144,5 +160,6 @@ pub(crate) fn test_window(
         facts: None,
         uses_kvm: None,
         host_halt_poll_ns: None,
+        setup: super::platform::VmSetup::default(),
     }
 }

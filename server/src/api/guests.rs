@@ -16,6 +16,7 @@ use super::cursor;
 use super::errors::ReadErrors;
 use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
+use crate::analysis::platform::guest_os;
 use crate::analysis::suggest::Suggestion;
 use crate::auth::Viewer;
 use crate::domain::GuestId;
@@ -43,6 +44,16 @@ struct GuestJson {
     vcpus: u32,
     /// Whether it runs on KVM (false: e.g. QEMU's TCG); absent when the agent could not tell.
     uses_kvm: Option<bool>,
+    /// The guest's OS family: `linux`, `windows`, `other` or `unknown` (judged as Linux), and
+    /// what said so (`qemu_guest_agent: mswindows`, `manager: win10`).
+    os: &'static str,
+    os_evidence: Option<String>,
+    /// The VM's Hyper-V enlightenments, by QEMU's names without `hv-`; absent when unknown.
+    hyperv: Option<Vec<String>>,
+    /// Whether the VM has an emulated HPET; absent when unknown.
+    hpet: Option<bool>,
+    /// The OS the VM's manager names (libosinfo id, Proxmox `ostype`, VMware `guestOS`).
+    os_hint: Option<String>,
     /// Where the agent read its CPU time: `cgroup` (exact), `schedstat` (threads' run time,
     /// nanoseconds) or `stat_ticks` (10 ms ticks); absent from older agents.
     cpu_source: Option<String>,
@@ -83,6 +94,8 @@ struct GuestJson {
     measured_hz: Option<f64>,
     /// NO_HZ mode the kernel was built with: full, idle, legacy, none or unknown.
     nohz: Option<&'static str>,
+    /// The clock event device of the guest's tick (`lapic-deadline`, `pit`, `hpet`, ...).
+    tick_device: Option<String>,
     /// Timer-related kernel parameters (`nohz=off`, `idle=poll`, ...).
     cmdline_flags: Option<Vec<String>>,
     facts_source: Option<String>,
@@ -137,7 +150,14 @@ impl GuestJson {
         let v = g.verdict;
         let yearly = cost::of_waste(v.waste.wasted_cpu_pct, model);
         let k = g.kernel;
+        let os = guest_os(k.as_ref(), g.setup.os_hint.as_deref());
         GuestJson {
+            os: os.family.as_str(),
+            os_evidence: os.evidence,
+            hyperv: g.setup.hyperv,
+            hpet: g.setup.hpet,
+            os_hint: g.setup.os_hint,
+            tick_device: k.as_ref().and_then(|k| k.tick_device.clone()),
             last_change,
             waste_so_far: None,
             kernel_release: k.as_ref().and_then(|k| k.kernel_release.clone()),

@@ -86,6 +86,7 @@ const EDGE_LIMITS: &[(&str, &str, Limit)] = &[
     ("GuestSample", "uuid", Limit::Uuid),
     ("GuestSample", "vcpus", Limit::Range(1, MAX_VCPUS as i64)),
     ("GuestSample", "boot_args", Limit::Text(MAX_BOOT_ARGS_CHARS)),
+    ("VmConfig", "os_hint", Limit::Text(MAX_LABEL_CHARS)),
 ];
 
 /// Writes the edge's limits into the schemas of a document that has the report's types (the

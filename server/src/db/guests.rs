@@ -19,6 +19,12 @@ pub struct VmAsReported {
     pub uses_kvm: Option<bool>,
     /// Where its CPU time was last read (`wire::CpuSource` names).
     pub cpu_source: Option<String>,
+    /// Its Hyper-V enlightenments, comma-separated ('' for none); `None`: unknown.
+    pub hyperv: Option<String>,
+    /// Whether it has an emulated HPET; `None`: unknown.
+    pub hpet: Option<bool>,
+    /// The OS its manager names.
+    pub os_hint: Option<String>,
 }
 
 /// A guest as the analysis needs it, with its host's KVM setting.

@@ -9,6 +9,7 @@ use serde::Serialize;
 use tickscope_wire::{FactsSource, GuestFacts};
 
 use crate::analysis::kernel::KernelFacts;
+use crate::analysis::platform::VmSetup;
 use crate::analysis::{Interval, Verdict, idle};
 
 use crate::db::{IdleReading, IntervalRow, ProcessTotals};
@@ -34,6 +35,8 @@ pub struct AnalysedGuest {
     pub boot_args: Option<String>,
     /// Whether it runs on KVM (false: another accelerator, such as QEMU's TCG), when known.
     pub uses_kvm: Option<bool>,
+    /// What its VM's configuration says of its Hyper-V enlightenments, HPET and OS.
+    pub setup: VmSetup,
     /// Where the agent read its CPU time (`cgroup`, `schedstat`, `stat_ticks`), when it said.
     pub cpu_source: Option<String>,
     pub last_seen_ms: i64,
@@ -69,6 +72,7 @@ impl AnalysedGuest {
             pid: 1000 + id,
             boot_args: window.boot_args.clone(),
             uses_kvm: window.uses_kvm,
+            setup: window.setup.clone(),
             cpu_source: None,
             last_seen_ms: 0,
             intervals: 6,

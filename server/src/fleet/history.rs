@@ -149,6 +149,7 @@ impl History {
             facts: self.facts_at(end_ms),
             uses_kvm: guest.uses_kvm,
             host_halt_poll_ns: None,
+            setup: guest.setup.clone(),
         }
     }
 

@@ -15,6 +15,7 @@ use tickscope_wire::GuestFacts;
 use super::analysed::{
     ACTIVE_WITHIN_MS, ANALYSIS_WINDOW_MS, AnalysedGuest, choose_facts, intervals, reading,
 };
+use crate::analysis::platform::VmSetup;
 use crate::analysis::{self, Window, idle};
 use crate::db::{Db, FactsRow, GuestRow, GuestScope, IdleReading, IntervalRow, StoredGuest};
 use crate::domain::{GuestId, HostId};
@@ -129,6 +130,11 @@ impl GuestInputs {
                 .map(|f| f.with_host_seen_cmdline(row.vm.boot_args.as_deref())),
             uses_kvm: row.vm.uses_kvm,
             host_halt_poll_ns: row.host_halt_poll_ns.and_then(|ns| u64::try_from(ns).ok()),
+            setup: VmSetup::from_stored(
+                row.vm.hyperv.as_deref(),
+                row.vm.hpet,
+                row.vm.os_hint.as_deref(),
+            ),
         };
         (window, self.samples.len() as i64)
     }
@@ -219,6 +225,7 @@ pub fn analyse_host(guests: &[&GuestInputs], now_ms: i64) -> Vec<AnalysedGuest> 
                 pid: row.vm.pid,
                 boot_args: row.vm.boot_args,
                 uses_kvm: row.vm.uses_kvm,
+                setup: window.setup,
                 cpu_source: row.vm.cpu_source,
                 last_seen_ms: row.last_seen_ms,
                 intervals,

@@ -7,8 +7,8 @@ use std::collections::{HashMap, HashSet};
 
 use tickscope_wire::{
     BlindSpot, FactsSource, GuestSample, Hypervisor, MAX_BLIND_SPOT_TEXT_CHARS, MAX_BLIND_SPOTS,
-    MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, Report, WakeupsSource,
-    normalise_uuid,
+    MAX_BOOT_ARGS_CHARS, MAX_HYPERV_FLAGS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, Report,
+    VmConfig, WakeupsSource, normalise_uuid,
 };
 
 use super::facts::{self, ValidFacts};
@@ -103,6 +103,8 @@ pub struct ValidGuest {
     pub uses_kvm: Option<bool>,
     /// Where the agent read its CPU time (`wire::CpuSource` names).
     pub cpu_source: Option<&'static str>,
+    /// What the host sees of the VM's setup (default: nothing known).
+    pub vm_config: VmConfig,
     /// What the guest said about itself, delivered through the host agent.
     pub facts: Option<ValidFacts>,
     /// The VM process's running totals, named by host boot, pid and start time.
@@ -310,6 +312,16 @@ fn validate_guest(
         .boot_args
         .map(|a| text_or_empty(&field("boot_args"), a, MAX_BOOT_ARGS_CHARS))
         .transpose()?;
+    // The agent sends the setup cleaned (`VmConfig::cleaned`): anything else is not its.
+    let vm_config = g.vm_config.unwrap_or_default();
+    if vm_config.clone().cleaned() != vm_config {
+        return Err(AppError::invalid(
+            field("vm_config"),
+            format!(
+                "Hyper-V enlightenments must be lower-case names, each once and sorted, at most {MAX_HYPERV_FLAGS}; the OS hint plain text of at most {MAX_LABEL_CHARS} characters"
+            ),
+        ));
+    }
     // Facts come from inside a guest, through the host agent: if they are not acceptable, they
     // are left out (the report's caller says so in the log, once for all of its guests), and the
     // host's measurements are still stored.
@@ -373,6 +385,7 @@ fn validate_guest(
         boot_args,
         uses_kvm: g.uses_kvm,
         cpu_source: g.cpu_source.map(|s| s.as_str()),
+        vm_config,
         facts,
         totals,
         vm_process,
@@ -475,6 +488,44 @@ mod tests {
             "an agent that names no CPU source counted stat ticks"
         );
         assert_eq!(totals.vcpu_wakeups, 900_000);
+    }
+
+    #[test]
+    fn a_vm_setup_is_taken_only_as_the_agent_cleans_it() {
+        let with = |setup: serde_json::Value| {
+            let mut r = report();
+            r["guests"][0]["vm_config"] = setup;
+            check(r)
+        };
+        let good =
+            with(json!({"hyperv": ["relaxed", "stimer"], "hpet": false, "os_hint": "win10"}))
+                .unwrap();
+        assert_eq!(
+            good.guests[0].vm_config,
+            VmConfig {
+                hyperv: Some(vec!["relaxed".into(), "stimer".into()]),
+                hpet: Some(false),
+                os_hint: Some("win10".into()),
+            }
+        );
+        assert_eq!(
+            check(report()).unwrap().guests[0].vm_config,
+            VmConfig::default()
+        );
+        for bad in [
+            json!({"hyperv": ["Stimer"]}),
+            json!({"hyperv": ["stimer", "relaxed"]}),
+            json!({"hyperv": ["stimer", "stimer"]}),
+            json!({"hyperv": ["x".repeat(40)]}),
+            json!({"os_hint": "win\u{1b}[2J"}),
+            json!({"os_hint": " win10"}),
+        ] {
+            let err = with(bad.clone()).unwrap_err();
+            assert!(
+                err.to_string().contains("guests[0].vm_config"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ use super::frame::Frame;
 use super::view::{self, GuestRow, Segment};
 use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
+use crate::analysis::platform::{OsFamily, guest_os};
 use crate::analysis::suggest::Suggestion;
 use crate::db::{FactsEventRow, SampleRow};
 use crate::fleet::{AnalysedGuest, WasteSoFar};
@@ -79,6 +80,8 @@ pub struct GuestPage {
     change: Vec<(&'static str, String)>,
     evidence: Vec<Vec<Segment>>,
     suggestions: Vec<SuggestionView>,
+    /// (label, value) rows of the guest's OS and its VM's timer setup.
+    platform: Vec<(&'static str, String)>,
     /// (label, value) rows of what the guest reported about its kernel; empty without facts.
     kernel: Vec<(&'static str, String)>,
     kernel_source: String,
@@ -151,6 +154,7 @@ impl GuestPage {
                 .iter()
                 .map(SuggestionView::new)
                 .collect(),
+            platform: platform_rows(&input.guest),
             kernel: kernel_rows(&input.guest),
             kernel_source: input.guest.kernel.as_ref().map_or_else(String::new, |k| {
                 format!("from {}, received {:.0} s ago", k.source, k.age_s)
@@ -189,6 +193,39 @@ impl SampleLine {
 }
 
 /// (label, value) rows of what the guest reported about its kernel; empty without facts.
+/// The OS and what told it, and what the VM's configuration says of its timers.
+fn platform_rows(guest: &AnalysedGuest) -> Vec<(&'static str, String)> {
+    let os = guest_os(guest.kernel.as_ref(), guest.setup.os_hint.as_deref());
+    let setup = &guest.setup;
+    vec![
+        (
+            "Operating system",
+            match (os.family, os.evidence) {
+                (OsFamily::Unknown, _) => "unknown (judged as Linux)".into(),
+                (family, Some(evidence)) => format!("{} ({evidence})", family.as_str()),
+                (family, None) => family.as_str().into(),
+            },
+        ),
+        (
+            "Hyper-V enlightenments",
+            match setup.hyperv.as_deref() {
+                None => "unknown".into(),
+                Some([]) => "none".into(),
+                Some(flags) => flags.join(", "),
+            },
+        ),
+        (
+            "Emulated HPET",
+            match setup.hpet {
+                None => "unknown",
+                Some(true) => "present",
+                Some(false) => "absent",
+            }
+            .into(),
+        ),
+    ]
+}
+
 fn kernel_rows(guest: &AnalysedGuest) -> Vec<(&'static str, String)> {
     guest.kernel.as_ref().map_or_else(Vec::new, |k| {
         let or_unknown = |v: Option<String>| v.unwrap_or_else(|| "unknown".into());
@@ -220,6 +257,7 @@ fn kernel_rows(guest: &AnalysedGuest) -> Vec<(&'static str, String)> {
                 }
             }),
             ("Clocksource", or_unknown(k.clocksource.clone())),
+            ("Tick device", or_unknown(k.tick_device.clone())),
             ("cpuidle driver", or_unknown(k.cpuidle_driver.clone())),
             (
                 "Idle (guest's own count)",
@@ -338,6 +376,8 @@ mod tests {
             clocksource: None,
             available_clocksources: vec![],
             cpuidle_driver: None,
+            os_id: None,
+            tick_device: None,
         }
     }
 

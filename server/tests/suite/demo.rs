@@ -13,7 +13,7 @@ async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
     let state = AppState::new(db, Options::default()).await.unwrap();
     demo::start(&state).await.unwrap();
     let guests = state.fleet.ranked(now_ms()).await;
-    assert_eq!(guests.len(), 12);
+    assert_eq!(guests.len(), 15);
     let modes: Vec<TickMode> = guests
         .iter()
         .map(|g| g.verdict.classification.mode)
@@ -33,6 +33,40 @@ async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
     assert!(
         guests.iter().all(|g| g.intervals >= 30),
         "the backfill covers the window"
+    );
+    // Each platform cause of the cast gets its fix, and no Windows guest a Linux one.
+    let rules = |name: &str| -> Vec<&'static str> {
+        let g = guests.iter().find(|g| g.name == name).unwrap();
+        g.verdict.suggestions.iter().map(|s| s.rule).collect()
+    };
+    for (name, rule) in [
+        ("win-fileserver", "hyperv_timers"),
+        ("win-desktop", "windows_timer_resolution"),
+        ("appliance-pit", "emulated_tick_device"),
+    ] {
+        assert_eq!(
+            rules(name).first(),
+            Some(&rule),
+            "{name}: {:?}",
+            rules(name)
+        );
+    }
+    for name in ["win-fileserver", "win-desktop"] {
+        let linux = [
+            "check_guest_kernel",
+            "remove_nohz_off",
+            "find_user_space_wakeups",
+            "busy_or_polling",
+        ];
+        assert!(
+            rules(name).iter().all(|r| !linux.contains(r)),
+            "{name}: {:?}",
+            rules(name)
+        );
+    }
+    assert!(
+        !rules("appliance-pit").contains(&"check_guest_kernel"),
+        "a tickless-built kernel on the PIT is not told to become tickless"
     );
 }
 

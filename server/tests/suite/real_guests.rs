@@ -42,6 +42,8 @@ struct Guest {
     vcpus: u32,
     append: &'static str,
     uuid: &'static str,
+    /// More of QEMU's options (`-machine hpet=off`).
+    qemu_args: &'static [&'static str],
 }
 
 /// Boots a guest with `initrd`; with `probe_channel`, it gets a second serial port whose host
@@ -85,6 +87,7 @@ fn boot(
             "-append",
             &format!("console=ttyS0 quiet panic=-1 {}", guest.append),
         ])
+        .args(guest.qemu_args)
         .arg("-serial")
         .arg(format!("file:{}", serial.display()));
     if probe_channel {
@@ -282,18 +285,21 @@ fn idle_ticking_guests_rank_above_a_tickless_one() {
             vcpus: 1,
             append: "",
             uuid: "00000000-0000-4000-8000-000000000001",
+            qemu_args: &[],
         },
         Guest {
             name: "nohz-off-1cpu",
             vcpus: 1,
             append: "nohz=off",
             uuid: "00000000-0000-4000-8000-000000000002",
+            qemu_args: &[],
         },
         Guest {
             name: "nohz-off-2cpu",
             vcpus: 2,
             append: "nohz=off",
             uuid: "00000000-0000-4000-8000-000000000003",
+            qemu_args: &[],
         },
     ];
     let fleet = start_fleet(&guests, None, None, false);
@@ -391,19 +397,29 @@ fn the_guest_probe_reports_kernel_facts_through_a_serial_channel() {
             vcpus: 1,
             append: "",
             uuid: "00000000-0000-4000-8000-0000000000a1",
+            qemu_args: &[],
         },
         Guest {
             name: "probe-nohz-off",
             vcpus: 1,
             append: "nohz=off",
             uuid: "00000000-0000-4000-8000-0000000000a2",
+            qemu_args: &[],
+        },
+        // Off its local APIC timer, on a machine without HPET: the tick runs on the PIT.
+        Guest {
+            name: "probe-pit",
+            vcpus: 1,
+            append: "nolapic_timer",
+            uuid: "00000000-0000-4000-8000-0000000000a3",
+            qemu_args: &["-machine", "hpet=off"],
         },
     ];
     let fleet = start_fleet(&guests, None, Some(&initrd), true);
     let ranked = ranked_guests(&fleet.url, &fleet.viewer_token);
     print_ranking(&ranked);
 
-    for guest in &guests {
+    for guest in &guests[..2] {
         let (_, g) = find(&ranked, guest.name);
         assert_eq!(g["uuid"], guest.uuid);
         assert_eq!(g["facts_source"], "probe_channel", "{g:#?}");
@@ -440,6 +456,34 @@ fn the_guest_probe_reports_kernel_facts_through_a_serial_channel() {
     // (250.9 would say 251, a CONFIG_HZ no kernel has); a tickless guest has none.
     assert_eq!(nohz_off["estimated_hz"], 250, "{nohz_off:#}");
     assert!(default["estimated_hz"].is_null(), "{default:#}");
+
+    // What QEMU's command line and the guest's timer_list say of the timers, on every guest:
+    // none has Hyper-V enlightenments, only the third lost its HPET, and only its tick runs on
+    // an emulated device.
+    let (_, pit) = find(&ranked, "probe-pit");
+    for g in [default, nohz_off, pit] {
+        assert_eq!(g["hyperv"], serde_json::json!([]), "{g:#}");
+        assert_eq!(g["os"], "linux", "{g:#}");
+    }
+    assert_eq!(default["hpet"], true, "{default:#}");
+    assert_eq!(pit["hpet"], false, "{pit:#}");
+    // TCG offers no TSC deadline timer: the plain local APIC timer.
+    assert_eq!(default["tick_device"], "lapic", "{default:#}");
+    assert_eq!(pit["tick_device"], "pit", "{pit:#}");
+    // The PIT guest is told the cause and the fix: its tick is off the local APIC timer
+    // because of `nolapic_timer`, not because its kernel cannot stop the tick.
+    let rules = suggestion_rules(pit);
+    assert_eq!(rules.first(), Some(&"emulated_tick_device"), "{pit:#}");
+    assert_eq!(pit["suggestions"][0]["kind"], "boot_parameter", "{pit:#}");
+    assert!(
+        pit["suggestions"][0]["change"]
+            .as_str()
+            .unwrap()
+            .contains("`nolapic_timer`"),
+        "{pit:#}"
+    );
+    assert!(!rules.contains(&"check_guest_kernel"), "{pit:#}");
+    assert!(!suggestion_rules(default).contains(&"emulated_tick_device"));
 }
 
 fn guest_by_id(url: &str, viewer_token: &str, id: i64) -> Value {
@@ -456,6 +500,7 @@ fn removing_nohz_off_saves_about_what_was_projected() {
         vcpus: 1,
         append: "nohz=off",
         uuid: "00000000-0000-4000-8000-0000000000b1",
+        qemu_args: &[],
     };
     let mut fleet = start_fleet(std::slice::from_ref(&ticking), None, Some(&initrd), true);
     let ranked = ranked_guests(&fleet.url, &fleet.viewer_token);
@@ -622,12 +667,14 @@ fn periodic_guests() -> [Guest; 2] {
             vcpus: 1,
             append: "",
             uuid: "00000000-0000-4000-8000-0000000000c1",
+            qemu_args: &[],
         },
         Guest {
             name: "periodic-2cpu",
             vcpus: 2,
             append: "",
             uuid: "00000000-0000-4000-8000-0000000000c2",
+            qemu_args: &[],
         },
     ]
 }
@@ -758,6 +805,7 @@ fn a_periodic_kernel_whose_config_cannot_be_read_is_judged_built_without_nohz() 
         vcpus: 1,
         append: "",
         uuid: "00000000-0000-4000-8000-0000000000c3",
+        qemu_args: &[],
     };
     let fleet = start_fleet(
         std::slice::from_ref(&guest),

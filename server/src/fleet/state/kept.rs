@@ -417,6 +417,7 @@ mod tests {
             pid: 1,
             boot_args: None,
             uses_kvm: None,
+            setup: Default::default(),
             cpu_source: None,
             last_seen_ms: 1_000,
             intervals: 6,

@@ -1,0 +1,36 @@
+//! What a rule of [`super::suggest`] looks at and what it says: shared by the rule tables.
+
+use serde::Serialize;
+
+use super::change_kind::ChangeKind;
+use super::idle::Activity;
+use super::tick_mode::{Classification, Confidence};
+use super::waste::Waste;
+use super::window::{Rates, Window};
+
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Suggestion {
+    /// Stable identifier of the rule that made it.
+    pub rule: &'static str,
+    /// The change in a few words, for lists.
+    pub title: &'static str,
+    /// The change to make, exactly.
+    pub change: String,
+    /// What making it takes (a reboot, a new kernel, ...).
+    pub kind: ChangeKind,
+    /// Why it helps.
+    pub why: String,
+    pub confidence: Confidence,
+    /// Host CPU the change should save, in % of one core, when it can be estimated.
+    pub saving_cpu_pct: Option<f64>,
+}
+
+/// What the rules look at.
+pub struct Input<'a> {
+    pub window: &'a Window,
+    /// Over the guest's idle intervals.
+    pub rates: Option<&'a Rates>,
+    pub activity: &'a Activity,
+    pub classification: &'a Classification,
+    pub waste: &'a Waste,
+}
