@@ -78,6 +78,7 @@ fn guest_sample(host: usize, i: usize, seq: u64) -> GuestSample {
         wakeups_source: WakeupsSource::VcpuThreads,
         boot_args: args.map(str::to_string),
         uses_kvm: Some(true),
+        cpu_parts: None,
         // What a libvirt Linux domain's command line gives, so ingest stores it as it would.
         vm_config: Some(VmConfig {
             hyperv: Some(Vec::new()),

@@ -181,6 +181,10 @@ pub struct GuestSample {
     /// polling only costs KVM guests. Absent when the agent could not tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uses_kvm: Option<bool>,
+    /// Where `host_cpu_seconds` went among the VM's threads, when the agent could tell (its vCPU
+    /// threads named, their run times readable); absent otherwise and from older agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_parts: Option<CpuParts>,
     /// What the host sees of the VM's configuration (Hyper-V enlightenments, HPET, the OS its
     /// manager names); absent from older agents and where nothing could be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -195,6 +199,21 @@ pub struct GuestSample {
     /// was down), and tell a new VM process, whose totals start again, from an old one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub totals: Option<ProcessTotals>,
+}
+
+/// A VM's host CPU in the interval by the part of it that used it, in core-seconds: each from
+/// its threads' run times (`schedstat`), the emulator as what is left of the VM's CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CpuParts {
+    /// The vCPU threads: the guest's own running, idling, ticking and polling.
+    pub vcpus_s: f64,
+    /// QEMU's I/O threads (`-object iothread,id=X`, threads named `IO X`).
+    pub iothreads_s: f64,
+    /// vhost workers that are threads of the VM process (`vhost-<pid>`, Linux 6.4 and later).
+    pub vhost_s: f64,
+    /// The rest of the VM process: QEMU's main loop and its other threads.
+    pub emulator_s: f64,
 }
 
 /// Counters that only grow for as long as one VM process lives.

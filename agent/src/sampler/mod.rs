@@ -153,6 +153,7 @@ impl Sampler {
             let counters = Counters {
                 cpu_ns,
                 switches: counted.switches,
+                part_run_ns: counted.run_ns,
             };
             facts::poll_probe_channel(vm, now_ms);
             if let Some(previous) = vm.previous.take() {

@@ -1,7 +1,7 @@
 //! A VM's sample: what it did between two cycles, from the counters read at each.
 
-use super::tracked::{Counters, VmState};
-use crate::wire::{GuestSample, ProcessTotals, WakeupsSource};
+use super::tracked::{Counters, Part, VmState};
+use crate::wire::{CpuParts, GuestSample, ProcessTotals, WakeupsSource};
 
 /// What the VM did since `previous`, with its running totals `now`, its vCPUs and which threads
 /// its wake-ups were counted from; takes the facts not yet reported with it.
@@ -12,14 +12,16 @@ pub(super) fn sample(
     now: &Counters,
     (vcpus, wakeups_source): (u32, WakeupsSource),
 ) -> GuestSample {
+    let host_cpu_seconds = now.cpu_ns.saturating_sub(previous.cpu_ns) as f64 / 1e9;
     GuestSample {
+        cpu_parts: cpu_parts(vm, previous, now, host_cpu_seconds, wakeups_source),
         hypervisor: vm.identity.hypervisor,
         management: vm.identity.management.clone(),
         name: vm.identity.name.clone(),
         uuid: vm.identity.uuid.clone(),
         pid,
         vcpus,
-        host_cpu_seconds: now.cpu_ns.saturating_sub(previous.cpu_ns) as f64 / 1e9,
+        host_cpu_seconds,
         cpu_source: Some(vm.cpu.source()),
         vcpu_wakeups: wakeups_between(previous, now),
         wakeups_source,
@@ -39,6 +41,47 @@ pub(super) fn sample(
             vcpu_wakeups: now.switches.values().sum(),
         }),
     }
+}
+
+/// Where the VM's CPU went: each part's threads' run time over the interval, the emulator what
+/// is left of the VM's CPU. Only when every vCPU thread's run time was read at both ends: a
+/// split missing a vCPU would blame the emulator for it. An I/O or vhost thread that started or
+/// ended inside the interval is left out (its time falls to the emulator).
+fn cpu_parts(
+    vm: &VmState,
+    previous: &Counters,
+    now: &Counters,
+    host_cpu_s: f64,
+    source: WakeupsSource,
+) -> Option<CpuParts> {
+    if source != WakeupsSource::VcpuThreads {
+        return None;
+    }
+    let (mut vcpus_ns, mut iothreads_ns, mut vhost_ns) = (0u64, 0u64, 0u64);
+    for (tid, thread) in &vm.threads {
+        let ran = now
+            .part_run_ns
+            .get(tid)
+            .zip(previous.part_run_ns.get(tid))
+            .map(|(now, then)| now.saturating_sub(*then));
+        match (thread.part, ran) {
+            (Part::Vcpu, None) => return None,
+            (Part::Vcpu, Some(ns)) => vcpus_ns += ns,
+            (Part::IoThread, Some(ns)) => iothreads_ns += ns,
+            (Part::Vhost, Some(ns)) => vhost_ns += ns,
+            _ => {}
+        }
+    }
+    let s = |ns: u64| ns as f64 / 1e9;
+    // The run times and the VM's counter are read a moment apart: the parts may exceed it by
+    // a little, and the emulator is then none.
+    let counted_s = s(vcpus_ns) + s(iothreads_ns) + s(vhost_ns);
+    Some(CpuParts {
+        vcpus_s: s(vcpus_ns),
+        iothreads_s: s(iothreads_ns),
+        vhost_s: s(vhost_ns),
+        emulator_s: (host_cpu_s - counted_s).max(0.0),
+    })
 }
 
 /// Wake-ups of the threads counted at both ends of the interval. A thread that started or ended

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::tracked::{Thread, VmState};
+use super::tracked::{Part, Thread, VmState};
 use crate::procfs::ProcFs;
 use crate::wire::{MAX_VCPUS, WakeupsSource};
 
@@ -11,8 +11,8 @@ pub(super) struct Counted {
     pub vcpus: u32,
     pub source: WakeupsSource,
     pub switches: HashMap<u32, u64>,
-    /// Run times read with the switches (from the same `schedstat`), so that the CPU count does
-    /// not read those threads' files a second time.
+    /// Run times read with the switches (from the same `schedstat`), and of the I/O and vhost
+    /// threads, so that the CPU count does not read those threads' files a second time.
     pub run_ns: HashMap<u32, u64>,
 }
 
@@ -28,7 +28,8 @@ pub(super) fn count_threads(
     if vm.threads.is_empty() || vm.listed_threads != Some(num_threads) {
         list_threads(proc, pid, vm, num_threads);
     }
-    let vcpu_threads = (vm.threads.values().filter(|t| t.is_vcpu).count() as u32).min(MAX_VCPUS);
+    let vcpu_threads =
+        (vm.threads.values().filter(|t| t.part == Part::Vcpu).count() as u32).min(MAX_VCPUS);
     let (source, vcpus) = if vcpu_threads > 0 {
         (WakeupsSource::VcpuThreads, vcpu_threads)
     } else {
@@ -41,7 +42,17 @@ pub(super) fn count_threads(
     let mut run_ns = HashMap::new();
     let mut gone = Vec::new();
     for (&tid, thread) in vm.threads.iter_mut() {
-        if !(thread.is_vcpu || vcpu_threads == 0) {
+        if vcpu_threads > 0 && matches!(thread.part, Part::IoThread | Part::Vhost) {
+            // Only its run time, for the VM's split of its CPU; gone is found by the CPU count.
+            if thread.run.is_none() {
+                thread.run = proc.open_thread_schedstat(pid, tid);
+            }
+            if let Some(ns) = thread.run.as_ref().and_then(|f| proc.read_run_ns(f)) {
+                run_ns.insert(tid, ns);
+            }
+            continue;
+        }
+        if !(thread.part == Part::Vcpu || vcpu_threads == 0) {
             continue;
         }
         if thread.switches.is_none() {
@@ -91,7 +102,7 @@ fn list_threads(proc: &mut ProcFs, pid: u32, vm: &mut VmState, num_threads: u64)
             vm.threads.insert(
                 tid,
                 Thread {
-                    is_vcpu,
+                    part: Part::of(name.as_deref().unwrap_or(""), is_vcpu),
                     run: None,
                     switches: None,
                 },

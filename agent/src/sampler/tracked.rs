@@ -88,8 +88,38 @@ impl CpuCounter {
     }
 }
 
+/// Which part of a VM a thread's CPU time counts to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Part {
+    Vcpu,
+    /// A QEMU I/O thread (`IO <id>`).
+    IoThread,
+    /// A vhost worker living as a thread of the VM process (`vhost-<pid>`).
+    Vhost,
+    /// Anything else: the emulator's main loop and helpers, counted as what is left.
+    Emulator,
+}
+
+impl Part {
+    /// The part a thread of this name belongs to, given whether its family calls it a vCPU.
+    pub fn of(name: &str, is_vcpu: bool) -> Part {
+        if is_vcpu {
+            Part::Vcpu
+        } else if name.starts_with("IO ") {
+            Part::IoThread
+        } else if name
+            .strip_prefix("vhost-")
+            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        {
+            Part::Vhost
+        } else {
+            Part::Emulator
+        }
+    }
+}
+
 pub(super) struct Thread {
-    pub is_vcpu: bool,
+    pub part: Part,
     /// Its `schedstat`, open for its run time when the VM's CPU is counted from its threads.
     pub run: Option<OpenFile>,
     /// Where its context switches are read, opened when it is first counted.
@@ -101,4 +131,31 @@ pub(super) struct Counters {
     pub cpu_ns: u64,
     /// Context switches so far of each counted thread.
     pub switches: HashMap<u32, u64>,
+    /// Run time so far, in nanoseconds, of each thread that is not the emulator's, where
+    /// `schedstat` gives it.
+    pub part_run_ns: HashMap<u32, u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_are_told_apart_by_their_names() {
+        let cases = [
+            ("CPU 0/KVM", true, Part::Vcpu),
+            ("IO iothread0", false, Part::IoThread),
+            ("IO mon_iothread", false, Part::IoThread),
+            ("vhost-4242", false, Part::Vhost),
+            ("vhost-", false, Part::Emulator),
+            ("vhost-net", false, Part::Emulator),
+            ("qemu-system-x86", false, Part::Emulator),
+            ("worker", false, Part::Emulator),
+            ("call_rcu", false, Part::Emulator),
+            ("IOthread", false, Part::Emulator),
+        ];
+        for (name, is_vcpu, part) in cases {
+            assert_eq!(Part::of(name, is_vcpu), part, "{name}");
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! The simulated guests and hosts: kernels that tick as measured, and the reports they make.
 
 use crate::wire::{
-    AgentInfo, DeliveredFacts, Dynticks, FactsSource, GuestFacts, GuestSample, HostInfo,
+    AgentInfo, CpuParts, DeliveredFacts, Dynticks, FactsSource, GuestFacts, GuestSample, HostInfo,
     Hypervisor, Interval, KernelConfig, ProcessTotals, Report, VmConfig, WakeupsSource,
 };
 
@@ -256,6 +256,8 @@ pub struct GuestSpec {
     /// What its command line shows of its setup, where not a QEMU Linux domain's default (no
     /// Hyper-V enlightenments, the default HPET).
     pub vm_config: Option<VmConfig>,
+    /// Host CPU its I/O thread spends at all hours, in % of a core (an I/O thread that polls).
+    pub iothread_cpu_pct: f64,
 }
 
 /// A simulated host and its guests.
@@ -330,6 +332,7 @@ fn random_guest(rng: &mut fastrand::Rng, name: String, start_ms: i64, run_ms: i6
             .then(|| start_ms + (rng.f64() * run_ms as f64) as i64),
         kernel,
         vm_config: None,
+        iothread_cpu_pct: 0.0,
     }
 }
 
@@ -366,6 +369,9 @@ pub struct SimulatedHost {
     /// follow one another.
     last_end_ms: Option<i64>,
 }
+
+/// What QEMU's main loop costs an idle VM, in % of a core.
+const EMULATOR_CPU_PCT: f64 = 0.1;
 
 /// The probe delivers facts every this many reports (a minute at 10 s).
 const FACTS_EVERY_REPORTS: u32 = 6;
@@ -475,7 +481,21 @@ impl SimulatedHost {
         let noise = |rng: &mut fastrand::Rng| 0.9 + 0.2 * rng.f64();
         // A busy vCPU uses its core and wakes for its work; an idle one costs its tick.
         let cpu_pct_per_vcpu = idle_cpu_pct * (1.0 - busy) + 100.0 * busy;
-        let host_cpu_s = (cpu_pct_per_vcpu * noise(rng)).min(100.0) / 100.0 * vcpus * length_s;
+        let vm_cpu_s = (cpu_pct_per_vcpu * noise(rng)).min(100.0) / 100.0 * vcpus * length_s;
+        // QEMU's threads as the agent splits them: of what a VM costs as measured, its main
+        // loop a tenth of a percent of a core, the rest its vCPUs; an I/O thread that polls
+        // costs on top.
+        let iothreads_s = g.spec.iothread_cpu_pct / 100.0 * length_s;
+        let host_cpu_s = vm_cpu_s + iothreads_s;
+        let cpu_parts = (g.spec.hypervisor == Hypervisor::Qemu).then(|| {
+            let emulator_s = (EMULATOR_CPU_PCT / 100.0 * length_s).min(vm_cpu_s / 2.0);
+            CpuParts {
+                vcpus_s: vm_cpu_s - emulator_s,
+                iothreads_s,
+                vhost_s: 0.0,
+                emulator_s,
+            }
+        });
         let wakeups_per_vcpu = idle_wakeups * (1.0 - busy) + 1500.0 * busy;
         let vcpu_wakeups = (wakeups_per_vcpu * noise(rng) * vcpus * length_s) as u64;
         g.process.cpu_s_total += host_cpu_s;
@@ -511,6 +531,7 @@ impl SimulatedHost {
                 Hypervisor::Qemu | Hypervisor::Firecracker | Hypervisor::CloudHypervisor
             )),
             // What a libvirt Linux domain's command line says: no Hyper-V set, the default HPET.
+            cpu_parts,
             vm_config: g.spec.vm_config.clone().or_else(|| {
                 (g.spec.hypervisor == Hypervisor::Qemu).then(|| VmConfig {
                     hyperv: Some(Vec::new()),
@@ -592,6 +613,7 @@ mod tests {
             restarts_per_day: 0.0,
             upgrade_at_ms: None,
             vm_config: None,
+            iothread_cpu_pct: 0.0,
         }
     }
 
