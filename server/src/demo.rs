@@ -42,6 +42,7 @@ fn guest(name: &str, hypervisor: Hypervisor, vcpus: u32, kernel: Kernel) -> Gues
         restarts_per_day: 0.0,
         upgrade_at_ms: None,
         vm_config: None,
+        iothread_cpu_pct: 0.0,
     }
 }
 
@@ -122,6 +123,11 @@ fn hosts() -> Vec<HostSpec> {
                     &HYPERV_TIMER_SET,
                     "http://microsoft.com/win/10",
                 ),
+                // Tickless, but its I/O thread polls for requests at 3 % of a core.
+                GuestSpec {
+                    iothread_cpu_pct: 3.0,
+                    ..guest("db-replica", Qemu, 2, tickless())
+                },
                 // Booted `nolapic_timer` on a VM without HPET: its tick runs on the PIT.
                 probed(GuestSpec {
                     vm_config: Some(VmConfig {

@@ -60,6 +60,7 @@ mod tests {
             length_s,
             vcpu_s: length_s,
             wakeups: (wakeups_per_s * length_s) as u64,
+            parts: Default::default(),
         }
     }
 

@@ -259,6 +259,7 @@ mod tests {
             host_cpu_s: cpu_pct_per_vcpu / 100.0 * 10.0,
             wakeups: 0,
             guest_idle_fraction: reported,
+            parts: None,
         }
     }
 

@@ -18,6 +18,7 @@ pub mod platform;
 pub mod platform_rules;
 pub mod suggest;
 pub mod suggestion;
+pub mod thread_rules;
 pub mod tick_mode;
 pub mod verdict;
 pub mod waste;

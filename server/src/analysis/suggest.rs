@@ -11,6 +11,7 @@ use super::platform::OsFamily;
 use super::platform_rules::{
     disable_hpet, emulated_tick_device, hyperv_timers, windows_timer_resolution,
 };
+use super::thread_rules::{emulator_busy, iothread_polling, vhost_busy};
 use super::tick_mode::{Confidence, TickMode};
 
 pub use super::suggestion::{Input, Suggestion};
@@ -56,6 +57,9 @@ pub const RULES: &[(Rule, Speaks)] = &[
     (lower_host_halt_poll, Speaks::ToAny),
     (paravirt_clocksource, Speaks::ToLinux),
     (disable_hpet, Speaks::ToLinux),
+    (iothread_polling, Speaks::ToAny),
+    (vhost_busy, Speaks::ToAny),
+    (emulator_busy, Speaks::ToAny),
     (find_user_space_wakeups, Speaks::ToLinux),
     (busy_or_polling, Speaks::ToLinux),
 ];

@@ -6,7 +6,7 @@ use super::change_kind::ChangeKind;
 use super::idle::Activity;
 use super::tick_mode::{Classification, Confidence};
 use super::waste::Waste;
-use super::window::{Rates, Window};
+use super::window::{CpuSplit, Rates, Window};
 
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Suggestion {
@@ -30,6 +30,8 @@ pub struct Input<'a> {
     pub window: &'a Window,
     /// Over the guest's idle intervals.
     pub rates: Option<&'a Rates>,
+    /// Where its host CPU went among the VM's threads over the same intervals, when known.
+    pub split: Option<&'a CpuSplit>,
     pub activity: &'a Activity,
     pub classification: &'a Classification,
     pub waste: &'a Waste,

@@ -10,7 +10,7 @@ use super::suggest::Suggestion;
 use super::tick_mode::{Classification, TickMode};
 use super::waste::{Baseline, Waste};
 
-use super::window::{Rates, Span, Window};
+use super::window::{CpuSplit, Rates, Span, Window};
 use super::{idle, suggest, tick_mode, waste};
 
 /// Everything the analysis concluded about one guest.
@@ -21,6 +21,9 @@ pub struct Verdict {
     /// Over the idle intervals only (all of them when none was idle): what the tick mode and the
     /// waste rest on.
     pub idle_rates: Option<Rates>,
+    /// Where its host CPU went among the VM's threads over the same intervals as `idle_rates`,
+    /// when the agent split it.
+    pub split: Option<CpuSplit>,
     pub activity: Activity,
     pub classification: Classification,
     pub waste: Waste,
@@ -103,9 +106,11 @@ pub fn analyse_host(guests: &[Window]) -> Vec<Verdict> {
             let baseline = baselines.get(&window.hypervisor).unwrap_or(&no_peers);
             let waste = waste::waste(&m.classification, &m.activity, &m.total, baseline);
             let idle_rates = m.judged.rates();
+            let split = m.judged.parts.split();
             let suggestions = suggest::suggest(&suggest::Input {
                 window,
                 rates: idle_rates.as_ref(),
+                split: split.as_ref(),
                 activity: &m.activity,
                 classification: &m.classification,
                 waste: &waste,
@@ -113,6 +118,7 @@ pub fn analyse_host(guests: &[Window]) -> Vec<Verdict> {
             Verdict {
                 rates: m.total.rates(),
                 idle_rates,
+                split,
                 activity: m.activity.clone(),
                 classification: m.classification.clone(),
                 waste,

@@ -120,7 +120,10 @@ pub fn waste(
                 ));
             };
             let tickless_cost_s = baseline.cpu_pct_per_vcpu / 100.0 * idle.vcpu_s;
-            let wasted_s = (idle.host_cpu_s - tickless_cost_s).max(0.0);
+            // The VM's I/O threads and vhost workers are not the tick's: where the agent split
+            // the CPU, they are left out (rules of their own judge them).
+            let guest_cpu_s = idle.guest_cpu_s();
+            let wasted_s = (guest_cpu_s - tickless_cost_s).max(0.0);
             let wasted = 100.0 * wasted_s / total.length_s;
             let vcpus = idle.vcpu_s / idle.length_s;
             let busy = if activity.busy_s > 0.0 {
@@ -131,14 +134,23 @@ pub fn waste(
             } else {
                 String::new()
             };
+            let left_out_s = idle.host_cpu_s - guest_cpu_s;
+            let guest_pct = idle_rates.host_cpu_pct * guest_cpu_s / idle.host_cpu_s.max(1e-12);
+            let left_out = if left_out_s > 0.0 {
+                format!(
+                    " (its I/O threads' and vhost workers' {:.2} % left out)",
+                    100.0 * left_out_s / idle.length_s
+                )
+            } else {
+                String::new()
+            };
             Waste {
                 wasted_cpu_pct: wasted,
                 baseline: *baseline,
                 reasoning: format!(
-                    "While idle it used {:.2} % of a core − {vcpus:.0} vCPU(s) × {:.2} % = {:.2} % of a core, against the {}.{busy} {}",
-                    idle_rates.host_cpu_pct,
+                    "While idle it used {guest_pct:.2} % of a core{left_out} − {vcpus:.0} vCPU(s) × {:.2} % = {:.2} % of a core, against the {}.{busy} {}",
                     baseline.cpu_pct_per_vcpu,
-                    (idle_rates.host_cpu_pct - vcpus * baseline.cpu_pct_per_vcpu).max(0.0),
+                    (guest_pct - vcpus * baseline.cpu_pct_per_vcpu).max(0.0),
                     baseline.describe(),
                     activity.describe()
                 ),
@@ -174,6 +186,7 @@ mod tests {
                 host_cpu_s: cpu_pct / 10.0,
                 wakeups: 0,
                 guest_idle_fraction: reported,
+                parts: None,
             })
             .collect();
         (activity(&intervals), Span::of(&intervals))

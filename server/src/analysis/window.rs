@@ -13,6 +13,52 @@ pub struct Span {
     /// Σ vCPUs × length, in vCPU-seconds (exact when vCPUs were hot-plugged).
     pub vcpu_s: f64,
     pub wakeups: u64,
+    /// The split of the host CPU among the VM's threads, over the intervals that had one.
+    pub parts: PartsSum,
+}
+
+/// Intervals' splits of their host CPU, summed.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PartsSum {
+    /// Time the split covers, in seconds, and the host CPU of that time, in core-seconds.
+    pub length_s: f64,
+    pub host_cpu_s: f64,
+    pub vcpus_s: f64,
+    pub iothreads_s: f64,
+    pub vhost_s: f64,
+}
+
+/// Where a VM's host CPU went while it idled, in % of one core each.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct CpuSplit {
+    /// Its vCPU threads: the guest's own idling, ticking and polling.
+    pub vcpus_pct: f64,
+    /// QEMU's main loop and its other threads: host CPU less the parts below and above.
+    pub emulator_pct: f64,
+    /// QEMU's I/O threads.
+    pub iothreads_pct: f64,
+    /// vhost workers that are threads of the VM process.
+    pub vhost_pct: f64,
+    /// Seconds of idle time the split covers.
+    pub measured_s: f64,
+}
+
+impl PartsSum {
+    /// The split as % of a core; `None` where no interval had one.
+    pub fn split(&self) -> Option<CpuSplit> {
+        if self.length_s <= 0.0 {
+            return None;
+        }
+        let pct = |s: f64| 100.0 * s / self.length_s;
+        let counted = self.vcpus_s + self.iothreads_s + self.vhost_s;
+        Some(CpuSplit {
+            vcpus_pct: pct(self.vcpus_s),
+            emulator_pct: pct((self.host_cpu_s - counted).max(0.0)),
+            iothreads_pct: pct(self.iothreads_s),
+            vhost_pct: pct(self.vhost_s),
+            measured_s: self.length_s,
+        })
+    }
 }
 
 impl Span {
@@ -21,6 +67,19 @@ impl Span {
         self.length_s += interval.length_s;
         self.vcpu_s += f64::from(interval.vcpus) * interval.length_s;
         self.wakeups += interval.wakeups;
+        if let Some(parts) = &interval.parts {
+            self.parts.length_s += interval.length_s;
+            self.parts.host_cpu_s += interval.host_cpu_s;
+            self.parts.vcpus_s += parts.vcpus_s;
+            self.parts.iothreads_s += parts.iothreads_s;
+            self.parts.vhost_s += parts.vhost_s;
+        }
+    }
+
+    /// Host CPU less what the VM's I/O threads and vhost workers used where the split is
+    /// known: what the guest's own idling (and QEMU's main loop, which every guest has) cost.
+    pub fn guest_cpu_s(&self) -> f64 {
+        (self.host_cpu_s - self.parts.iothreads_s - self.parts.vhost_s).max(0.0)
     }
 
     pub fn of(intervals: &[Interval]) -> Span {
@@ -54,6 +113,16 @@ pub struct Interval {
     pub wakeups: u64,
     /// The guest's own idle fraction over this time, when it reported one (0 to 1).
     pub guest_idle_fraction: Option<f64>,
+    /// Where its host CPU went among the VM's threads, when the agent could tell.
+    pub parts: Option<Parts>,
+}
+
+/// One interval's split of its host CPU, in core-seconds; the emulator's is the rest.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Parts {
+    pub vcpus_s: f64,
+    pub iothreads_s: f64,
+    pub vhost_s: f64,
 }
 
 impl Interval {
@@ -150,6 +219,7 @@ pub(crate) fn test_window(
         host_cpu_s: cpu_pct / 100.0 * length_s,
         wakeups: (wakeups_per_vcpu_s * f64::from(vcpus) * length_s) as u64,
         guest_idle_fraction: None,
+        parts: None,
     };
     Window {
         hypervisor: Hypervisor::Qemu,

@@ -18,6 +18,7 @@ use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
 use crate::analysis::platform::guest_os;
 use crate::analysis::suggest::Suggestion;
+use crate::analysis::window::CpuSplit;
 use crate::auth::Viewer;
 use crate::domain::GuestId;
 use crate::error::{AppError, AppResult, ErrorBody};
@@ -68,6 +69,9 @@ struct GuestJson {
     /// Host CPU and wake-ups over the idle intervals only: what tick mode and waste rest on.
     idle_host_cpu_pct: Option<f64>,
     idle_wakeups_per_vcpu: Option<f64>,
+    /// Where the host CPU went among the VM's threads over the same intervals, in % of a core
+    /// each; absent when the agent could not split it.
+    idle_cpu_split: Option<CpuSplit>,
     tick_mode: &'static str,
     tick_mode_confidence: &'static str,
     estimated_hz: Option<u32>,
@@ -184,6 +188,7 @@ impl GuestJson {
             idle_judged_from: v.activity.basis(),
             idle_host_cpu_pct: v.idle_rates.map(|r| r.host_cpu_pct),
             idle_wakeups_per_vcpu: v.idle_rates.map(|r| r.wakeups_per_vcpu_s),
+            idle_cpu_split: v.split,
             tick_mode: v.classification.mode.as_str(),
             tick_mode_confidence: v.classification.confidence.as_str(),
             estimated_hz: v.classification.estimated_hz,

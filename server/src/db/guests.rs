@@ -81,17 +81,83 @@ impl GuestRow {
 }
 
 /// One sample of the analysis window.
-#[derive(Debug, Clone, PartialEq, FromRow)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IntervalRow {
     pub guest_id: GuestId,
     pub received_ms: i64,
     pub length_ms: f64,
     /// Stored as a 64-bit integer: PostgreSQL has no unsigned types.
-    #[sqlx(try_from = "i64")]
     pub vcpus: u32,
     pub host_cpu_s: f64,
     pub vcpu_wakeups: i64,
     pub from_vcpu_threads: bool,
+    /// Where its host CPU went among the VM's threads, when stored (not read for histories).
+    pub parts: Option<SampleParts>,
+}
+
+/// Where a sample's host CPU went, in core-seconds, kept small: the live fleet holds a window
+/// of samples of every guest. The emulator's part is the sample's host CPU less these.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SampleParts {
+    pub vcpus_s: f32,
+    pub iothreads_s: f32,
+    pub vhost_s: f32,
+}
+
+impl SampleParts {
+    /// The parts as stored: all three, or none.
+    pub fn from_columns(
+        vcpus: Option<f64>,
+        iothreads: Option<f64>,
+        vhost: Option<f64>,
+    ) -> Option<Self> {
+        Some(SampleParts {
+            vcpus_s: vcpus? as f32,
+            iothreads_s: iothreads? as f32,
+            vhost_s: vhost? as f32,
+        })
+    }
+}
+
+/// The columns an [`IntervalRow`] is read from, of `samples` as `alias`.
+pub(crate) fn interval_columns(alias: &str) -> String {
+    format!(
+        "{alias}.guest_id, {alias}.received_ms, {alias}.length_ms, {alias}.vcpus,
+         {alias}.host_cpu_s, {alias}.vcpu_wakeups,
+         {alias}.wakeups_source = 'vcpu_threads' AS from_vcpu_threads,
+         {alias}.vcpu_cpu_s, {alias}.iothread_cpu_s, {alias}.vhost_cpu_s"
+    )
+}
+
+impl<'r, R: sqlx::Row> FromRow<'r, R> for IntervalRow
+where
+    &'r str: sqlx::ColumnIndex<R>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    f64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    GuestId: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
+        let vcpus: i64 = row.try_get("vcpus")?;
+        let part = |name: &'r str| row.try_get::<Option<f64>, _>(name);
+        Ok(IntervalRow {
+            guest_id: row.try_get("guest_id")?,
+            received_ms: row.try_get("received_ms")?,
+            length_ms: row.try_get("length_ms")?,
+            vcpus: u32::try_from(vcpus).map_err(|e| sqlx::Error::ColumnDecode {
+                index: "vcpus".into(),
+                source: Box::new(e),
+            })?,
+            host_cpu_s: row.try_get("host_cpu_s")?,
+            vcpu_wakeups: row.try_get("vcpu_wakeups")?,
+            from_vcpu_threads: row.try_get("from_vcpu_threads")?,
+            parts: SampleParts::from_columns(
+                part("vcpu_cpu_s")?,
+                part("iothread_cpu_s")?,
+                part("vhost_cpu_s")?,
+            ),
+        })
+    }
 }
 
 /// A guest's own idle fraction, as one facts delivery reported it.

@@ -3,7 +3,7 @@
 use tickscope_wire::WakeupsSource;
 
 use super::facts::StoredFacts;
-use super::guests::{GuestRow, IntervalRow, VmAsReported};
+use super::guests::{GuestRow, IntervalRow, SampleParts, VmAsReported};
 use crate::domain::{GuestId, HostId, ReportId, TokenId};
 use crate::ingest::process_totals::SampleSpan;
 use crate::ingest::{ValidGuest, ValidReport};
@@ -81,6 +81,7 @@ impl StoredGuest {
                 host_cpu_s: span.host_cpu_s,
                 vcpu_wakeups: span.vcpu_wakeups,
                 from_vcpu_threads: guest.wakeups_source == WakeupsSource::VcpuThreads.as_str(),
+                parts: stored_parts(guest, span),
             },
             first_seen_ms: row.first_seen_ms,
             row: GuestRow {
@@ -102,6 +103,17 @@ impl StoredGuest {
             facts,
         }
     }
+}
+
+/// The split of a guest's CPU that its sample stores: the agent's, unless the sample reaches
+/// back over reports that never arrived (the split covers only the last interval).
+pub(super) fn stored_parts(guest: &ValidGuest, span: &SampleSpan) -> Option<SampleParts> {
+    let parts = guest.cpu_parts.as_ref().filter(|_| !span.bridged)?;
+    SampleParts::from_columns(
+        Some(parts.vcpus_s),
+        Some(parts.iothreads_s),
+        Some(parts.vhost_s),
+    )
 }
 
 #[cfg(feature = "test-support")]

@@ -10,6 +10,7 @@ use tickscope_wire::{FactsSource, GuestFacts};
 
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::platform::VmSetup;
+use crate::analysis::window::Parts;
 use crate::analysis::{Interval, Verdict, idle};
 
 use crate::db::{IdleReading, IntervalRow, ProcessTotals};
@@ -157,6 +158,11 @@ pub(crate) fn intervals(samples: &[IntervalRow], readings: &[idle::Reading]) -> 
             host_cpu_s: s.host_cpu_s,
             wakeups: u64::try_from(s.vcpu_wakeups).unwrap_or(0),
             guest_idle_fraction: idle::reading_for(readings, s.received_ms, s.length_ms),
+            parts: s.parts.map(|p| Parts {
+                vcpus_s: f64::from(p.vcpus_s),
+                iothreads_s: f64::from(p.iothreads_s),
+                vhost_s: f64::from(p.vhost_s),
+            }),
         })
         .collect()
 }

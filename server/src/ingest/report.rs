@@ -6,9 +6,9 @@
 use std::collections::{HashMap, HashSet};
 
 use tickscope_wire::{
-    BlindSpot, FactsSource, GuestSample, Hypervisor, MAX_BLIND_SPOT_TEXT_CHARS, MAX_BLIND_SPOTS,
-    MAX_BOOT_ARGS_CHARS, MAX_HYPERV_FLAGS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_VCPUS, Report,
-    VmConfig, WakeupsSource, normalise_uuid,
+    BlindSpot, CpuParts, FactsSource, GuestSample, Hypervisor, MAX_BLIND_SPOT_TEXT_CHARS,
+    MAX_BLIND_SPOTS, MAX_BOOT_ARGS_CHARS, MAX_HYPERV_FLAGS, MAX_LABEL_CHARS, MAX_NAME_CHARS,
+    MAX_VCPUS, Report, VmConfig, WakeupsSource, normalise_uuid,
 };
 
 use super::facts::{self, ValidFacts};
@@ -105,6 +105,8 @@ pub struct ValidGuest {
     pub cpu_source: Option<&'static str>,
     /// What the host sees of the VM's setup (default: nothing known).
     pub vm_config: VmConfig,
+    /// Where its host CPU went among its threads, when the agent could tell.
+    pub cpu_parts: Option<CpuParts>,
     /// What the guest said about itself, delivered through the host agent.
     pub facts: Option<ValidFacts>,
     /// The VM process's running totals, named by host boot, pid and start time.
@@ -302,6 +304,30 @@ fn validate_guest(
             format!("more than {MAX_WAKEUPS_PER_VCPU_S} per vCPU per second is not a real rate"),
         ));
     }
+    // Each part is some of the VM's CPU, held to the same bound; together they are the VM's
+    // CPU, read a moment apart, so the sum may pass it a little, never by a whole interval.
+    if let Some(parts) = &g.cpu_parts {
+        let figures = [
+            ("vcpus_s", parts.vcpus_s),
+            ("iothreads_s", parts.iothreads_s),
+            ("vhost_s", parts.vhost_s),
+            ("emulator_s", parts.emulator_s),
+        ];
+        for (name, value) in figures {
+            if !(value.is_finite() && (0.0..=max_cpu_s).contains(&value)) {
+                return Err(AppError::invalid(
+                    field(&format!("cpu_parts.{name}")),
+                    format!("must be between 0 and {max_cpu_s:.2} s, as host_cpu_seconds"),
+                ));
+            }
+        }
+        if figures.iter().map(|(_, v)| v).sum::<f64>() > max_cpu_s {
+            return Err(AppError::invalid(
+                field("cpu_parts"),
+                format!("the parts add up to more than {max_cpu_s:.2} s"),
+            ));
+        }
+    }
     let vcpu_wakeups = i64::try_from(g.vcpu_wakeups)
         .map_err(|_| AppError::invalid(field("vcpu_wakeups"), "too large"))?;
     let management = g
@@ -386,6 +412,7 @@ fn validate_guest(
         uses_kvm: g.uses_kvm,
         cpu_source: g.cpu_source.map(|s| s.as_str()),
         vm_config,
+        cpu_parts: g.cpu_parts,
         facts,
         totals,
         vm_process,

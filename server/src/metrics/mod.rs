@@ -310,6 +310,8 @@ enum Sample {
     Gauge(f64),
     Seconds(f64),
     Count(u64),
+    /// One gauge per part of the VM, labelled `part`.
+    Parts([(&'static str, f64); 4]),
 }
 
 /// A family's sample of a guest.
@@ -317,7 +319,7 @@ type Read = fn(&AnalysedGuest) -> Option<Sample>;
 
 /// The per-guest families: name, help, unit, type and what each guest shows, in the order they
 /// are written.
-const GUEST_FAMILIES: [(&str, &str, Option<Unit>, MetricType, Read); 7] = [
+const GUEST_FAMILIES: [(&str, &str, Option<Unit>, MetricType, Read); 8] = [
     (
         "tickscope_guest_info",
         "Always 1: the guest's tick mode as judged now, the confidence of that verdict, and what its kernel reported (release, distro, CONFIG_HZ, NO_HZ build, clocksource); join on guest_id",
@@ -334,6 +336,22 @@ const GUEST_FAMILIES: [(&str, &str, Option<Unit>, MetricType, Read); 7] = [
             g.verdict
                 .rates
                 .map(|r| Sample::Gauge(r.host_cpu_pct / 100.0))
+        },
+    ),
+    (
+        "tickscope_guest_idle_cpu_cores",
+        "Host CPU the guest's VM used while the guest idled, averaged over the last 5 minutes, in cores, by part: part=\"vcpus\" its vCPU threads, \"emulator\" QEMU's main loop and other threads, \"iothreads\" its I/O threads, \"vhost\" its vhost workers; only for VMs whose threads the agent could split",
+        None,
+        MetricType::Gauge,
+        |g| {
+            g.verdict.split.map(|s| {
+                Sample::Parts([
+                    ("vcpus", s.vcpus_pct / 100.0),
+                    ("emulator", s.emulator_pct / 100.0),
+                    ("iothreads", s.iothreads_pct / 100.0),
+                    ("vhost", s.vhost_pct / 100.0),
+                ])
+            })
         },
     ),
     (
@@ -399,6 +417,14 @@ impl Collector for GuestSeries {
                     }
                     Sample::Count(value) => {
                         ConstCounter::new(value).encode(family.encode_family(&identity())?)?
+                    }
+                    Sample::Parts(parts) => {
+                        let mut labels = identity();
+                        for (part, value) in parts {
+                            labels.push(("part", part.to_string()));
+                            ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+                            labels.pop();
+                        }
                     }
                 }
             }

@@ -215,6 +215,16 @@ fn platform_rows(guest: &AnalysedGuest) -> Vec<(&'static str, String)> {
             },
         ),
         (
+            "Host CPU while idle, by part",
+            match &guest.verdict.split {
+                None => "not split (the agent could not read its threads' run times)".into(),
+                Some(split) => format!(
+                    "vCPUs {:.2} %, QEMU main loop and helpers {:.2} %, I/O threads {:.2} %, vhost workers {:.2} % of a core",
+                    split.vcpus_pct, split.emulator_pct, split.iothreads_pct, split.vhost_pct
+                ),
+            },
+        ),
+        (
             "Emulated HPET",
             match setup.hpet {
                 None => "unknown",

@@ -397,7 +397,8 @@ fn the_guest_probe_reports_kernel_facts_through_a_serial_channel() {
             vcpus: 1,
             append: "",
             uuid: "00000000-0000-4000-8000-0000000000a1",
-            qemu_args: &[],
+            // An I/O thread (named `IO io0`), idle like the rest.
+            qemu_args: &["-object", "iothread,id=io0"],
         },
         Guest {
             name: "probe-nohz-off",
@@ -484,6 +485,36 @@ fn the_guest_probe_reports_kernel_facts_through_a_serial_channel() {
     );
     assert!(!rules.contains(&"check_guest_kernel"), "{pit:#}");
     assert!(!suggestion_rules(default).contains(&"emulated_tick_device"));
+
+    // Where each VM's host CPU went while idle: the parts, read from the threads' run times,
+    // add up to what the VM used, and a TCG guest's goes mostly to its vCPU thread.
+    for g in [default, nohz_off, pit] {
+        let split = &g["idle_cpu_split"];
+        let part = |name: &str| {
+            split[name]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no {name} in the split: {g:#}"))
+        };
+        let sum =
+            part("vcpus_pct") + part("emulator_pct") + part("iothreads_pct") + part("vhost_pct");
+        let idle = g["idle_host_cpu_pct"].as_f64().unwrap();
+        assert!(
+            (sum - idle).abs() <= 0.02 * idle + 0.01,
+            "parts {sum} against {idle}: {g:#}"
+        );
+        eprintln!("{}: idle split {split}", g["name"]);
+        assert!(part("vcpus_pct") > part("emulator_pct"), "{g:#}");
+        assert_eq!(part("vhost_pct"), 0.0, "{g:#}");
+        assert!(
+            !suggestion_rules(g).iter().any(|r| [
+                "iothread_polling",
+                "emulator_busy",
+                "vhost_busy"
+            ]
+            .contains(r)),
+            "an idle VM's threads are quiet: {g:#}"
+        );
+    }
 }
 
 fn guest_by_id(url: &str, viewer_token: &str, id: i64) -> Value {

@@ -3,7 +3,7 @@
 
 use super::dialect::Store;
 use crate::db::error::StoreResult;
-use crate::db::guests::IntervalRow;
+use crate::db::guests::{IntervalRow, interval_columns};
 use crate::domain::GuestId;
 
 impl Store {
@@ -14,17 +14,17 @@ impl Store {
         from_ms: i64,
         to_ms: i64,
     ) -> StoreResult<Vec<IntervalRow>> {
-        Ok(sqlx::query_as(
-            "SELECT guest_id, received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups,
-                    wakeups_source = 'vcpu_threads' AS from_vcpu_threads
-             FROM samples
+        let sql = format!(
+            "SELECT {} FROM samples s
              WHERE guest_id = ANY($1) AND received_ms >= $2 AND received_ms < $3
              ORDER BY guest_id, received_ms, id",
-        )
-        .bind(guest_ids)
-        .bind(from_ms)
-        .bind(to_ms)
-        .fetch_all(&self.pool)
-        .await?)
+            interval_columns("s")
+        );
+        Ok(sqlx::query_as(&sql)
+            .bind(guest_ids)
+            .bind(from_ms)
+            .bind(to_ms)
+            .fetch_all(&self.pool)
+            .await?)
     }
 }

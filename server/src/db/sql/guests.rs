@@ -8,6 +8,7 @@ use super::process_totals::totals_columns;
 use crate::db::error::StoreResult;
 use crate::db::guests::{
     GONE_AFTER_MISSED_REPORTS, GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow,
+    interval_columns,
 };
 use crate::domain::{GuestId, HostId};
 
@@ -89,11 +90,11 @@ pub(super) fn scope_condition(scope: &GuestScope<'_>, first: usize) -> (String, 
 /// over every sample ever stored.
 pub(super) fn window_sql(condition: &str) -> String {
     format!(
-        "SELECT s.guest_id, s.received_ms, s.length_ms, s.vcpus, s.host_cpu_s, s.vcpu_wakeups,
-                s.wakeups_source = 'vcpu_threads' AS from_vcpu_threads
+        "SELECT {}
          FROM guests g {}
          WHERE {condition}
          ORDER BY g.id, s.received_ms, s.id",
+        interval_columns("s"),
         recent_rows_of_each_guest("samples", "s")
     )
 }
@@ -180,17 +181,18 @@ impl Store {
         to_ms: i64,
         reach_ms: i64,
     ) -> StoreResult<(Vec<IntervalRow>, Vec<IdleReading>)> {
-        let samples = sqlx::query_as(
-            "SELECT guest_id, received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups,
-                    wakeups_source = 'vcpu_threads' AS from_vcpu_threads
-             FROM samples WHERE guest_id = $1 AND received_ms >= $2 AND received_ms < $3
+        let sql = format!(
+            "SELECT {} FROM samples s
+             WHERE guest_id = $1 AND received_ms >= $2 AND received_ms < $3
              ORDER BY received_ms, id",
-        )
-        .bind(guest_id)
-        .bind(from_ms)
-        .bind(to_ms)
-        .fetch_all(&self.pool)
-        .await?;
+            interval_columns("s")
+        );
+        let samples = sqlx::query_as(&sql)
+            .bind(guest_id)
+            .bind(from_ms)
+            .bind(to_ms)
+            .fetch_all(&self.pool)
+            .await?;
         let sql = format!(
             "SELECT guest_id, source, received_ms, measured_ms, idle_fraction
              FROM guest_idle_readings WHERE guest_id = $1 AND received_ms >= $2

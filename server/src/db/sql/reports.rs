@@ -10,7 +10,7 @@ use sqlx::QueryBuilder;
 
 use super::dialect::{DB, GREATEST, JOIN_IN_ORDER, NAME_NOT_LIKE_PARAM_1, Store, WriteTx};
 use crate::db::error::{StoreError, StoreResult};
-use crate::db::reports::{ReportToStore, StoreOutcome, StoredGuest, UpsertedGuest};
+use crate::db::reports::{ReportToStore, StoreOutcome, StoredGuest, UpsertedGuest, stored_parts};
 use crate::domain::{GuestId, HostId, ReportId, TokenId};
 use crate::ingest::ValidReport;
 use crate::ingest::host_binding::{HostClaim, may_report};
@@ -329,7 +329,8 @@ async fn store_one(
 
         let mut insert = QueryBuilder::<DB>::new(
             "INSERT INTO samples (guest_id, report_id, end_ms, received_ms, length_ms, vcpus,
-                host_cpu_s, vcpu_wakeups, wakeups_source) ",
+                host_cpu_s, vcpu_wakeups, wakeups_source, vcpu_cpu_s, iothread_cpu_s,
+                vhost_cpu_s) ",
         );
         insert.push_values(
             guests.iter().zip(spans).zip(&guest_ids),
@@ -343,6 +344,10 @@ async fn store_one(
                     .push_bind(span.host_cpu_s)
                     .push_bind(span.vcpu_wakeups)
                     .push_bind(guest.wakeups_source);
+                let parts = stored_parts(guest, span);
+                row.push_bind(parts.map(|p| f64::from(p.vcpus_s)))
+                    .push_bind(parts.map(|p| f64::from(p.iothreads_s)))
+                    .push_bind(parts.map(|p| f64::from(p.vhost_s)));
             },
         );
         insert.build().execute(&mut **tx).await?;

@@ -4,11 +4,12 @@
 
 use super::dialect::{Store, id_list, in_id_list};
 use crate::db::error::{StoreError, StoreResult};
-use crate::db::guests::IntervalRow;
+use crate::db::guests::{IntervalRow, SampleParts};
 use crate::domain::GuestId;
 
 /// One sample as the packed query writes it: received ms, length ms, vCPUs, host CPU s,
-/// wake-ups, whether counted on vCPU threads (1 or 0).
+/// wake-ups, whether counted on vCPU threads (1 or 0), and the vCPU, I/O-thread and vhost
+/// parts of its CPU (empty when not stored).
 fn unpack_sample(guest_id: GuestId, text: &str) -> Option<IntervalRow> {
     let mut fields = text.split(',');
     let mut next = || fields.next();
@@ -20,6 +21,19 @@ fn unpack_sample(guest_id: GuestId, text: &str) -> Option<IntervalRow> {
         host_cpu_s: next()?.parse().ok()?,
         vcpu_wakeups: next()?.parse().ok()?,
         from_vcpu_threads: next()? == "1",
+        parts: {
+            // `%s` writes NULL as nothing, a REAL in full.
+            let mut part = || -> Option<Option<f64>> {
+                let text = next()?;
+                if text.is_empty() {
+                    Some(None)
+                } else {
+                    text.parse().ok().map(Some)
+                }
+            };
+            let (vcpus, iothreads, vhost) = (part()?, part()?, part()?);
+            SampleParts::from_columns(vcpus, iothreads, vhost)
+        },
     })
 }
 
@@ -34,9 +48,10 @@ impl Store {
     ) -> StoreResult<Vec<IntervalRow>> {
         // `%.17g` writes a double so that it reads back exactly.
         let sql = format!(
-            "SELECT guest_id, group_concat(printf('%d,%.17g,%d,%.17g,%d,%d', received_ms,
-                        length_ms, vcpus, host_cpu_s, vcpu_wakeups,
-                        wakeups_source = 'vcpu_threads'), ';' ORDER BY received_ms, id)
+            "SELECT guest_id, group_concat(printf('%d,%.17g,%d,%.17g,%d,%d,%s,%s,%s',
+                        received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups,
+                        wakeups_source = 'vcpu_threads', vcpu_cpu_s, iothread_cpu_s,
+                        vhost_cpu_s), ';' ORDER BY received_ms, id)
              FROM samples
              WHERE {} AND received_ms >= $2 AND received_ms < $3
              GROUP BY guest_id ORDER BY guest_id",
