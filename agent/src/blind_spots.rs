@@ -29,6 +29,9 @@ pub struct Seen {
     pub libvirt_domains: usize,
     pub libvirt_error: Option<String>,
     pub libvirt_uri: String,
+    /// KVM VMs whose halt-polling counters could not be read, and one of their names.
+    pub halt_poll_unreadable: usize,
+    pub halt_poll_example: Option<String>,
 }
 
 /// " (e.g. \"NAME\")", quoted with escapes, for a name or path from a VM; empty without one.
@@ -80,6 +83,17 @@ pub fn blind_spots(seen: &Seen) -> Vec<BlindSpot> {
                 seen.libvirt_uri, seen.libvirt_domains
             )),
             fix: "Add the agent's user to the libvirt group (`adduser tickscope-agent libvirt`) and restart it, or set --libvirt-uri (TICKSCOPE_LIBVIRT_URI) to a libvirt it can reach.".into(),
+        });
+    }
+    if seen.halt_poll_unreadable > 0 {
+        let example = example(seen.halt_poll_example.as_deref());
+        spots.push(BlindSpot {
+            check: BlindSpotCheck::HaltPollCounters,
+            detail: text(format!(
+                "KVM's halt-polling counters of {} VM(s){example} (debugfs, /sys/kernel/debug/kvm/<pid>-<fd>/halt_poll_*_ns) cannot be read: the host CPU KVM spends polling for their vCPUs is inferred from their cost per wake-up, not measured.",
+                seen.halt_poll_unreadable
+            )),
+            fix: "debugfs is root's alone by default. To let the agent read it, mount it for the agent's group (`mount -o remount,gid=tickscope-agent,mode=0750 /sys/kernel/debug`, which also shows it the rest of debugfs), or leave halt polling to the inference. Kernels before 5.14 do not count it.".into(),
         });
     }
     spots
@@ -136,6 +150,8 @@ mod tests {
             libvirt_domains: 2,
             libvirt_error: Some("failed to connect to the hypervisor".into()),
             libvirt_uri: "qemu:///system".into(),
+            halt_poll_unreadable: 2,
+            halt_poll_example: Some("win-01".into()),
         };
         let spots = blind_spots(&seen);
         let checks: Vec<BlindSpotCheck> = spots.iter().map(|s| s.check).collect();
@@ -145,8 +161,14 @@ mod tests {
                 BlindSpotCheck::ProcHidden,
                 BlindSpotCheck::VmFds,
                 BlindSpotCheck::ChannelAccess,
-                BlindSpotCheck::Libvirt
+                BlindSpotCheck::Libvirt,
+                BlindSpotCheck::HaltPollCounters
             ]
+        );
+        assert!(
+            spots[4].detail.contains("2 VM(s)") && spots[4].detail.contains("win-01"),
+            "{}",
+            spots[4].detail
         );
         assert!(
             spots[1].detail.contains("3 VM process(es)"),

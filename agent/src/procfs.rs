@@ -285,11 +285,20 @@ impl ProcFs {
     /// `anon_inode:kvm-vm`): QEMU under TCG, or any process without KVM, holds none. `None` when
     /// its descriptors cannot be listed or their links read (no permission, or it exited).
     pub fn holds_kvm_vm(&self, pid: u32) -> Option<bool> {
+        self.kvm_vm_fd(pid).map(|fd| fd.is_some())
+    }
+
+    /// The descriptor number of the process's KVM VM (`anon_inode:kvm-vm`), which names its
+    /// directory in KVM's debugfs (`<pid>-<fd>`): `Some(None)` when it holds none, `None` when
+    /// its descriptors cannot be read.
+    pub fn kvm_vm_fd(&self, pid: u32) -> Option<Option<u32>> {
         let fds = fs::read_dir(self.root.join(format!("{pid}/fd"))).ok()?;
         let mut unreadable = false;
         for fd in fds.flatten() {
             match fs::read_link(fd.path()) {
-                Ok(link) if link.as_os_str() == "anon_inode:kvm-vm" => return Some(true),
+                Ok(link) if link.as_os_str() == "anon_inode:kvm-vm" => {
+                    return Some(fd.file_name().to_str().and_then(|n| n.parse().ok()));
+                }
                 Ok(_) => {}
                 // Listing the directory takes CAP_DAC_READ_SEARCH, reading the links the ptrace
                 // check too: with the first alone every link is refused, which tells nothing.
@@ -297,7 +306,7 @@ impl ProcFs {
                 Err(_) => {} // closed since the listing
             }
         }
-        (!unreadable).then_some(false)
+        (!unreadable).then_some(None)
     }
 
     /// Reads a VM's configuration file (VMware's `.vmx`) as the VM process sees it: through its

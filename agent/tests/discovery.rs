@@ -793,3 +793,104 @@ fn a_vm_process_holding_a_kvm_vm_runs_on_kvm() {
     // A process that is gone (or whose descriptors cannot be read) is not known either way.
     assert_eq!(proc.holds_kvm_vm(300), None);
 }
+
+/// A KVM QEMU with an I/O thread, its threads' run times and KVM's halt-polling counters moving
+/// between two cycles: the sample splits the VM's CPU by thread and carries the polling time.
+#[test]
+fn a_kvm_vm_is_split_by_thread_and_its_halt_polling_read_from_debugfs() {
+    let proc = tempfile::tempdir().unwrap();
+    let debugfs = tempfile::tempdir().unwrap();
+    let pid = 4100;
+    // (tid, name, run ns at the first cycle, run ns at the second)
+    let threads: [(u32, &str, u64, u64); 4] = [
+        (4100, "qemu-system-x86", 5_000_000_000, 5_030_000_000),
+        (4101, "IO io0", 1_000_000_000, 1_200_000_000),
+        (4102, "CPU 0/KVM", 9_000_000_000, 9_500_000_000),
+        (4103, "CPU 1/KVM", 8_000_000_000, 8_300_000_000),
+    ];
+    let write = |at: usize| {
+        let run = |t: &(u32, &str, u64, u64)| if at == 0 { t.2 } else { t.3 };
+        let cpu_ns: u64 = threads.iter().map(run).sum();
+        let ticks = cpu_ns / 10_000_000;
+        write_process(
+            proc.path(),
+            &FakeProcess {
+                pid,
+                comm: "qemu-system-x86",
+                argv: &[
+                    "/usr/bin/qemu-system-x86_64",
+                    "-name",
+                    "guest=split,debug-threads=on",
+                    "-object",
+                    "iothread,id=io0",
+                    "-machine",
+                    "q35,hpet=off",
+                    "-cpu",
+                    "host,hv-relaxed,hv-stimer",
+                ],
+                cpu_ticks: ticks,
+                start_ticks: 7,
+                threads: &threads.map(|t| (t.0, t.1, 100 + at as u64 * 50)),
+                schedstat: true,
+            },
+        );
+        // Run times that move, in each thread's schedstat (run ns, wait ns, switches).
+        for t in &threads {
+            fs::write(
+                proc.path().join(format!("{pid}/task/{}/schedstat", t.0)),
+                format!("{} 0 {}\n", run(t), 100 + at * 50),
+            )
+            .unwrap();
+        }
+        let kvm = debugfs.path().join(format!("kvm/{pid}-11"));
+        fs::create_dir_all(&kvm).unwrap();
+        fs::write(
+            kvm.join("halt_poll_success_ns"),
+            format!("{}\n", 40_000_000 * at as u64),
+        )
+        .unwrap();
+        fs::write(
+            kvm.join("halt_poll_fail_ns"),
+            format!("{}\n", 10_000_000 * at as u64),
+        )
+        .unwrap();
+    };
+    write(0);
+    let fd = proc.path().join(format!("{pid}/fd"));
+    fs::create_dir_all(&fd).unwrap();
+    std::os::unix::fs::symlink("anon_inode:kvm-vm", fd.join("11")).unwrap();
+    let mut sampler = Sampler::new(proc.path(), CLK_TCK).with_debugfs(debugfs.path());
+    assert!(sampler.cycle().unwrap().is_none());
+    write(1);
+    let measured = sampler.cycle().unwrap().unwrap();
+    let g = &measured.guests[0];
+    assert_eq!(g.uses_kvm, Some(true));
+    assert!((g.host_cpu_seconds - 1.03).abs() < 1e-9, "{g:?}");
+    let parts = g.cpu_parts.as_ref().expect("a split");
+    assert!((parts.vcpus_s - 0.8).abs() < 1e-9, "{parts:?}");
+    assert!((parts.iothreads_s - 0.2).abs() < 1e-9, "{parts:?}");
+    assert_eq!(parts.vhost_s, 0.0);
+    assert!((parts.emulator_s - 0.03).abs() < 1e-9, "{parts:?}");
+    assert_eq!(g.halt_poll_seconds, Some(0.05));
+    let config = g.vm_config.as_ref().expect("the VM's setup");
+    assert_eq!(config.hpet, Some(false));
+    assert_eq!(
+        config.hyperv,
+        Some(vec!["relaxed".to_string(), "stimer".to_string()])
+    );
+    assert!(
+        measured.blind_spots.is_empty(),
+        "{:?}",
+        measured.blind_spots
+    );
+
+    // debugfs closed to the agent: no polling time, and a blind spot saying so.
+    fs::remove_dir_all(debugfs.path().join("kvm")).unwrap();
+    let measured = sampler.cycle().unwrap().unwrap();
+    assert_eq!(measured.guests[0].halt_poll_seconds, None);
+    let checks: Vec<_> = measured.blind_spots.iter().map(|s| s.check).collect();
+    assert_eq!(
+        checks,
+        [tickscope_agent::wire::BlindSpotCheck::HaltPollCounters]
+    );
+}

@@ -114,6 +114,8 @@ pub enum BlindSpotCheck {
     ChannelAccess,
     /// libvirt's API (`virsh -c URI`), which answers for the guest agents of its domains.
     Libvirt,
+    /// KVM's per-VM halt-polling counters in debugfs (`/sys/kernel/debug/kvm/<pid>-<fd>/`).
+    HaltPollCounters,
     /// A check this version does not know (sent by a newer agent).
     #[serde(other)]
     Other,
@@ -126,6 +128,7 @@ impl BlindSpotCheck {
             BlindSpotCheck::VmFds => "vm_fds",
             BlindSpotCheck::ChannelAccess => "channel_access",
             BlindSpotCheck::Libvirt => "libvirt",
+            BlindSpotCheck::HaltPollCounters => "halt_poll_counters",
             BlindSpotCheck::Other => "other",
         }
     }
@@ -185,6 +188,10 @@ pub struct GuestSample {
     /// threads named, their run times readable); absent otherwise and from older agents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_parts: Option<CpuParts>,
+    /// Host CPU KVM spent halt-polling the VM's vCPUs in the interval, in core-seconds (KVM's
+    /// debugfs `halt_poll_success_ns` + `halt_poll_fail_ns`), where the agent could read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halt_poll_seconds: Option<f64>,
     /// What the host sees of the VM's configuration (Hyper-V enlightenments, HPET, the OS its
     /// manager names); absent from older agents and where nothing could be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -89,6 +89,7 @@ impl Identifier {
             .boot_args
             .map(|args| clean_text(&args, MAX_BOOT_ARGS_CHARS));
         identity.management = identity.management.map(|m| clean_text(&m, MAX_LABEL_CHARS));
+        let kvm_vm_fd = proc.kvm_vm_fd(pid);
         Tracked::Vm(Box::new(VmState {
             start_ticks: stat.start_ticks,
             cpu: choose_counter(proc, &self.cgroup_mounts, pid),
@@ -103,7 +104,9 @@ impl Identifier {
             guest_agent: Via::for_vm(&identity, &self.libvirt_uri)
                 .map(|via| GuestAgent::new(via, cycle)),
             unreported_facts: None,
-            uses_kvm: proc.holds_kvm_vm(pid),
+            uses_kvm: kvm_vm_fd.map(|fd| fd.is_some()),
+            kvm_vm_fd: kvm_vm_fd.flatten(),
+            halt_poll_unreadable: false,
             kvm_by_thread_names: None,
             channels_denied: denied_sockets(&identity),
             identity,

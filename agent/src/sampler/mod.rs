@@ -14,6 +14,7 @@
 
 mod cpu_time;
 mod facts;
+mod halt_poll;
 mod identify;
 mod sample;
 mod threads;
@@ -66,6 +67,8 @@ pub struct Sampler {
     /// Whether `/proc` hides other users' processes, and why libvirt could not be reached:
     /// looked at on the first cycle and on every full rescan.
     host_sight: HostSight,
+    /// Where debugfs is mounted: KVM's halt-polling counters are there.
+    debugfs: PathBuf,
 }
 
 impl Sampler {
@@ -89,7 +92,14 @@ impl Sampler {
             last: None,
             clock: SampleClock::system(),
             host_sight: HostSight::default(),
+            debugfs: PathBuf::from(halt_poll::DEFAULT_DEBUGFS),
         }
+    }
+
+    /// Reads KVM's halt-polling counters under `dir` instead of `/sys/kernel/debug`.
+    pub fn with_debugfs(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.debugfs = dir.into();
+        self
     }
 
     /// Looks for probe channels of VMs that do not name one as `<dir>/<uuid>.sock` or
@@ -150,10 +160,15 @@ impl Sampler {
                 vm.previous = None;
                 continue;
             };
+            let halt_poll_ns = vm
+                .kvm_vm_fd
+                .and_then(|fd| halt_poll::polled_ns(&halt_poll::vm_dir(&self.debugfs, pid, fd)));
+            vm.halt_poll_unreadable = vm.kvm_vm_fd.is_some() && halt_poll_ns.is_none();
             let counters = Counters {
                 cpu_ns,
                 switches: counted.switches,
                 part_run_ns: counted.run_ns,
+                halt_poll_ns,
             };
             facts::poll_probe_channel(vm, now_ms);
             if let Some(previous) = vm.previous.take() {
@@ -215,7 +230,9 @@ impl Sampler {
                 if full_rescan {
                     vm.threads.clear();
                     if vm.uses_kvm != Some(true) {
-                        vm.uses_kvm = self.proc.holds_kvm_vm(pid);
+                        let fd = self.proc.kvm_vm_fd(pid);
+                        vm.uses_kvm = fd.map(|fd| fd.is_some());
+                        vm.kvm_vm_fd = fd.flatten();
                     }
                     vm.channels_denied = denied_sockets(&vm.identity);
                 }

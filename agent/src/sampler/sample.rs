@@ -15,6 +15,12 @@ pub(super) fn sample(
     let host_cpu_seconds = now.cpu_ns.saturating_sub(previous.cpu_ns) as f64 / 1e9;
     GuestSample {
         cpu_parts: cpu_parts(vm, previous, now, host_cpu_seconds, wakeups_source),
+        // A counter that went back is another VM's (the same pid and descriptor again).
+        halt_poll_seconds: now
+            .halt_poll_ns
+            .zip(previous.halt_poll_ns)
+            .and_then(|(now, then)| now.checked_sub(then))
+            .map(|ns| ns as f64 / 1e9),
         hypervisor: vm.identity.hypervisor,
         management: vm.identity.management.clone(),
         name: vm.identity.name.clone(),

@@ -59,6 +59,10 @@ pub(super) struct VmState {
     /// Whether the process holds a KVM VM; looked at again on full rescans until it does (QEMU
     /// creates its VM just after it starts). `None`: its descriptors could not be read.
     pub uses_kvm: Option<bool>,
+    /// The descriptor of its KVM VM, which names its statistics in KVM's debugfs.
+    pub kvm_vm_fd: Option<u32>,
+    /// Whether KVM's halt-polling counters of its VM could be read at the last cycle.
+    pub halt_poll_unreadable: bool,
     /// Its probe or guest agent sockets this agent may not connect to; looked at on full rescans.
     pub channels_denied: Vec<String>,
     /// What QEMU's vCPU thread names say ran them (`CPU 0/KVM`: true, `CPU 0/TCG`: false), for
@@ -134,6 +138,8 @@ pub(super) struct Counters {
     /// Run time so far, in nanoseconds, of each thread that is not the emulator's, where
     /// `schedstat` gives it.
     pub part_run_ns: HashMap<u32, u64>,
+    /// Time KVM has spent halt-polling its vCPUs so far, in nanoseconds, where debugfs gives it.
+    pub halt_poll_ns: Option<u64>,
 }
 
 #[cfg(test)]

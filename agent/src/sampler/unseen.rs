@@ -42,6 +42,8 @@ impl HostSight {
                 .flatten();
         }
         let unreadable: Vec<&&VmState> = vms.iter().filter(|vm| vm.uses_kvm.is_none()).collect();
+        let no_halt_poll: Vec<&&VmState> =
+            vms.iter().filter(|vm| vm.halt_poll_unreadable).collect();
         let denied: Vec<&String> = vms.iter().flat_map(|vm| &vm.channels_denied).collect();
         blind_spots::blind_spots(&Seen {
             proc_hidden: self.proc_hidden,
@@ -52,6 +54,8 @@ impl HostSight {
             libvirt_domains,
             libvirt_error: self.libvirt_error.clone(),
             libvirt_uri: libvirt_uri.to_string(),
+            halt_poll_unreadable: no_halt_poll.len(),
+            halt_poll_example: no_halt_poll.first().map(|vm| vm.identity.name.clone()),
         })
     }
 }

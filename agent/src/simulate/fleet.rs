@@ -258,6 +258,9 @@ pub struct GuestSpec {
     pub vm_config: Option<VmConfig>,
     /// Host CPU its I/O thread spends at all hours, in % of a core (an I/O thread that polls).
     pub iothread_cpu_pct: f64,
+    /// Host CPU KVM spends halt-polling its vCPUs while it idles, in % of a core, counted by an
+    /// agent that reads KVM's debugfs; 0 for none or not read.
+    pub halt_poll_cpu_pct: f64,
 }
 
 /// A simulated host and its guests.
@@ -333,6 +336,7 @@ fn random_guest(rng: &mut fastrand::Rng, name: String, start_ms: i64, run_ms: i6
         kernel,
         vm_config: None,
         iothread_cpu_pct: 0.0,
+        halt_poll_cpu_pct: 0.0,
     }
 }
 
@@ -481,7 +485,10 @@ impl SimulatedHost {
         let noise = |rng: &mut fastrand::Rng| 0.9 + 0.2 * rng.f64();
         // A busy vCPU uses its core and wakes for its work; an idle one costs its tick.
         let cpu_pct_per_vcpu = idle_cpu_pct * (1.0 - busy) + 100.0 * busy;
-        let vm_cpu_s = (cpu_pct_per_vcpu * noise(rng)).min(100.0) / 100.0 * vcpus * length_s;
+        // KVM's polling for its halted vCPUs is vCPU time, while it idles.
+        let polled_s = g.spec.halt_poll_cpu_pct / 100.0 * (1.0 - busy) * length_s;
+        let vm_cpu_s =
+            (cpu_pct_per_vcpu * noise(rng)).min(100.0) / 100.0 * vcpus * length_s + polled_s;
         // QEMU's threads as the agent splits them: of what a VM costs as measured, its main
         // loop a tenth of a percent of a core, the rest its vCPUs; an I/O thread that polls
         // costs on top.
@@ -532,6 +539,7 @@ impl SimulatedHost {
             )),
             // What a libvirt Linux domain's command line says: no Hyper-V set, the default HPET.
             cpu_parts,
+            halt_poll_seconds: (g.spec.halt_poll_cpu_pct > 0.0).then_some(polled_s),
             vm_config: g.spec.vm_config.clone().or_else(|| {
                 (g.spec.hypervisor == Hypervisor::Qemu).then(|| VmConfig {
                     hyperv: Some(Vec::new()),
@@ -614,6 +622,7 @@ mod tests {
             upgrade_at_ms: None,
             vm_config: None,
             iothread_cpu_pct: 0.0,
+            halt_poll_cpu_pct: 0.0,
         }
     }
 
