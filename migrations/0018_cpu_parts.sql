@@ -5,3 +5,6 @@
 ALTER TABLE samples ADD COLUMN vcpu_cpu_s REAL;
 ALTER TABLE samples ADD COLUMN iothread_cpu_s REAL;
 ALTER TABLE samples ADD COLUMN vhost_cpu_s REAL;
+-- The host CPU KVM spent halt-polling the VM's vCPUs (part of their time above), in
+-- core-seconds, where the agent could read KVM's debugfs; NULL otherwise.
+ALTER TABLE samples ADD COLUMN halt_poll_s REAL;

@@ -61,6 +61,8 @@ mod tests {
             vcpu_s: length_s,
             wakeups: (wakeups_per_s * length_s) as u64,
             parts: Default::default(),
+            halt_poll_length_s: 0.0,
+            halt_poll_s: 0.0,
         }
     }
 

@@ -260,6 +260,7 @@ mod tests {
             wakeups: 0,
             guest_idle_fraction: reported,
             parts: None,
+            halt_poll_s: None,
         }
     }
 

@@ -227,6 +227,9 @@ pub const HALT_POLL_MIN_TIMES_BASELINE: f64 = 2.0;
 /// often for short naps costs the host CPU for every nap, whatever its tick does. When the host
 /// CPU per wake-up comes near the poll window, the host's polling, not the guest, explains it.
 fn lower_host_halt_poll(input: &Input) -> Option<Suggestion> {
+    if let Some(polled_pct) = input.halt_poll_pct {
+        return measured_halt_poll(input, polled_pct);
+    }
     let window = input.window;
     let poll_ns = window.host_halt_poll_ns.filter(|&ns| ns > 0)?;
     let rates = input.rates?;
@@ -263,9 +266,7 @@ fn lower_host_halt_poll(input: &Input) -> Option<Suggestion> {
         rule: "lower_host_halt_poll",
         kind: ChangeKind::HostSide,
         title: "Lower KVM halt polling on the host",
-        change: format!(
-            "On the host: `echo 0 > /sys/module/kvm/parameters/halt_poll_ns` (now {poll_ns}), kept across reboots with `options kvm halt_poll_ns=0` in /etc/modprobe.d/kvm.conf; a value between keeps part of the wake-up latency benefit. It applies to every KVM guest of the host."
-        ),
+        change: halt_poll_change(Some(poll_ns)),
         why: format!(
             "Each of its {:.0} wake-ups per vCPU per second costs the host {cost_per_wakeup_us:.0} µs, near the {poll_us:.0} µs KVM spins on a halted vCPU before letting it sleep: host-side halt polling, not the guest's tick, explains its {:.2} % of a core per vCPU.",
             rates.wakeups_per_vcpu_s, rates.cpu_pct_per_vcpu
@@ -276,6 +277,45 @@ fn lower_host_halt_poll(input: &Input) -> Option<Suggestion> {
             Confidence::Low
         },
         saving_cpu_pct: Some(polled_pct.min(above_baseline_pct).max(0.0) * idle_share),
+    })
+}
+
+/// KVM's measured halt polling, in % of a core while the guest idles, from which it is worth
+/// lowering: below it the polling buys wake-up latency for little.
+pub const HALT_POLL_MIN_MEASURED_PCT: f64 = 1.0;
+
+/// The host setting, spelled out; `poll_ns` is the host's current value, when known.
+fn halt_poll_change(poll_ns: Option<u64>) -> String {
+    let now = poll_ns.map_or(String::new(), |ns| format!(" (now {ns})"));
+    format!(
+        "On the host: `echo 0 > /sys/module/kvm/parameters/halt_poll_ns`{now}, kept across reboots with `options kvm halt_poll_ns=0` in /etc/modprobe.d/kvm.conf; a value between keeps part of the wake-up latency benefit. It applies to every KVM guest of the host: the kernel has a per-VM limit (KVM_CAP_HALT_POLL, Linux 5.8), but QEMU, libvirt and Proxmox VE offer no setting for it."
+    )
+}
+
+/// Where the agent read KVM's own count of the time it polled for this VM's vCPUs, the polling
+/// is measured, not inferred: what it cost while the guest idled is what lowering it saves
+/// (`idle=poll` guests never halt, and busy ones' polling is part of their work).
+fn measured_halt_poll(input: &Input, polled_pct: f64) -> Option<Suggestion> {
+    let idle_share = input.activity.idle_share()?;
+    if matches!(
+        input.classification.mode,
+        TickMode::Busy | TickMode::Polling | TickMode::Unknown
+    ) || idle_share < 0.5
+        || polled_pct < HALT_POLL_MIN_MEASURED_PCT
+    {
+        return None;
+    }
+    let vcpus_pct = input.rates.map_or(0.0, |r| r.host_cpu_pct);
+    Some(Suggestion {
+        rule: "lower_host_halt_poll",
+        kind: ChangeKind::HostSide,
+        title: "Lower KVM halt polling on the host",
+        change: halt_poll_change(input.window.host_halt_poll_ns),
+        why: format!(
+            "While the guest idled, KVM spent {polled_pct:.2} % of a core polling its halted vCPUs (its own count, halt_poll_success_ns + halt_poll_fail_ns) of the {vcpus_pct:.2} % the VM used: idle time converted into host CPU, as the kernel's halt-polling documentation puts it."
+        ),
+        confidence: Confidence::High,
+        saving_cpu_pct: Some(polled_pct * idle_share),
     })
 }
 
@@ -989,5 +1029,47 @@ mod tests {
                 None => assert!(found.is_none(), "{peak_cores}: {found:?}"),
             }
         }
+    }
+
+    /// Measured polling (the agent read KVM's counters) decides alone: no window, baseline or
+    /// cost per wake-up needed, and none of the inference's evidence makes up for its absence.
+    #[test]
+    fn measured_halt_polling_is_blamed_by_its_own_count() {
+        // A 2-vCPU KVM guest idle at 6 % of a core, 50 wake-ups per vCPU per second (tickless).
+        let window = |polled_pct: Option<f64>, poll_ns: Option<u64>| {
+            let mut w = test_window(2, 6.0, 50.0, None);
+            w.uses_kvm = Some(true);
+            w.host_halt_poll_ns = poll_ns;
+            for interval in &mut w.intervals {
+                interval.halt_poll_s = polled_pct.map(|pct| pct / 100.0 * interval.length_s);
+            }
+            w
+        };
+        let found = |w: Window| {
+            suggestions(w)
+                .into_iter()
+                .find(|s| s.rule == "lower_host_halt_poll")
+        };
+        let measured = found(window(Some(4.0), Some(200_000))).expect("4 % polled");
+        assert_eq!(measured.confidence, Confidence::High);
+        assert_eq!(measured.saving_cpu_pct, Some(4.0));
+        assert!(
+            measured.why.contains("4.00 % of a core polling"),
+            "{}",
+            measured.why
+        );
+        assert!(
+            measured.change.contains("(now 200000)"),
+            "{}",
+            measured.change
+        );
+        // The host's setting unknown: the same fix, without its current value.
+        let unknown = found(window(Some(4.0), None)).expect("measured without the setting");
+        assert!(!unknown.change.contains("(now"), "{}", unknown.change);
+        // Polling measured and small: nothing, whatever the inference would say.
+        assert_eq!(found(window(Some(0.5), Some(200_000))), None);
+        // Not measured, and the cost per wake-up (6 % / 2 vCPUs / 50 = 600 µs) is far from the
+        // 200 µs window: the inference does not blame it either.
+        assert_eq!(found(window(None, Some(200_000))), None);
     }
 }

@@ -32,6 +32,9 @@ pub struct Input<'a> {
     pub rates: Option<&'a Rates>,
     /// Where its host CPU went among the VM's threads over the same intervals, when known.
     pub split: Option<&'a CpuSplit>,
+    /// Host CPU KVM spent halt-polling its vCPUs over the same intervals, in % of a core, where
+    /// it was measured.
+    pub halt_poll_pct: Option<f64>,
     pub activity: &'a Activity,
     pub classification: &'a Classification,
     pub waste: &'a Waste,

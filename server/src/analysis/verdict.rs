@@ -24,6 +24,9 @@ pub struct Verdict {
     /// Where its host CPU went among the VM's threads over the same intervals as `idle_rates`,
     /// when the agent split it.
     pub split: Option<CpuSplit>,
+    /// Host CPU KVM spent halt-polling its vCPUs over the same intervals, in % of a core, where
+    /// the agent read KVM's counters.
+    pub halt_poll_pct: Option<f64>,
     pub activity: Activity,
     pub classification: Classification,
     pub waste: Waste,
@@ -107,10 +110,12 @@ pub fn analyse_host(guests: &[Window]) -> Vec<Verdict> {
             let waste = waste::waste(&m.classification, &m.activity, &m.total, baseline);
             let idle_rates = m.judged.rates();
             let split = m.judged.parts.split();
+            let halt_poll_pct = m.judged.halt_poll_pct();
             let suggestions = suggest::suggest(&suggest::Input {
                 window,
                 rates: idle_rates.as_ref(),
                 split: split.as_ref(),
+                halt_poll_pct,
                 activity: &m.activity,
                 classification: &m.classification,
                 waste: &waste,
@@ -119,6 +124,7 @@ pub fn analyse_host(guests: &[Window]) -> Vec<Verdict> {
                 rates: m.total.rates(),
                 idle_rates,
                 split,
+                halt_poll_pct,
                 activity: m.activity.clone(),
                 classification: m.classification.clone(),
                 waste,

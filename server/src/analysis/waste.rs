@@ -187,6 +187,7 @@ mod tests {
                 wakeups: 0,
                 guest_idle_fraction: reported,
                 parts: None,
+                halt_poll_s: None,
             })
             .collect();
         (activity(&intervals), Span::of(&intervals))

@@ -15,6 +15,10 @@ pub struct Span {
     pub wakeups: u64,
     /// The split of the host CPU among the VM's threads, over the intervals that had one.
     pub parts: PartsSum,
+    /// KVM's halt polling for its vCPUs, over the intervals it was measured in: their time and
+    /// the polling, in seconds and core-seconds.
+    pub halt_poll_length_s: f64,
+    pub halt_poll_s: f64,
 }
 
 /// Intervals' splits of their host CPU, summed.
@@ -67,6 +71,10 @@ impl Span {
         self.length_s += interval.length_s;
         self.vcpu_s += f64::from(interval.vcpus) * interval.length_s;
         self.wakeups += interval.wakeups;
+        if let Some(polled) = interval.halt_poll_s {
+            self.halt_poll_length_s += interval.length_s;
+            self.halt_poll_s += polled;
+        }
         if let Some(parts) = &interval.parts {
             self.parts.length_s += interval.length_s;
             self.parts.host_cpu_s += interval.host_cpu_s;
@@ -74,6 +82,12 @@ impl Span {
             self.parts.iothreads_s += parts.iothreads_s;
             self.parts.vhost_s += parts.vhost_s;
         }
+    }
+
+    /// KVM's halt polling for the VM's vCPUs, in % of a core over the time it was measured;
+    /// `None` where it never was.
+    pub fn halt_poll_pct(&self) -> Option<f64> {
+        (self.halt_poll_length_s > 0.0).then(|| 100.0 * self.halt_poll_s / self.halt_poll_length_s)
     }
 
     /// Host CPU less what the VM's I/O threads and vhost workers used where the split is
@@ -115,6 +129,8 @@ pub struct Interval {
     pub guest_idle_fraction: Option<f64>,
     /// Where its host CPU went among the VM's threads, when the agent could tell.
     pub parts: Option<Parts>,
+    /// Host CPU KVM spent halt-polling its vCPUs, in core-seconds, when measured.
+    pub halt_poll_s: Option<f64>,
 }
 
 /// One interval's split of its host CPU, in core-seconds; the emulator's is the rest.
@@ -220,6 +236,7 @@ pub(crate) fn test_window(
         wakeups: (wakeups_per_vcpu_s * f64::from(vcpus) * length_s) as u64,
         guest_idle_fraction: None,
         parts: None,
+        halt_poll_s: None,
     };
     Window {
         hypervisor: Hypervisor::Qemu,

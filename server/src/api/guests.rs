@@ -72,6 +72,9 @@ struct GuestJson {
     /// Where the host CPU went among the VM's threads over the same intervals, in % of a core
     /// each; absent when the agent could not split it.
     idle_cpu_split: Option<CpuSplit>,
+    /// Host CPU KVM spent halt-polling its vCPUs over the same intervals, in % of a core (KVM's
+    /// own count); absent where the agent could not read it.
+    idle_halt_poll_pct: Option<f64>,
     tick_mode: &'static str,
     tick_mode_confidence: &'static str,
     estimated_hz: Option<u32>,
@@ -189,6 +192,7 @@ impl GuestJson {
             idle_host_cpu_pct: v.idle_rates.map(|r| r.host_cpu_pct),
             idle_wakeups_per_vcpu: v.idle_rates.map(|r| r.wakeups_per_vcpu_s),
             idle_cpu_split: v.split,
+            idle_halt_poll_pct: v.halt_poll_pct,
             tick_mode: v.classification.mode.as_str(),
             tick_mode_confidence: v.classification.confidence.as_str(),
             estimated_hz: v.classification.estimated_hz,

@@ -91,8 +91,10 @@ pub struct IntervalRow {
     pub host_cpu_s: f64,
     pub vcpu_wakeups: i64,
     pub from_vcpu_threads: bool,
-    /// Where its host CPU went among the VM's threads, when stored (not read for histories).
+    /// Where its host CPU went among the VM's threads, when stored.
     pub parts: Option<SampleParts>,
+    /// Host CPU KVM spent halt-polling its vCPUs, in core-seconds, when stored.
+    pub halt_poll_s: Option<f32>,
 }
 
 /// Where a sample's host CPU went, in core-seconds, kept small: the live fleet holds a window
@@ -125,7 +127,7 @@ pub(crate) fn interval_columns(alias: &str) -> String {
         "{alias}.guest_id, {alias}.received_ms, {alias}.length_ms, {alias}.vcpus,
          {alias}.host_cpu_s, {alias}.vcpu_wakeups,
          {alias}.wakeups_source = 'vcpu_threads' AS from_vcpu_threads,
-         {alias}.vcpu_cpu_s, {alias}.iothread_cpu_s, {alias}.vhost_cpu_s"
+         {alias}.vcpu_cpu_s, {alias}.iothread_cpu_s, {alias}.vhost_cpu_s, {alias}.halt_poll_s"
     )
 }
 
@@ -156,6 +158,7 @@ where
                 part("iothread_cpu_s")?,
                 part("vhost_cpu_s")?,
             ),
+            halt_poll_s: part("halt_poll_s")?.map(|s| s as f32),
         })
     }
 }

@@ -82,6 +82,7 @@ impl StoredGuest {
                 vcpu_wakeups: span.vcpu_wakeups,
                 from_vcpu_threads: guest.wakeups_source == WakeupsSource::VcpuThreads.as_str(),
                 parts: stored_parts(guest, span),
+                halt_poll_s: stored_halt_poll_s(guest, span),
             },
             first_seen_ms: row.first_seen_ms,
             row: GuestRow {
@@ -114,6 +115,15 @@ pub(super) fn stored_parts(guest: &ValidGuest, span: &SampleSpan) -> Option<Samp
         Some(parts.iothreads_s),
         Some(parts.vhost_s),
     )
+}
+
+/// The halt polling a guest's sample stores: the agent's, unless the sample reaches back over
+/// reports that never arrived.
+pub(super) fn stored_halt_poll_s(guest: &ValidGuest, span: &SampleSpan) -> Option<f32> {
+    guest
+        .halt_poll_s
+        .filter(|_| !span.bridged)
+        .map(|s| s as f32)
 }
 
 #[cfg(feature = "test-support")]

@@ -163,6 +163,7 @@ pub(crate) fn intervals(samples: &[IntervalRow], readings: &[idle::Reading]) -> 
                 iothreads_s: f64::from(p.iothreads_s),
                 vhost_s: f64::from(p.vhost_s),
             }),
+            halt_poll_s: s.halt_poll_s.map(f64::from),
         })
         .collect()
 }

@@ -107,6 +107,8 @@ pub struct ValidGuest {
     pub vm_config: VmConfig,
     /// Where its host CPU went among its threads, when the agent could tell.
     pub cpu_parts: Option<CpuParts>,
+    /// Host CPU KVM spent halt-polling its vCPUs, in core-seconds, where the agent read it.
+    pub halt_poll_s: Option<f64>,
     /// What the guest said about itself, delivered through the host agent.
     pub facts: Option<ValidFacts>,
     /// The VM process's running totals, named by host boot, pid and start time.
@@ -328,6 +330,14 @@ fn validate_guest(
             ));
         }
     }
+    if let Some(polled) = g.halt_poll_seconds
+        && !(polled.is_finite() && (0.0..=max_cpu_s).contains(&polled))
+    {
+        return Err(AppError::invalid(
+            field("halt_poll_seconds"),
+            format!("must be between 0 and {max_cpu_s:.2} s, as host_cpu_seconds"),
+        ));
+    }
     let vcpu_wakeups = i64::try_from(g.vcpu_wakeups)
         .map_err(|_| AppError::invalid(field("vcpu_wakeups"), "too large"))?;
     let management = g
@@ -413,6 +423,7 @@ fn validate_guest(
         cpu_source: g.cpu_source.map(|s| s.as_str()),
         vm_config,
         cpu_parts: g.cpu_parts,
+        halt_poll_s: g.halt_poll_seconds,
         facts,
         totals,
         vm_process,
@@ -550,6 +561,23 @@ mod tests {
             let err = with(bad.clone()).unwrap_err();
             assert!(
                 err.to_string().contains("guests[0].vm_config"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn halt_polling_is_held_to_the_vms_cpu() {
+        let with = |polled: serde_json::Value| {
+            let mut r = report();
+            r["guests"][0]["halt_poll_seconds"] = polled;
+            check(r)
+        };
+        assert_eq!(with(json!(0.3)).unwrap().guests[0].halt_poll_s, Some(0.3));
+        for bad in [json!(-0.1), json!(1e9)] {
+            let err = with(bad.clone()).unwrap_err();
+            assert!(
+                err.to_string().contains("guests[0].halt_poll_seconds"),
                 "{bad}: {err}"
             );
         }

@@ -319,7 +319,7 @@ type Read = fn(&AnalysedGuest) -> Option<Sample>;
 
 /// The per-guest families: name, help, unit, type and what each guest shows, in the order they
 /// are written.
-const GUEST_FAMILIES: [(&str, &str, Option<Unit>, MetricType, Read); 8] = [
+const GUEST_FAMILIES: [(&str, &str, Option<Unit>, MetricType, Read); 9] = [
     (
         "tickscope_guest_info",
         "Always 1: the guest's tick mode as judged now, the confidence of that verdict, and what its kernel reported (release, distro, CONFIG_HZ, NO_HZ build, clocksource); join on guest_id",
@@ -352,6 +352,17 @@ const GUEST_FAMILIES: [(&str, &str, Option<Unit>, MetricType, Read); 8] = [
                     ("vhost", s.vhost_pct / 100.0),
                 ])
             })
+        },
+    ),
+    (
+        "tickscope_guest_idle_halt_poll_cpu_cores",
+        "Host CPU KVM spent halt-polling the guest's vCPUs while it idled, averaged over the last 5 minutes, in cores (KVM's own count, where the agent could read it)",
+        None,
+        MetricType::Gauge,
+        |g| {
+            g.verdict
+                .halt_poll_pct
+                .map(|pct| Sample::Gauge(pct / 100.0))
         },
     ),
     (

@@ -225,6 +225,13 @@ fn platform_rows(guest: &AnalysedGuest) -> Vec<(&'static str, String)> {
             },
         ),
         (
+            "KVM halt polling while idle",
+            match guest.verdict.halt_poll_pct {
+                Some(pct) => format!("{pct:.2} % of a core (KVM's own count)"),
+                None => "not measured (not on KVM, or KVM's debugfs closed to the agent)".into(),
+            },
+        ),
+        (
             "Emulated HPET",
             match setup.hpet {
                 None => "unknown",

@@ -13,7 +13,7 @@ async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
     let state = AppState::new(db, Options::default()).await.unwrap();
     demo::start(&state).await.unwrap();
     let guests = state.fleet.ranked(now_ms()).await;
-    assert_eq!(guests.len(), 16);
+    assert_eq!(guests.len(), 17);
     let modes: Vec<TickMode> = guests
         .iter()
         .map(|g| g.verdict.classification.mode)
@@ -44,6 +44,7 @@ async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
         ("win-desktop", "windows_timer_resolution"),
         ("appliance-pit", "emulated_tick_device"),
         ("db-replica", "iothread_polling"),
+        ("cache-01", "lower_host_halt_poll"),
     ] {
         assert_eq!(
             rules(name).first(),

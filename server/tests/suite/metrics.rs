@@ -191,6 +191,13 @@ async fn metrics_hold_every_guest_and_the_servers_own_counters() {
     assert!((part("iothreads") - 0.0002).abs() < 1e-6, "{parts:?}");
     assert!((part("emulator") - 0.0004).abs() < 1e-6, "{parts:?}");
     assert_eq!(part("vhost"), 0.0);
+    let polled = samples(&scrape_, "tickscope_guest_idle_halt_poll_cpu_cores");
+    assert_eq!(
+        polled.len(),
+        1,
+        "only the guest whose agent read KVM's counters"
+    );
+    assert!((value(polled[0]) - 0.0001).abs() < 1e-6, "{polled:?}");
 
     let wasted: f64 = samples(&scrape_, "tickscope_guest_wasted_cpu_cores")
         .iter()

@@ -10,7 +10,9 @@ use sqlx::QueryBuilder;
 
 use super::dialect::{DB, GREATEST, JOIN_IN_ORDER, NAME_NOT_LIKE_PARAM_1, Store, WriteTx};
 use crate::db::error::{StoreError, StoreResult};
-use crate::db::reports::{ReportToStore, StoreOutcome, StoredGuest, UpsertedGuest, stored_parts};
+use crate::db::reports::{
+    ReportToStore, StoreOutcome, StoredGuest, UpsertedGuest, stored_halt_poll_s, stored_parts,
+};
 use crate::domain::{GuestId, HostId, ReportId, TokenId};
 use crate::ingest::ValidReport;
 use crate::ingest::host_binding::{HostClaim, may_report};
@@ -330,7 +332,7 @@ async fn store_one(
         let mut insert = QueryBuilder::<DB>::new(
             "INSERT INTO samples (guest_id, report_id, end_ms, received_ms, length_ms, vcpus,
                 host_cpu_s, vcpu_wakeups, wakeups_source, vcpu_cpu_s, iothread_cpu_s,
-                vhost_cpu_s) ",
+                vhost_cpu_s, halt_poll_s) ",
         );
         insert.push_values(
             guests.iter().zip(spans).zip(&guest_ids),
@@ -347,7 +349,8 @@ async fn store_one(
                 let parts = stored_parts(guest, span);
                 row.push_bind(parts.map(|p| f64::from(p.vcpus_s)))
                     .push_bind(parts.map(|p| f64::from(p.iothreads_s)))
-                    .push_bind(parts.map(|p| f64::from(p.vhost_s)));
+                    .push_bind(parts.map(|p| f64::from(p.vhost_s)))
+                    .push_bind(stored_halt_poll_s(guest, span).map(f64::from));
             },
         );
         insert.build().execute(&mut **tx).await?;

@@ -8,8 +8,18 @@ use crate::db::guests::{IntervalRow, SampleParts};
 use crate::domain::GuestId;
 
 /// One sample as the packed query writes it: received ms, length ms, vCPUs, host CPU s,
-/// wake-ups, whether counted on vCPU threads (1 or 0), and the vCPU, I/O-thread and vhost
-/// parts of its CPU (empty when not stored).
+/// wake-ups, whether counted on vCPU threads (1 or 0), the vCPU, I/O-thread and vhost parts of
+/// its CPU and its halt polling (each empty when not stored).
+/// A nullable REAL as `%s` writes it: nothing for NULL, the value in full otherwise; `None` when
+/// it does not read as a number.
+fn part(text: &str) -> Option<Option<f64>> {
+    if text.is_empty() {
+        Some(None)
+    } else {
+        text.parse().ok().map(Some)
+    }
+}
+
 fn unpack_sample(guest_id: GuestId, text: &str) -> Option<IntervalRow> {
     let mut fields = text.split(',');
     let mut next = || fields.next();
@@ -21,19 +31,8 @@ fn unpack_sample(guest_id: GuestId, text: &str) -> Option<IntervalRow> {
         host_cpu_s: next()?.parse().ok()?,
         vcpu_wakeups: next()?.parse().ok()?,
         from_vcpu_threads: next()? == "1",
-        parts: {
-            // `%s` writes NULL as nothing, a REAL in full.
-            let mut part = || -> Option<Option<f64>> {
-                let text = next()?;
-                if text.is_empty() {
-                    Some(None)
-                } else {
-                    text.parse().ok().map(Some)
-                }
-            };
-            let (vcpus, iothreads, vhost) = (part()?, part()?, part()?);
-            SampleParts::from_columns(vcpus, iothreads, vhost)
-        },
+        parts: SampleParts::from_columns(part(next()?)?, part(next()?)?, part(next()?)?),
+        halt_poll_s: part(next()?)?.map(|s| s as f32),
     })
 }
 
@@ -48,10 +47,10 @@ impl Store {
     ) -> StoreResult<Vec<IntervalRow>> {
         // `%.17g` writes a double so that it reads back exactly.
         let sql = format!(
-            "SELECT guest_id, group_concat(printf('%d,%.17g,%d,%.17g,%d,%d,%s,%s,%s',
+            "SELECT guest_id, group_concat(printf('%d,%.17g,%d,%.17g,%d,%d,%s,%s,%s,%s',
                         received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups,
                         wakeups_source = 'vcpu_threads', vcpu_cpu_s, iothread_cpu_s,
-                        vhost_cpu_s), ';' ORDER BY received_ms, id)
+                        vhost_cpu_s, halt_poll_s), ';' ORDER BY received_ms, id)
              FROM samples
              WHERE {} AND received_ms >= $2 AND received_ms < $3
              GROUP BY guest_id ORDER BY guest_id",

@@ -441,6 +441,7 @@ pub fn fleet_report(seq: u64) -> Value {
     quiet["cpu_parts"] = json!({
         "vcpus_s": 0.024, "iothreads_s": 0.002, "vhost_s": 0.0, "emulator_s": 0.004
     });
+    quiet["halt_poll_seconds"] = json!(0.001);
     report(
         seq,
         vec![
