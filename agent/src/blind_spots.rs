@@ -93,7 +93,7 @@ pub fn blind_spots(seen: &Seen) -> Vec<BlindSpot> {
                 "KVM's halt-polling counters of {} VM(s){example} (debugfs, /sys/kernel/debug/kvm/<pid>-<fd>/halt_poll_*_ns) cannot be read: the host CPU KVM spends polling for their vCPUs is inferred from their cost per wake-up, not measured.",
                 seen.halt_poll_unreadable
             )),
-            fix: "debugfs is root's alone by default. To let the agent read it, mount it for the agent's group (`mount -o remount,gid=tickscope-agent,mode=0750 /sys/kernel/debug`, which also shows it the rest of debugfs), or leave halt polling to the inference. Kernels before 5.14 do not count it.".into(),
+            fix: "debugfs is root's alone by default. To let the agent read it, mount it for the agent's group (`mount -o remount,gid=tickscope-agent,mode=0750 /sys/kernel/debug`, which also shows it the rest of debugfs), or leave halt polling to the inference. Kernels before 5.8 do not count it.".into(),
         });
     }
     spots

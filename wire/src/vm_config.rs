@@ -47,9 +47,11 @@ impl VmConfig {
                 flags
             }),
             hpet: self.hpet,
+            // Cut, then trimmed again: a cut can end on a blank, and cleaning twice must give
+            // what cleaning once gave (the server refuses what the agent's cleaning would change).
             os_hint: self
                 .os_hint
-                .map(|h| clean_text(h.trim(), MAX_LABEL_CHARS))
+                .map(|h| clean_text(h.trim(), MAX_LABEL_CHARS).trim_end().to_string())
                 .filter(|h| !h.is_empty()),
         }
     }
@@ -99,5 +101,24 @@ mod tests {
             .os_hint,
             None
         );
+    }
+
+    #[test]
+    fn cleaning_twice_gives_what_cleaning_once_gave() {
+        let hints = [
+            format!("{} b", "a".repeat(MAX_LABEL_CHARS - 1)),
+            format!(" {}  ", "é".repeat(MAX_LABEL_CHARS + 3)),
+            "\u{1b} win10 \t".to_string(),
+            " \n ".to_string(),
+        ];
+        for hint in hints {
+            let once = VmConfig {
+                os_hint: Some(hint.clone()),
+                hyperv: Some(vec!["stimer".into(), "Bad".into(), "relaxed".into()]),
+                hpet: None,
+            }
+            .cleaned();
+            assert_eq!(once.clone().cleaned(), once, "{hint:?}");
+        }
     }
 }

@@ -58,7 +58,11 @@ fn hpet(argv: &[String], program: &str) -> Option<bool> {
     // `-machine` may be given more than once; QEMU merges them, a later value winning.
     let mut machine_type: Option<String> = None;
     let mut hpet: Option<bool> = None;
-    for value in flag_values(argv, "-machine").chain(flag_values(argv, "-M")) {
+    let machine_values = argv
+        .windows(2)
+        .filter(|pair| pair[0] == "-machine" || pair[0] == "-M")
+        .map(|pair| pair[1].as_str());
+    for value in machine_values {
         for option in split_options(value) {
             match option.split_once('=') {
                 Some(("hpet", v)) => hpet = Some(matches!(v, "on" | "true" | "yes")),
@@ -178,6 +182,15 @@ mod tests {
             ("qemu-system-x86_64 -no-hpet -machine pc", Some(false)),
             ("qemu-system-x86_64 -machine q35,hpet=off", Some(false)),
             ("qemu-system-x86_64 -M pc -machine hpet=on", Some(true)),
+            // In command-line order, whichever spelling: the later one wins.
+            (
+                "qemu-system-x86_64 -machine hpet=on -M q35,hpet=off",
+                Some(false),
+            ),
+            (
+                "qemu-system-x86_64 -M q35,hpet=off -machine hpet=on",
+                Some(true),
+            ),
             (
                 "qemu-system-x86_64 -machine microvm,x-option-roms=off",
                 Some(false),

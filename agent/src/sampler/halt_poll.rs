@@ -1,7 +1,7 @@
 //! The host CPU KVM spends halt-polling a VM's vCPUs, from KVM's debugfs: each VM has a
 //! directory `<pid>-<fd>` (its process and the descriptor of its VM, as `virt/kvm/kvm_main.c`
 //! names it) holding its vCPUs' statistics summed, among them `halt_poll_success_ns` and
-//! `halt_poll_fail_ns` (Linux 5.14 and later): the time spent polling before a wake-up came, and
+//! `halt_poll_fail_ns` (Linux 5.8 and later): the time spent polling before a wake-up came, and
 //! polling in vain. debugfs is root's alone by default: where the files cannot be read the
 //! polling is inferred, and the agent says so as a blind spot.
 

@@ -43,12 +43,15 @@ pub(super) fn count_threads(
     let mut gone = Vec::new();
     for (&tid, thread) in vm.threads.iter_mut() {
         if vcpu_threads > 0 && matches!(thread.part, Part::IoThread | Part::Vhost) {
-            // Only its run time, for the VM's split of its CPU; gone is found by the CPU count.
+            // Only its run time, for the VM's split of its CPU.
             if thread.run.is_none() {
                 thread.run = proc.open_thread_schedstat(pid, tid);
             }
-            if let Some(ns) = thread.run.as_ref().and_then(|f| proc.read_run_ns(f)) {
-                run_ns.insert(tid, ns);
+            match thread.run.as_ref().and_then(|f| proc.read_run_ns(f)) {
+                Some(ns) => {
+                    run_ns.insert(tid, ns);
+                }
+                None => gone.push(tid),
             }
             continue;
         }

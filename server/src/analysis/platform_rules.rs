@@ -62,8 +62,10 @@ pub fn hyperv_timers(input: &Input) -> Option<Suggestion> {
             f => format!("hv-{f}"),
         })
         .collect();
+    // libvirt spells `hv-time` as the hypervclock timer, not a <hyperv> feature.
     let libvirt: String = HYPERV_TIMER_SET
         .iter()
+        .filter(|f| **f != "time")
         .map(|f| match *f {
             "spinlocks" => "<spinlocks state='on' retries='8191'/>".to_string(),
             f => format!("<{f} state='on'/>"),
@@ -432,6 +434,17 @@ mod tests {
         );
         assert!(s.change.contains("hv-synic,hv-stimer"), "{}", s.change);
         assert!(s.change.contains("<stimer state='on'/>"), "{}", s.change);
+        assert!(
+            !s.change.contains("<time "),
+            "libvirt has no such feature: {}",
+            s.change
+        );
+        assert!(
+            s.change
+                .contains("<timer name='hypervclock' present='yes'/>"),
+            "{}",
+            s.change
+        );
         assert!(
             s.change.contains("<timer name='hpet' present='no'/>"),
             "{}",

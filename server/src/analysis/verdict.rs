@@ -87,14 +87,15 @@ pub fn analyse_host(guests: &[Window]) -> Vec<Verdict> {
     // per family, so the host's analysis stays linear in its guests.
     let mut peers: HashMap<Hypervisor, Vec<f64>> = HashMap::new();
     for (window, m) in guests.iter().zip(&measured) {
+        // Measured as waste is: without the I/O threads and vhost workers, where split.
         if m.classification.mode == TickMode::Tickless
             && window.teaches_baseline()
-            && let Some(rates) = m.judged.rates()
+            && m.judged.rates().is_some()
         {
             peers
                 .entry(window.hypervisor)
                 .or_default()
-                .push(rates.cpu_pct_per_vcpu);
+                .push(100.0 * m.judged.guest_cpu_s() / m.judged.vcpu_s);
         }
     }
     let baselines: HashMap<Hypervisor, Baseline> = peers

@@ -185,7 +185,7 @@ impl Window {
     }
 
     /// Whether its idle cost can teach the host what an idle tickless vCPU costs: not when its
-    /// tick runs on an emulated timer, nor when it is not (or may not be) Linux.
+    /// tick runs on an emulated timer, nor when it is known to run another OS than Linux.
     pub fn teaches_baseline(&self) -> bool {
         self.facts
             .as_ref()

@@ -486,6 +486,11 @@ fn the_guest_probe_reports_kernel_facts_through_a_serial_channel() {
     assert!(!rules.contains(&"check_guest_kernel"), "{pit:#}");
     assert!(!suggestion_rules(default).contains(&"emulated_tick_device"));
 
+    // QEMU names the I/O thread as the agent expects (`IO <id>`), so that its time is the I/O
+    // threads' part and not the emulator's.
+    let names = thread_names_of("guest=probe-default,");
+    assert!(names.iter().any(|n| n == "IO io0"), "{names:?}");
+
     // Where each VM's host CPU went while idle: the parts, read from the threads' run times,
     // add up to what the VM used, and a TCG guest's goes mostly to its vCPU thread.
     for g in [default, nohz_off, pit] {
@@ -515,6 +520,25 @@ fn the_guest_probe_reports_kernel_facts_through_a_serial_channel() {
             "an idle VM's threads are quiet: {g:#}"
         );
     }
+}
+
+/// The thread names of the one process whose command line holds `marker`.
+fn thread_names_of(marker: &str) -> Vec<String> {
+    let pid = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .find(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .unwrap_or_else(|| panic!("no process with {marker} in its command line"))
+        .path();
+    std::fs::read_dir(pid.join("task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect()
 }
 
 fn guest_by_id(url: &str, viewer_token: &str, id: i64) -> Value {
