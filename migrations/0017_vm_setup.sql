@@ -5,3 +5,6 @@
 ALTER TABLE guests ADD COLUMN hyperv TEXT;
 ALTER TABLE guests ADD COLUMN hpet INTEGER CHECK (hpet IN (0, 1));
 ALTER TABLE guests ADD COLUMN os_hint TEXT;
+-- Who the VM is on its platform (OpenStack, Proxmox VE, KubeVirt), as the agent last read it: the
+-- report's `platform` object as JSON (kind, name, group, flavor, id). NULL: not known.
+ALTER TABLE guests ADD COLUMN platform TEXT;

@@ -80,6 +80,7 @@ fn guest_sample(host: usize, i: usize, seq: u64) -> GuestSample {
         uses_kvm: Some(true),
         cpu_parts: None,
         halt_poll_seconds: None,
+        platform: None,
         // What a libvirt Linux domain's command line gives, so ingest stores it as it would.
         vm_config: Some(VmConfig {
             hyperv: Some(Vec::new()),

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use tickscope_agent::simulate::{GuestSpec, HostSpec, Kernel, SimulatedHost, Tick};
-use tickscope_wire::{Hypervisor, VmConfig};
+use tickscope_wire::{Hypervisor, Platform, VmConfig};
 
 use crate::analysis::platform::HYPERV_TIMER_SET;
 use crate::auth::{self, UserRole};
@@ -44,6 +44,7 @@ fn guest(name: &str, hypervisor: Hypervisor, vcpus: u32, kernel: Kernel) -> Gues
         vm_config: None,
         iothread_cpu_pct: 0.0,
         halt_poll_cpu_pct: 0.0,
+        platform: None,
     }
 }
 
@@ -135,6 +136,17 @@ fn hosts() -> Vec<HostSpec> {
                     halt_poll_cpu_pct: 4.0,
                     ..guest("cache-01", Qemu, 2, tickless())
                 },
+                // An OpenStack instance: QEMU's name says nothing, Nova's metadata says who it is.
+                GuestSpec {
+                    platform: Some(Platform {
+                        kind: "openstack".into(),
+                        name: Some("web-frontend-3".into()),
+                        group: Some("web-team".into()),
+                        flavor: Some("m1.small".into()),
+                        id: Some("5c7f3e2a-1d4b-4e8f-9a6c-0b1d2e3f4a5b".into()),
+                    }),
+                    ..guest("instance-0000a1b2", Qemu, 1, tickless())
+                },
                 // Booted `nolapic_timer` on a VM without HPET: its tick runs on the PIT.
                 probed(GuestSpec {
                     vm_config: Some(VmConfig {
@@ -187,6 +199,49 @@ fn hosts() -> Vec<HostSpec> {
                     Kernel::debian(" idle=poll", Tick::Polling { hz: 250 }),
                 )),
             ],
+        },
+        // A Proxmox VE node: a Windows VM of OS type win11, which has every Hyper-V flag, and
+        // a program in it holding a 1 ms timer.
+        HostSpec {
+            name: "demo-hv-04".into(),
+            cpus: 24,
+            guests: vec![GuestSpec {
+                platform: Some(Platform {
+                    kind: "proxmox".into(),
+                    name: Some("win-rdp-01".into()),
+                    group: None,
+                    flavor: None,
+                    id: Some("105".into()),
+                }),
+                ..windows(
+                    guest(
+                        "win-rdp-01",
+                        Qemu,
+                        2,
+                        Kernel {
+                            tick: Tick::Emulated {
+                                hz: 1000,
+                                cpu_pct: 5.0,
+                                wakeups: 1000.0,
+                            },
+                            ..Kernel::windows_server_2019()
+                        },
+                    ),
+                    &[
+                        "ipi",
+                        "relaxed",
+                        "reset",
+                        "runtime",
+                        "spinlocks",
+                        "stimer",
+                        "synic",
+                        "time",
+                        "vapic",
+                        "vpindex",
+                    ],
+                    "win11",
+                )
+            }],
         },
         HostSpec {
             name: "demo-hv-03".into(),

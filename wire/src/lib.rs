@@ -10,6 +10,7 @@
 mod facts;
 mod hypervisor;
 mod limits;
+mod platform;
 mod vm_config;
 
 pub use facts::{DeliveredFacts, Dynticks, FactsSource, GuestFacts, KernelConfig};
@@ -18,6 +19,7 @@ pub use limits::{
     MAX_BOOT_ARGS_CHARS, MAX_LABEL_CHARS, MAX_NAME_CHARS, MAX_SPOOL_AGE_S, MAX_VCPUS, clean_text,
     normalise_uuid,
 };
+pub use platform::Platform;
 pub use vm_config::{MAX_HYPERV_FLAGS, VmConfig, is_flag_name};
 
 use serde::{Deserialize, Serialize};
@@ -192,6 +194,10 @@ pub struct GuestSample {
     /// debugfs `halt_poll_success_ns` + `halt_poll_fail_ns`), where the agent could read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub halt_poll_seconds: Option<f64>,
+    /// Who the VM is on the platform that runs it (OpenStack, Proxmox VE, KubeVirt), where the
+    /// agent could tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<Platform>,
     /// What the host sees of the VM's configuration (Hyper-V enlightenments, HPET, the OS its
     /// manager names); absent from older agents and where nothing could be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,6 +1,6 @@
 //! What discovery reads of a process, what it makes of it, and the shape of a family's signature.
 
-use crate::wire::{Hypervisor, VmConfig};
+use crate::wire::{Hypervisor, Platform, VmConfig};
 
 /// What discovery needs to know about a process.
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +38,8 @@ pub struct VmIdentity {
     pub config_file: Option<String>,
     /// What the command line and the configuration file say of the VM's setup.
     pub vm_config: VmConfig,
+    /// Who the VM is on the platform that runs it, where that tells.
+    pub platform: Option<Platform>,
     /// The host end (a UNIX socket) of the guest probe's serial channel, when the VM has one.
     pub probe_channel: Option<String>,
     /// qemu-guest-agent's socket, when the VM has the port.
@@ -57,6 +59,7 @@ impl VmIdentity {
             boot_args: None,
             config_file: None,
             vm_config: VmConfig::default(),
+            platform: None,
             probe_channel: None,
             guest_agent_socket: None,
             guest_agent_port: false,

@@ -9,6 +9,7 @@ pub mod cloud_hypervisor;
 pub mod family;
 pub mod firecracker;
 pub mod identity;
+pub mod libvirt_xml;
 pub mod qemu;
 pub mod qemu_config;
 pub mod virtualbox;

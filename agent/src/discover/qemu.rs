@@ -5,8 +5,8 @@
 
 use super::args::{flag_value, flag_values, split_options};
 use super::identity::{Family, ProcessView, VmIdentity};
-use crate::wire::Hypervisor;
 use crate::wire::normalise_uuid;
+use crate::wire::{Hypervisor, Platform};
 
 pub const FAMILY: Family = Family {
     recognise,
@@ -30,6 +30,7 @@ fn recognise(p: &ProcessView) -> Option<VmIdentity> {
         guest.or(bare.map(String::as_str)).map(str::to_string)
     });
     let proxmox_id = flag_value(p.argv, "-id");
+    let given_name = name.clone();
     let name = name
         .or_else(|| proxmox_id.map(|id| format!("vm{id}")))
         .unwrap_or_else(|| format!("qemu-{}", p.pid));
@@ -42,6 +43,16 @@ fn recognise(p: &ProcessView) -> Option<VmIdentity> {
     id.guest_agent_port = !virtserial_chardevs(p.argv, GUEST_AGENT_PORT).is_empty();
     id.vm_config = super::qemu_config::from_argv(p.argv, p.program());
     id.config_file = proxmox_id.and_then(super::qemu_config::proxmox_conf_path);
+    id.platform = proxmox_id.map(|vmid| {
+        Platform {
+            kind: "proxmox".into(),
+            name: given_name,
+            group: None,
+            flavor: None,
+            id: Some(vmid.to_string()),
+        }
+        .cleaned()
+    });
     id.management = if proxmox_id.is_some() {
         Some("proxmox".into())
     } else if p.argv.iter().any(|a| a.contains("/libvirt/")) {

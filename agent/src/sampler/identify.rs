@@ -90,6 +90,14 @@ impl Identifier {
             .map(|args| clean_text(&args, MAX_BOOT_ARGS_CHARS));
         identity.management = identity.management.map(|m| clean_text(&m, MAX_LABEL_CHARS));
         let kvm_vm_fd = proc.kvm_vm_fd(pid);
+        if identity.management.as_deref() == Some("libvirt")
+            && let Some(platform) = proc
+                .cgroups(pid)
+                .and_then(|cgroups| super::platform::kubevirt(&cgroups, &identity.name))
+        {
+            identity.management = Some("kubevirt".into());
+            identity.platform = Some(platform);
+        }
         Tracked::Vm(Box::new(VmState {
             start_ticks: stat.start_ticks,
             cpu: choose_counter(proc, &self.cgroup_mounts, pid),
@@ -107,6 +115,7 @@ impl Identifier {
             uses_kvm: kvm_vm_fd.map(|fd| fd.is_some()),
             kvm_vm_fd: kvm_vm_fd.flatten(),
             halt_poll_unreadable: false,
+            libvirt_metadata: Default::default(),
             kvm_by_thread_names: None,
             channels_denied: denied_sockets(&identity),
             identity,

@@ -16,6 +16,7 @@ mod cpu_time;
 mod facts;
 mod halt_poll;
 mod identify;
+mod platform;
 mod sample;
 mod threads;
 mod tracked;
@@ -160,8 +161,11 @@ impl Sampler {
                 vm.previous = None;
                 continue;
             };
+            // Counters that could not be read are tried again on the next full rescan only:
+            // debugfs closed to the agent stays closed.
             let halt_poll_ns = vm
                 .kvm_vm_fd
+                .filter(|_| !vm.halt_poll_unreadable)
                 .and_then(|fd| halt_poll::polled_ns(&halt_poll::vm_dir(&self.debugfs, pid, fd)));
             vm.halt_poll_unreadable = vm.kvm_vm_fd.is_some() && halt_poll_ns.is_none();
             let counters = Counters {
@@ -184,7 +188,11 @@ impl Sampler {
             vm.previous = Some(counters);
         }
 
-        // Guest agents are asked only now, after every VM's counters were read.
+        // Definitions and guest agents are asked only now, after every VM's counters were read.
+        platform::read_libvirt_metadata(
+            self.processes.values_mut().filter_map(Tracked::vm_mut),
+            &self.identifier.libvirt_uri,
+        );
         facts::ask_guest_agents(
             self.processes.values_mut().filter_map(Tracked::vm_mut),
             self.cycles,
@@ -235,6 +243,10 @@ impl Sampler {
                         vm.kvm_vm_fd = fd.flatten();
                     }
                     vm.channels_denied = denied_sockets(&vm.identity);
+                    vm.halt_poll_unreadable = false;
+                    if vm.libvirt_metadata == tracked::Metadata::Failed {
+                        vm.libvirt_metadata = tracked::Metadata::NotRead;
+                    }
                 }
                 self.proc
                     .read_stat(&vm.stat)

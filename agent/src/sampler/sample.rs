@@ -40,6 +40,7 @@ pub(super) fn sample(
             vm.uses_kvm.or(vm.kvm_by_thread_names)
         },
         vm_config: (!vm.identity.vm_config.is_empty()).then(|| vm.identity.vm_config.clone()),
+        platform: vm.identity.platform.clone(),
         facts: vm.unreported_facts.take(),
         totals: Some(ProcessTotals {
             start_ticks: vm.start_ticks,

@@ -63,11 +63,23 @@ pub(super) struct VmState {
     pub kvm_vm_fd: Option<u32>,
     /// Whether KVM's halt-polling counters of its VM could be read at the last cycle.
     pub halt_poll_unreadable: bool,
+    /// Whether its libvirt definition was read for who it is.
+    pub libvirt_metadata: Metadata,
     /// Its probe or guest agent sockets this agent may not connect to; looked at on full rescans.
     pub channels_denied: Vec<String>,
     /// What QEMU's vCPU thread names say ran them (`CPU 0/KVM`: true, `CPU 0/TCG`: false), for
     /// when the process's descriptors cannot be read.
     pub kvm_by_thread_names: Option<bool>,
+}
+
+/// Whether a domain's definition was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Metadata {
+    #[default]
+    NotRead,
+    Read,
+    /// libvirt did not answer: read again on the next full rescan.
+    Failed,
 }
 
 /// A VM process's CPU counter, chosen when it is first seen.

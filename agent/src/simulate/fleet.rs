@@ -2,7 +2,7 @@
 
 use crate::wire::{
     AgentInfo, CpuParts, DeliveredFacts, Dynticks, FactsSource, GuestFacts, GuestSample, HostInfo,
-    Hypervisor, Interval, KernelConfig, ProcessTotals, Report, VmConfig, WakeupsSource,
+    Hypervisor, Interval, KernelConfig, Platform, ProcessTotals, Report, VmConfig, WakeupsSource,
 };
 
 /// How an idle kernel keeps time.
@@ -261,6 +261,8 @@ pub struct GuestSpec {
     /// Host CPU KVM spends halt-polling its vCPUs while it idles, in % of a core, counted by an
     /// agent that reads KVM's debugfs; 0 for none or not read.
     pub halt_poll_cpu_pct: f64,
+    /// Who it is on its platform, as its agent reads it.
+    pub platform: Option<Platform>,
 }
 
 /// A simulated host and its guests.
@@ -337,6 +339,7 @@ fn random_guest(rng: &mut fastrand::Rng, name: String, start_ms: i64, run_ms: i6
         vm_config: None,
         iothread_cpu_pct: 0.0,
         halt_poll_cpu_pct: 0.0,
+        platform: None,
     }
 }
 
@@ -523,7 +526,13 @@ impl SimulatedHost {
         let boot_args = g.spec.direct_boot.then(|| g.kernel.cmdline.clone());
         Some(GuestSample {
             hypervisor: g.spec.hypervisor,
-            management: (g.spec.hypervisor == Hypervisor::Qemu).then(|| "libvirt".to_string()),
+            // QEMU under libvirt, or Proxmox VE's where the VM is one of its.
+            management: (g.spec.hypervisor == Hypervisor::Qemu).then(|| {
+                match g.spec.platform.as_ref().map(|p| p.kind.as_str()) {
+                    Some("proxmox") => "proxmox".to_string(),
+                    _ => "libvirt".to_string(),
+                }
+            }),
             name: g.spec.name.clone(),
             uuid: None,
             pid: g.process.pid,
@@ -540,6 +549,7 @@ impl SimulatedHost {
             // What a libvirt Linux domain's command line says: no Hyper-V set, the default HPET.
             cpu_parts,
             halt_poll_seconds: (g.spec.halt_poll_cpu_pct > 0.0).then_some(polled_s),
+            platform: g.spec.platform.clone(),
             vm_config: g.spec.vm_config.clone().or_else(|| {
                 (g.spec.hypervisor == Hypervisor::Qemu).then(|| VmConfig {
                     hyperv: Some(Vec::new()),
@@ -623,6 +633,7 @@ mod tests {
             vm_config: None,
             iothread_cpu_pct: 0.0,
             halt_poll_cpu_pct: 0.0,
+            platform: None,
         }
     }
 

@@ -16,6 +16,8 @@ use super::cursor;
 use super::errors::ReadErrors;
 use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
+use tickscope_wire::Platform;
+
 use crate::analysis::platform::guest_os;
 use crate::analysis::suggest::Suggestion;
 use crate::analysis::window::CpuSplit;
@@ -55,6 +57,10 @@ struct GuestJson {
     hpet: Option<bool>,
     /// The OS the VM's manager names (libosinfo id, Proxmox `ostype`, VMware `guestOS`).
     os_hint: Option<String>,
+    /// Who the VM is on its platform (`kind`: openstack, proxmox, kubevirt; its `name` there,
+    /// its `group`: Nova project or namespace, its `flavor`, its `id`: VMID or instance UUID);
+    /// absent where the agent could not tell.
+    platform: Option<Platform>,
     /// Where the agent read its CPU time: `cgroup` (exact), `schedstat` (threads' run time,
     /// nanoseconds) or `stat_ticks` (10 ms ticks); absent from older agents.
     cpu_source: Option<String>,
@@ -164,6 +170,7 @@ impl GuestJson {
             hyperv: g.setup.hyperv,
             hpet: g.setup.hpet,
             os_hint: g.setup.os_hint,
+            platform: g.platform,
             tick_device: k.as_ref().and_then(|k| k.tick_device.clone()),
             last_change,
             waste_so_far: None,

@@ -25,6 +25,8 @@ pub struct VmAsReported {
     pub hpet: Option<bool>,
     /// The OS its manager names.
     pub os_hint: Option<String>,
+    /// Who it is on its platform, as the report's JSON.
+    pub platform: Option<String>,
 }
 
 /// A guest as the analysis needs it, with its host's KVM setting.

@@ -43,6 +43,7 @@ fn guest(
         boot_args: Some("console=ttyS0 nohz=off".into()),
         uses_kvm: Some(true),
         setup: Default::default(),
+        platform: None,
         cpu_source: Some("cgroup".into()),
         last_seen_ms: 1_796_300_000_000 + id * 1000,
         intervals: 6,

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use tickscope_wire::{FactsSource, GuestFacts};
+use tickscope_wire::{FactsSource, GuestFacts, Platform};
 
 use crate::analysis::kernel::KernelFacts;
 use crate::analysis::platform::VmSetup;
@@ -38,6 +38,8 @@ pub struct AnalysedGuest {
     pub uses_kvm: Option<bool>,
     /// What its VM's configuration says of its Hyper-V enlightenments, HPET and OS.
     pub setup: VmSetup,
+    /// Who it is on its platform (OpenStack, Proxmox VE, KubeVirt), when its agent could tell.
+    pub platform: Option<Platform>,
     /// Where the agent read its CPU time (`cgroup`, `schedstat`, `stat_ticks`), when it said.
     pub cpu_source: Option<String>,
     pub last_seen_ms: i64,
@@ -74,6 +76,7 @@ impl AnalysedGuest {
             boot_args: window.boot_args.clone(),
             uses_kvm: window.uses_kvm,
             setup: window.setup.clone(),
+            platform: None,
             cpu_source: None,
             last_seen_ms: 0,
             intervals: 6,

@@ -226,6 +226,12 @@ pub fn analyse_host(guests: &[&GuestInputs], now_ms: i64) -> Vec<AnalysedGuest> 
                 boot_args: row.vm.boot_args,
                 uses_kvm: row.vm.uses_kvm,
                 setup: window.setup,
+                // Stored only as the edge took it: what does not read back is not shown.
+                platform: row
+                    .vm
+                    .platform
+                    .as_deref()
+                    .and_then(|json| serde_json::from_str(json).ok()),
                 cpu_source: row.vm.cpu_source,
                 last_seen_ms: row.last_seen_ms,
                 intervals,

@@ -105,6 +105,8 @@ pub struct ValidGuest {
     pub cpu_source: Option<&'static str>,
     /// What the host sees of the VM's setup (default: nothing known).
     pub vm_config: VmConfig,
+    /// Who the VM is on its platform, as JSON for storage, where the agent could tell.
+    pub platform_json: Option<String>,
     /// Where its host CPU went among its threads, when the agent could tell.
     pub cpu_parts: Option<CpuParts>,
     /// Host CPU KVM spent halt-polling its vCPUs, in core-seconds, where the agent read it.
@@ -129,6 +131,11 @@ pub fn max_busy_cpus(host_cpus: u32, vcpus: u32, wakeups_source: WakeupsSource) 
         WakeupsSource::WholeProcess | WakeupsSource::Other => host_cpus,
     }
 }
+
+/// How far the parts of a VM's CPU counted from its threads (and KVM's halt polling) may pass
+/// the VM's own counter, read a moment apart: a tenth of it, and a tenth of a second.
+pub const PARTS_SLACK_FRACTION: f64 = 0.1;
+pub const PARTS_SLACK_S: f64 = 0.1;
 
 /// Checks a report against the server's clock (`now_ms`), with the default limit of guests.
 pub fn validate(report: Report, now_ms: i64) -> AppResult<ValidReport> {
@@ -306,9 +313,17 @@ fn validate_guest(
             format!("more than {MAX_WAKEUPS_PER_VCPU_S} per vCPU per second is not a real rate"),
         ));
     }
-    // Each part is some of the VM's CPU, held to the same bound; together they are the VM's
-    // CPU, read a moment apart, so the sum may pass it a little, never by a whole interval.
+    // Each part is some of the VM's CPU, held to the same bound; the threads' run times are read
+    // a moment apart from the VM's counter, so the parts counted from threads may pass it a
+    // little, never by more than PARTS_SLACK. KVM's halt polling is some of the vCPUs' time.
+    let within_vm_s = g.host_cpu_seconds * (1.0 + PARTS_SLACK_FRACTION) + PARTS_SLACK_S;
     if let Some(parts) = &g.cpu_parts {
+        if g.wakeups_source != WakeupsSource::VcpuThreads {
+            return Err(AppError::invalid(
+                field("cpu_parts"),
+                "a split needs the vCPU threads told apart (wakeups_source vcpu_threads)",
+            ));
+        }
         let figures = [
             ("vcpus_s", parts.vcpus_s),
             ("iothreads_s", parts.iothreads_s),
@@ -323,19 +338,26 @@ fn validate_guest(
                 ));
             }
         }
-        if figures.iter().map(|(_, v)| v).sum::<f64>() > max_cpu_s {
+        let counted_s = parts.vcpus_s + parts.iothreads_s + parts.vhost_s;
+        if counted_s > within_vm_s {
             return Err(AppError::invalid(
                 field("cpu_parts"),
-                format!("the parts add up to more than {max_cpu_s:.2} s"),
+                format!(
+                    "the vCPU, I/O-thread and vhost parts add up to {counted_s:.3} s, more than the VM's host_cpu_seconds ({:.3} s)",
+                    g.host_cpu_seconds
+                ),
             ));
         }
     }
     if let Some(polled) = g.halt_poll_seconds
-        && !(polled.is_finite() && (0.0..=max_cpu_s).contains(&polled))
+        && !(polled.is_finite() && (0.0..=within_vm_s).contains(&polled))
     {
         return Err(AppError::invalid(
             field("halt_poll_seconds"),
-            format!("must be between 0 and {max_cpu_s:.2} s, as host_cpu_seconds"),
+            format!(
+                "must be between 0 and the VM's host_cpu_seconds ({:.3} s): polling is vCPU time",
+                g.host_cpu_seconds
+            ),
         ));
     }
     let vcpu_wakeups = i64::try_from(g.vcpu_wakeups)
@@ -358,6 +380,21 @@ fn validate_guest(
             ),
         ));
     }
+    let platform_json = match g.platform {
+        Some(platform) if platform.clone().cleaned() != platform || platform.kind.is_empty() => {
+            return Err(AppError::invalid(
+                field("platform"),
+                format!(
+                    "names must be plain text without surrounding blanks, a kind and a flavor or id of at most {MAX_LABEL_CHARS} characters, the others of at most {MAX_NAME_CHARS}"
+                ),
+            ));
+        }
+        Some(platform) => Some(
+            serde_json::to_string(&platform)
+                .map_err(|e| AppError::encode("a VM's platform as JSON", e))?,
+        ),
+        None => None,
+    };
     // Facts come from inside a guest, through the host agent: if they are not acceptable, they
     // are left out (the report's caller says so in the log, once for all of its guests), and the
     // host's measurements are still stored.
@@ -422,6 +459,7 @@ fn validate_guest(
         uses_kvm: g.uses_kvm,
         cpu_source: g.cpu_source.map(|s| s.as_str()),
         vm_config,
+        platform_json,
         cpu_parts: g.cpu_parts,
         halt_poll_s: g.halt_poll_seconds,
         facts,
@@ -567,18 +605,47 @@ mod tests {
     }
 
     #[test]
-    fn halt_polling_is_held_to_the_vms_cpu() {
+    fn halt_polling_and_the_split_are_held_to_the_vms_cpu() {
+        // The report's guest used 0.8 s of host CPU.
         let with = |polled: serde_json::Value| {
             let mut r = report();
             r["guests"][0]["halt_poll_seconds"] = polled;
             check(r)
         };
         assert_eq!(with(json!(0.3)).unwrap().guests[0].halt_poll_s, Some(0.3));
-        for bad in [json!(-0.1), json!(1e9)] {
+        assert_eq!(
+            with(json!(0.9)).unwrap().guests[0].halt_poll_s,
+            Some(0.9),
+            "read a moment apart: a little over"
+        );
+        for bad in [json!(-0.1), json!(1.5), json!(1e9)] {
             let err = with(bad.clone()).unwrap_err();
             assert!(
                 err.to_string().contains("guests[0].halt_poll_seconds"),
                 "{bad}: {err}"
+            );
+        }
+        let split = |parts: serde_json::Value, source: &str| {
+            let mut r = report();
+            r["guests"][0]["cpu_parts"] = parts;
+            r["guests"][0]["wakeups_source"] = json!(source);
+            check(r)
+        };
+        let parts = |vcpus: f64, io: f64| json!({"vcpus_s": vcpus, "iothreads_s": io, "vhost_s": 0.0, "emulator_s": 0.0});
+        assert!(split(parts(0.7, 0.1), "vcpu_threads").is_ok());
+        for (bad, source, why) in [
+            (parts(0.7, 3.0), "vcpu_threads", "more than the VM used"),
+            (parts(-0.1, 0.1), "vcpu_threads", "negative"),
+            (
+                parts(0.7, 0.1),
+                "whole_process",
+                "no vCPU threads to split by",
+            ),
+        ] {
+            let err = split(bad, source).unwrap_err();
+            assert!(
+                err.to_string().contains("guests[0].cpu_parts"),
+                "{why}: {err}"
             );
         }
     }

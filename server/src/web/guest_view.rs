@@ -13,6 +13,8 @@ use super::frame::Frame;
 use super::view::{self, GuestRow, Segment};
 use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
+use tickscope_wire::Platform;
+
 use crate::analysis::platform::{OsFamily, guest_os};
 use crate::analysis::suggest::Suggestion;
 use crate::db::{FactsEventRow, SampleRow};
@@ -198,6 +200,7 @@ fn platform_rows(guest: &AnalysedGuest) -> Vec<(&'static str, String)> {
     let os = guest_os(guest.kernel.as_ref(), guest.setup.os_hint.as_deref());
     let setup = &guest.setup;
     vec![
+        ("On its platform", platform_line(guest.platform.as_ref())),
         (
             "Operating system",
             match (os.family, os.evidence) {
@@ -241,6 +244,35 @@ fn platform_rows(guest: &AnalysedGuest) -> Vec<(&'static str, String)> {
             .into(),
         ),
     ]
+}
+
+/// Who the guest is on its platform, in the platform's words.
+fn platform_line(platform: Option<&Platform>) -> String {
+    let Some(p) = platform else {
+        return "not known (a plain QEMU, libvirt or other VM)".into();
+    };
+    let name = p.name.as_deref().unwrap_or("unnamed");
+    let with = |label: &str, value: Option<&String>| {
+        value.map_or(String::new(), |v| format!(", {label} {v}"))
+    };
+    match p.kind.as_str() {
+        "openstack" => format!(
+            "OpenStack instance {name}{}{}{}",
+            with("project", p.group.as_ref()),
+            with("flavor", p.flavor.as_ref()),
+            with("UUID", p.id.as_ref())
+        ),
+        "proxmox" => format!(
+            "Proxmox VE VM {}{}",
+            p.id.as_deref().unwrap_or("?"),
+            format_args!(" ({name})")
+        ),
+        "kubevirt" => format!(
+            "KubeVirt VirtualMachineInstance {}/{name}",
+            p.group.as_deref().unwrap_or("?")
+        ),
+        other => format!("{other}: {name}"),
+    }
 }
 
 fn kernel_rows(guest: &AnalysedGuest) -> Vec<(&'static str, String)> {
@@ -359,6 +391,50 @@ fn change_rows(c: &Change) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_guest_is_named_as_its_platform_names_it() {
+        let p = |kind: &str,
+                 name: Option<&str>,
+                 group: Option<&str>,
+                 flavor: Option<&str>,
+                 id: Option<&str>| Platform {
+            kind: kind.into(),
+            name: name.map(str::to_string),
+            group: group.map(str::to_string),
+            flavor: flavor.map(str::to_string),
+            id: id.map(str::to_string),
+        };
+        let cases = [
+            (None, "not known (a plain QEMU, libvirt or other VM)"),
+            (
+                Some(p(
+                    "openstack",
+                    Some("web-3"),
+                    Some("web-team"),
+                    Some("m1.small"),
+                    Some("5c7f"),
+                )),
+                "OpenStack instance web-3, project web-team, flavor m1.small, UUID 5c7f",
+            ),
+            (
+                Some(p("openstack", None, None, None, None)),
+                "OpenStack instance unnamed",
+            ),
+            (
+                Some(p("proxmox", Some("win-rdp-01"), None, None, Some("105"))),
+                "Proxmox VE VM 105 (win-rdp-01)",
+            ),
+            (
+                Some(p("kubevirt", Some("vm-a"), Some("web-team"), None, None)),
+                "KubeVirt VirtualMachineInstance web-team/vm-a",
+            ),
+            (Some(p("bhyve", Some("x"), None, None, None)), "bhyve: x"),
+        ];
+        for (platform, line) in cases {
+            assert_eq!(platform_line(platform.as_ref()), line);
+        }
+    }
     use crate::analysis::history::Accumulated;
     use crate::analysis::kernel::{KernelFacts, NohzBuilt};
     use crate::analysis::test_window;

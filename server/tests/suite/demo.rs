@@ -13,7 +13,7 @@ async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
     let state = AppState::new(db, Options::default()).await.unwrap();
     demo::start(&state).await.unwrap();
     let guests = state.fleet.ranked(now_ms()).await;
-    assert_eq!(guests.len(), 17);
+    assert_eq!(guests.len(), 19);
     let modes: Vec<TickMode> = guests
         .iter()
         .map(|g| g.verdict.classification.mode)
@@ -45,6 +45,7 @@ async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
         ("appliance-pit", "emulated_tick_device"),
         ("db-replica", "iothread_polling"),
         ("cache-01", "lower_host_halt_poll"),
+        ("win-rdp-01", "windows_timer_resolution"),
     ] {
         assert_eq!(
             rules(name).first(),
@@ -53,7 +54,20 @@ async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
             rules(name)
         );
     }
-    for name in ["win-fileserver", "win-desktop"] {
+    // Named as their platforms name them.
+    let platform = |name: &str| {
+        let g = guests.iter().find(|g| g.name == name).unwrap();
+        g.platform.clone().map(|p| (p.kind, p.name))
+    };
+    assert_eq!(
+        platform("instance-0000a1b2"),
+        Some(("openstack".to_string(), Some("web-frontend-3".to_string())))
+    );
+    assert_eq!(
+        platform("win-rdp-01"),
+        Some(("proxmox".to_string(), Some("win-rdp-01".to_string())))
+    );
+    for name in ["win-fileserver", "win-desktop", "win-rdp-01"] {
         let linux = [
             "check_guest_kernel",
             "remove_nohz_off",

@@ -155,6 +155,16 @@ impl Domain {
             "<domain type='qemu'>
   <name>{name}</name>
   <uuid>{uuid}</uuid>
+  <metadata>
+    <libosinfo:libosinfo xmlns:libosinfo='http://libosinfo.org/xmlns/libvirt/domain/1.0'>
+      <libosinfo:os id='http://debian.org/debian/12'/>
+    </libosinfo:libosinfo>
+    <nova:instance xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'>
+      <nova:name>{name} &amp; &lt;friends&gt;</nova:name>
+      <nova:flavor name='m1.tiny'><nova:vcpus>1</nova:vcpus></nova:flavor>
+      <nova:owner><nova:project uuid='0a1b2c3d4e5f60718293a4b5c6d7e8f9'>tests</nova:project></nova:owner>
+    </nova:instance>
+  </metadata>
   <memory unit='MiB'>256</memory>
   <vcpu>1</vcpu>
   <os>
@@ -560,6 +570,22 @@ fn a_libvirt_domain_is_found_and_its_probe_and_guest_agent_facts_arrive_without_
     assert_eq!(g["distro"], "tickscope test initramfs", "{g:#}");
     // A guest agent knows the release, not the timer setup.
     assert_eq!(g["config_hz"], Value::Null, "{g:#}");
+
+    // Who each is, from its definition: libosinfo's OS and Nova's metadata (which virt-install
+    // and OpenStack write; here written by the test), read with `virsh dumpxml`.
+    for domain in [&probed, &agent_only] {
+        let g = server.shown(domain, agent_started, |g| !g["platform"].is_null());
+        assert_eq!(g["os_hint"], "http://debian.org/debian/12", "{g:#}");
+        assert_eq!(g["platform"]["kind"], "openstack", "{g:#}");
+        assert_eq!(
+            g["platform"]["name"],
+            format!("{} & <friends>", domain.name),
+            "{g:#}"
+        );
+        assert_eq!(g["platform"]["group"], "tests", "{g:#}");
+        assert_eq!(g["platform"]["flavor"], "m1.tiny", "{g:#}");
+        assert_eq!(g["platform"]["id"], domain.uuid.as_str(), "{g:#}");
+    }
 
     // Asking the guest agent must not taint the domains (`virsh qemu-agent-command` does:
     // "Domain id=N is tainted: custom-ga-command").

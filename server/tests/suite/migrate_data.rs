@@ -119,7 +119,7 @@ fn a_demo_installation_moves_to_postgresql_and_shows_the_same_fleet() {
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let before = guest_list(Db::open(&sqlite).await.unwrap(), now_ms, &viewer).await;
         let after = guest_list(target.open().await, now_ms, &viewer).await;
-        assert_eq!(before["guests"].as_array().unwrap().len(), 17, "{before:#}");
+        assert_eq!(before["guests"].as_array().unwrap().len(), 19, "{before:#}");
         assert_eq!(before, after, "the fleet differs after the move");
 
         // New rows get ids after the copied ones.

@@ -106,7 +106,7 @@ impl Store {
             "SELECT g.id, g.identity, g.host_id, h.name AS host_name,
                     h.kvm_halt_poll_ns AS host_halt_poll_ns, g.hypervisor, g.name, g.uuid,
                     g.management, g.vcpus, g.pid, g.boot_args, g.uses_kvm, g.cpu_source,
-                    g.hyperv, g.hpet, g.os_hint,
+                    g.hyperv, g.hpet, g.os_hint, g.platform,
                     g.last_seen_ms, g.vm_process_since_ms AS process_since_ms, g.last_report_n,
                     h.reports_stored AS host_reports, {}
              FROM guests g JOIN hosts h ON h.id = g.host_id

@@ -249,7 +249,7 @@ async fn store_one(
         // requires of one upsert: it refuses to update a row twice in one statement.
         let mut upsert = QueryBuilder::<DB>::new(
             "INSERT INTO guests AS g (host_id, hypervisor, identity, name, uuid, management, vcpus,
-                pid, boot_args, uses_kvm, cpu_source, hyperv, hpet, os_hint, first_seen_ms,
+                pid, boot_args, uses_kvm, cpu_source, hyperv, hpet, os_hint, platform, first_seen_ms,
                 last_seen_ms, process_key, cpu_s_total, wakeups_total, totals_at_ms, vm_process,
                 vm_process_since_ms, last_report_n) ",
         );
@@ -269,6 +269,7 @@ async fn store_one(
                 .push_bind(guest.vm_config.hyperv.as_ref().map(|flags| flags.join(",")))
                 .push_bind(guest.vm_config.hpet)
                 .push_bind(&guest.vm_config.os_hint)
+                .push_bind(&guest.platform_json)
                 .push_bind(now_ms)
                 .push_bind(now_ms)
                 .push_bind(totals.map(|t| &t.process_key))
@@ -287,6 +288,7 @@ async fn store_one(
                 vcpus = excluded.vcpus, pid = excluded.pid, boot_args = excluded.boot_args,
                 uses_kvm = excluded.uses_kvm, cpu_source = excluded.cpu_source,
                 hyperv = excluded.hyperv, hpet = excluded.hpet, os_hint = excluded.os_hint,
+                platform = excluded.platform,
                 last_seen_ms = {GREATEST}(g.last_seen_ms, excluded.last_seen_ms),
                 last_report_n = excluded.last_report_n,
                 process_key = CASE WHEN {NEWER} THEN excluded.process_key ELSE g.process_key END,
@@ -301,7 +303,7 @@ async fn store_one(
                         THEN g.vm_process_since_ms
                     ELSE excluded.vm_process_since_ms END
              RETURNING hypervisor, identity, id, name, uuid, management, vcpus, pid, boot_args,
-                uses_kvm, cpu_source, hyperv, hpet, os_hint, last_seen_ms, first_seen_ms,
+                uses_kvm, cpu_source, hyperv, hpet, os_hint, platform, last_seen_ms, first_seen_ms,
                 vm_process_since_ms, {TOTALS}"
                 .replace("{NEWER}", NEWER_TOTALS)
                 .replace("{GREATEST}", GREATEST)

@@ -418,6 +418,7 @@ mod tests {
             boot_args: None,
             uses_kvm: None,
             setup: Default::default(),
+            platform: None,
             cpu_source: None,
             last_seen_ms: 1_000,
             intervals: 6,
