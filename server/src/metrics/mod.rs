@@ -340,7 +340,7 @@ const GUEST_FAMILIES: [(&str, &str, Option<Unit>, MetricType, Read); 9] = [
     ),
     (
         "tickscope_guest_idle_cpu_cores",
-        "Host CPU the guest's VM used while the guest idled, averaged over the last 5 minutes, in cores, by part: part=\"vcpus\" its vCPU threads, \"emulator\" QEMU's main loop and other threads, \"iothreads\" its I/O threads, \"vhost\" its vhost workers; only for VMs whose threads the agent could split",
+        "Host CPU the guest's VM used while the guest idled, averaged over the last 5 minutes, in cores, by part: vcpus its vCPU threads, emulator QEMU's main loop and other threads, iothreads its I/O threads, vhost its vhost workers; only for VMs whose threads the agent could split",
         None,
         MetricType::Gauge,
         |g| {
