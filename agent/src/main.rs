@@ -197,13 +197,20 @@ struct MeasureArgs {
     )]
     channel_dir: PathBuf,
     /// The libvirt connection to ask guest agents of libvirt domains through (its guest-info
-    /// API, which never taints a domain).
+    /// API) and to read their definitions from (`virsh dumpxml`); neither taints a domain.
     #[arg(
         long,
         env = "TICKSCOPE_LIBVIRT_URI",
         default_value = tickscope_agent::sampler::DEFAULT_LIBVIRT_URI
     )]
     libvirt_uri: String,
+    /// Where debugfs is mounted: KVM's per-VM halt-polling counters are under `<dir>/kvm/`.
+    #[arg(
+        long,
+        env = "TICKSCOPE_DEBUGFS",
+        default_value = tickscope_agent::sampler::DEFAULT_DEBUGFS
+    )]
+    debugfs: PathBuf,
     /// Where procfs is mounted.
     #[arg(long, default_value = "/proc", hide = true)]
     proc_root: PathBuf,
@@ -218,6 +225,7 @@ impl MeasureArgs {
         Sampler::new(&self.proc_root, host::clock_ticks_per_second())
             .with_channel_dir(&self.channel_dir)
             .with_libvirt_uri(&self.libvirt_uri)
+            .with_debugfs(&self.debugfs)
     }
 }
 

@@ -32,6 +32,7 @@ use crate::procfs::{ProcFs, ProcStat};
 use crate::wire::{BlindSpot, GuestSample};
 
 pub use facts::DEFAULT_LIBVIRT_URI;
+pub use halt_poll::DEFAULT_DEBUGFS;
 use identify::Identifier;
 use tracked::{Counters, Tracked, VmState};
 use unseen::{HostSight, denied_sockets};
