@@ -24,14 +24,7 @@ pub const WINDOWS_FAST_TIMER_WAKEUPS_PER_VCPU_S: f64 = 500.0;
 /// often enough for its idle cost to matter.
 fn idle_cost_over_baseline<'a>(input: &Input<'a>) -> Option<(f64, &'a Rates)> {
     let rates = input.rates?;
-    let idle_share = input.activity.idle_share()?;
-    if matches!(
-        input.classification.mode,
-        TickMode::Busy | TickMode::Unknown
-    ) || idle_share < 0.5
-    {
-        return None;
-    }
+    let idle_share = input.mostly_idle_share()?;
     let baseline = input.waste.baseline.cpu_pct_per_vcpu;
     let above = (rates.cpu_pct_per_vcpu - baseline).max(0.0) * f64::from(input.window.vcpus);
     Some((above * idle_share, rates))

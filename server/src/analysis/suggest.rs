@@ -234,16 +234,12 @@ fn lower_host_halt_poll(input: &Input) -> Option<Suggestion> {
     let poll_ns = window.host_halt_poll_ns.filter(|&ns| ns > 0)?;
     let rates = input.rates?;
     let baseline = input.waste.baseline.cpu_pct_per_vcpu;
-    let idle_share = input.activity.idle_share()?;
     // A busy guest's CPU is work, and an `idle=poll` guest never halts, so KVM never polls for it;
     // wake-ups counted over the whole process are not the vCPUs' own.
+    let idle_share = input.mostly_idle_share()?;
     if window.uses_kvm != Some(true)
-        || matches!(
-            input.classification.mode,
-            TickMode::Busy | TickMode::Polling | TickMode::Unknown
-        )
+        || input.classification.mode == TickMode::Polling
         || !window.wakeups_from_vcpu_threads
-        || idle_share < 0.5
         || rates.wakeups_per_vcpu_s <= 0.0
         || rates.cpu_pct_per_vcpu < HALT_POLL_MIN_TIMES_BASELINE * baseline
     {
@@ -296,13 +292,8 @@ fn halt_poll_change(poll_ns: Option<u64>) -> String {
 /// is measured, not inferred: what it cost while the guest idled is what lowering it saves
 /// (`idle=poll` guests never halt, and busy ones' polling is part of their work).
 fn measured_halt_poll(input: &Input, polled_pct: f64) -> Option<Suggestion> {
-    let idle_share = input.activity.idle_share()?;
-    if matches!(
-        input.classification.mode,
-        TickMode::Busy | TickMode::Polling | TickMode::Unknown
-    ) || idle_share < 0.5
-        || polled_pct < HALT_POLL_MIN_MEASURED_PCT
-    {
+    let idle_share = input.mostly_idle_share()?;
+    if input.classification.mode == TickMode::Polling || polled_pct < HALT_POLL_MIN_MEASURED_PCT {
         return None;
     }
     let vcpus_pct = input.rates.map_or(0.0, |r| r.host_cpu_pct);

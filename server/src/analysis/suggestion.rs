@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::change_kind::ChangeKind;
 use super::idle::Activity;
-use super::tick_mode::{Classification, Confidence};
+use super::tick_mode::{Classification, Confidence, TickMode};
 use super::waste::Waste;
 use super::window::{CpuSplit, Rates, Window};
 
@@ -38,4 +38,18 @@ pub struct Input<'a> {
     pub activity: &'a Activity,
     pub classification: &'a Classification,
     pub waste: &'a Waste,
+}
+
+/// The least share of the window a guest idles for the rules that price its idle cost to judge
+/// it: below it, its CPU is mostly work.
+pub const MIN_IDLE_SHARE: f64 = 0.5;
+
+impl Input<'_> {
+    /// The share of the window the guest idled, for a guest measured long enough, not busy, and
+    /// idle at least [`MIN_IDLE_SHARE`] of the time; `None` otherwise.
+    pub fn mostly_idle_share(&self) -> Option<f64> {
+        let idle_share = self.activity.idle_share()?;
+        let judged = !matches!(self.classification.mode, TickMode::Busy | TickMode::Unknown);
+        (judged && idle_share >= MIN_IDLE_SHARE).then_some(idle_share)
+    }
 }

@@ -5,7 +5,7 @@
 
 use super::change_kind::ChangeKind;
 use super::suggestion::{Input, Suggestion};
-use super::tick_mode::{Confidence, TickMode};
+use super::tick_mode::Confidence;
 use super::window::CpuSplit;
 
 /// A part of the VM other than its vCPUs that uses this much of a core while the guest idles,
@@ -15,16 +15,7 @@ pub const PART_MIN_CPU_PCT: f64 = 1.0;
 /// The split over the idle intervals of a guest that idles at least half the time; `None`
 /// otherwise (a busy guest's threads are working).
 fn idle_split<'a>(input: &Input<'a>) -> Option<(&'a CpuSplit, f64)> {
-    let split = input.split?;
-    let idle_share = input.activity.idle_share()?;
-    if matches!(
-        input.classification.mode,
-        TickMode::Busy | TickMode::Unknown
-    ) || idle_share < 0.5
-    {
-        return None;
-    }
-    Some((split, idle_share))
+    Some((input.split?, input.mostly_idle_share()?))
 }
 
 /// QEMU's I/O threads poll for new requests before they sleep (`poll-max-ns`, adaptive, up to
