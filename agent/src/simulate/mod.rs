@@ -17,9 +17,11 @@
 //! restart, a lower cost). About half the guests run the guest probe and report their facts.
 
 pub mod fleet;
+pub mod kernel;
 #[cfg(feature = "cli")]
 pub mod latency;
 #[cfg(feature = "cli")]
 pub mod send;
 
-pub use fleet::{GuestSpec, HostSpec, Kernel, SimulatedHost, Tick, random_fleet};
+pub use fleet::{GuestSpec, HostSpec, SimulatedHost, random_fleet};
+pub use kernel::{Kernel, Tick};
