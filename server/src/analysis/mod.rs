@@ -6,7 +6,9 @@
 //! guest) and says so in its evidence; guest-reported facts come later and will win over it.
 
 pub mod alerting;
+pub mod attribution;
 pub mod boot_args;
+pub mod cause;
 pub mod change;
 pub mod change_kind;
 pub mod cost;

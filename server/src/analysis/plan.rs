@@ -7,17 +7,16 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::attribution;
 use super::change_kind::{ChangeKind, Needs};
 use super::suggest::Suggestion;
 use super::tick_mode::Confidence;
 
-/// The change the plan schedules for a guest, from its suggestions: the first that saves
-/// something, else the first at all (one that says what to look at).
+/// The change the plan schedules for a guest, from its suggestions: the one its cause comes
+/// from ([`attribution::main_suggestion`]: the largest saving), else the first at all (one
+/// that says what to look at).
 pub fn planned(suggestions: &[Suggestion]) -> Option<&Suggestion> {
-    suggestions
-        .iter()
-        .find(|s| s.saving_cpu_pct.is_some())
-        .or(suggestions.first())
+    attribution::main_suggestion(suggestions).or(suggestions.first())
 }
 
 /// One guest's planned change.
@@ -454,10 +453,11 @@ mod tests {
     }
 
     #[test]
-    fn the_planned_change_is_the_first_that_saves_else_the_first() {
+    fn the_planned_change_is_the_largest_saving_else_the_first() {
         use crate::analysis::tick_mode::Confidence::Low;
         let s = |rule: &'static str, saving: Option<f64>| Suggestion {
             rule,
+            cause: crate::analysis::cause::Cause::TickingKernel,
             title: rule,
             change: String::new(),
             kind: ChangeKind::Investigate,
@@ -466,11 +466,13 @@ mod tests {
             saving_cpu_pct: saving,
         };
         // (suggestions, the rule planned)
-        let cases: [(Vec<Suggestion>, Option<&str>); 4] = [
+        let cases: [(Vec<Suggestion>, Option<&str>); 6] = [
             (vec![], None),
             (vec![s("a", None)], Some("a")),
             (vec![s("a", None), s("b", Some(1.0))], Some("b")),
-            (vec![s("a", Some(0.0)), s("b", Some(1.0))], Some("a")),
+            (vec![s("a", Some(0.0)), s("b", Some(1.0))], Some("b")),
+            (vec![s("a", Some(2.0)), s("b", Some(1.0))], Some("a")),
+            (vec![s("a", Some(1.0)), s("b", Some(1.0))], Some("a")),
         ];
         for (suggestions, expected) in cases {
             assert_eq!(planned(&suggestions).map(|s| s.rule), expected);

@@ -4,6 +4,7 @@
 //! the rules of [`super::suggest`], which lists them in its table with the guests they speak to.
 
 use super::boot_args;
+use super::cause::Cause;
 use super::change_kind::ChangeKind;
 use super::platform::HYPERV_TIMER_SET;
 use super::suggestion::{Input, Suggestion};
@@ -72,6 +73,7 @@ pub fn hyperv_timers(input: &Input) -> Option<Suggestion> {
     let has = setup.hyperv.as_deref().unwrap_or_default();
     Some(Suggestion {
         rule: "hyperv_timers",
+        cause: Cause::WindowsTimers,
         kind: ChangeKind::VmConfig,
         title: "Give this Windows guest Hyper-V's synthetic timers",
         change: format!(
@@ -106,6 +108,7 @@ pub fn windows_timer_resolution(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "windows_timer_resolution",
+        cause: Cause::GuestPrograms,
         kind: ChangeKind::Investigate,
         title: "Find the Windows program holding a 1 ms timer",
         change: "In the guest, from an administrator prompt: `powercfg /energy /duration 60`, then open energy-report.html. Under \"Platform Timer Resolution: Outstanding Timer Request\" it names each program that asked for a faster timer; stop or reconfigure it (media players, browsers and some agents ask for 1 ms).".into(),
@@ -155,6 +158,7 @@ pub fn emulated_tick_device(input: &Input) -> Option<Suggestion> {
     Some(if set.is_empty() {
         Suggestion {
             rule: "emulated_tick_device",
+            cause: Cause::EmulatedTimer,
             kind: ChangeKind::Investigate,
             title: "Move the guest's tick to its local APIC timer",
             change: "In the guest, run `dmesg | grep -i -e apic -e clockevent` and `grep -e 'Clock Event Device' -e 'Per CPU' /proc/timer_list`: find why the local APIC timer is not used (a boot parameter, a kernel built without it, a CPU model that hides it) and undo it.".into(),
@@ -165,6 +169,7 @@ pub fn emulated_tick_device(input: &Input) -> Option<Suggestion> {
     } else {
         Suggestion {
             rule: "emulated_tick_device",
+            cause: Cause::EmulatedTimer,
             kind: ChangeKind::BootParameter,
             title: "Move the guest's tick to its local APIC timer",
             change: format!(
@@ -202,6 +207,7 @@ pub fn disable_hpet(input: &Input) -> Option<Suggestion> {
     };
     Some(Suggestion {
         rule: "disable_hpet",
+        cause: Cause::EmulatedTimer,
         kind: ChangeKind::VmConfig,
         title: "Remove the VM's emulated HPET",
         change: "Take the HPET out of the VM and restart it. QEMU: `-machine <type>,hpet=off` (`-no-hpet` before QEMU 5.1). libvirt (`virsh edit`): `<timer name='hpet' present='no'/>` in `<clock>`. Proxmox VE has no setting for it: `args: -machine hpet=off` in /etc/pve/qemu-server/<vmid>.conf (QEMU merges it with Proxmox's own `-machine`).".into(),
@@ -221,6 +227,7 @@ pub fn disable_hpet(input: &Input) -> Option<Suggestion> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::cause::Cause;
     use crate::analysis::kernel::KernelFacts;
     use crate::analysis::platform::VmSetup;
     use crate::analysis::{Window, analyse_host, test_window};
@@ -585,6 +592,9 @@ mod tests {
         // Over the default 0.5 % baseline: 0.75 % of a core to save.
         let saving = verdict.suggestions[0].saving_cpu_pct.unwrap();
         assert!((saving - 0.75).abs() < 1e-9, "{saving}");
+        // Tickless by its kernel, it still ranks by what its timer wastes, filed under it.
+        assert!((verdict.waste.wasted_cpu_pct - 0.75).abs() < 1e-9);
+        assert_eq!(verdict.cause, Some(Cause::EmulatedTimer));
         // On the local APIC timer, the same wake-ups are user space's.
         facts.tick_device = Some("lapic".into());
         let lapic = window(
@@ -594,11 +604,65 @@ mod tests {
             Some(facts),
             setup(Some(""), Some(false), None),
         );
-        assert_eq!(
-            rules(lapic),
-            [("find_user_space_wakeups", ChangeKind::Investigate)]
-        );
+        let verdict = analyse_host(std::slice::from_ref(&lapic)).remove(0);
+        let got: Vec<(&str, Cause)> = verdict
+            .suggestions
+            .iter()
+            .map(|s| (s.rule, s.cause))
+            .collect();
+        assert_eq!(got, [("find_user_space_wakeups", Cause::GuestPrograms)]);
+        // Not priced, but what the admin should look at: filed under it, with no waste.
+        assert_eq!(verdict.cause, Some(Cause::GuestPrograms));
+        assert_eq!(verdict.waste.wasted_cpu_pct, 0.0);
         // Nor does it teach its host what a tickless guest costs.
         assert!(!pit.teaches_baseline());
+    }
+
+    #[test]
+    fn a_windows_guest_ranks_by_what_its_timers_waste_though_it_wakes_like_a_tickless_one() {
+        // Without stimer, 12 % of a core per vCPU at 60 wake-ups a second: too few for a tick.
+        let no_stimer = window(
+            2,
+            24.0,
+            60.0,
+            Some(windows()),
+            setup(Some("relaxed,vapic"), Some(true), None),
+        );
+        let verdict = analyse_host(std::slice::from_ref(&no_stimer)).remove(0);
+        assert_eq!(verdict.classification.mode, TickMode::Tickless);
+        // 24 % less 2 vCPUs × the default 0.5 % baseline.
+        assert!(
+            (verdict.waste.wasted_cpu_pct - 23.0).abs() < 1e-9,
+            "{}",
+            verdict.waste.reasoning
+        );
+        assert!(
+            verdict
+                .waste
+                .reasoning
+                .contains("Windows without Hyper-V timers 23.00 % (hyperv_timers)"),
+            "{}",
+            verdict.waste.reasoning
+        );
+        assert_eq!(verdict.cause, Some(Cause::WindowsTimers));
+        // With the timers, the same cost and wake-ups are nothing the rules can name: no waste.
+        let with_stimer = window(
+            2,
+            24.0,
+            60.0,
+            Some(windows()),
+            setup(
+                Some("relaxed,spinlocks,stimer,synic,time,vapic,vpindex"),
+                Some(false),
+                None,
+            ),
+        );
+        let verdict = analyse_host(std::slice::from_ref(&with_stimer)).remove(0);
+        assert_eq!(
+            verdict.waste.wasted_cpu_pct, 0.0,
+            "{}",
+            verdict.waste.reasoning
+        );
+        assert_eq!(verdict.cause, None);
     }
 }

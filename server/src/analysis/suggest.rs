@@ -5,6 +5,7 @@
 //! alone the rules cannot see inside the guest, and where that matters they say what to check.
 
 use super::boot_args;
+use super::cause::Cause;
 use super::change_kind::ChangeKind;
 use super::kernel::{self, KernelFacts, NohzBuilt};
 use super::platform::OsFamily;
@@ -84,6 +85,7 @@ fn tune_haltpoll(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "tune_haltpoll",
+        cause: Cause::GuestPolling,
         kind: ChangeKind::GuestSetting,
         title: "Stop idle vCPUs from polling (haltpoll)",
         change: "In the guest, `echo 0 > /sys/module/haltpoll/parameters/guest_halt_poll_ns`, or boot with `haltpoll.guest_halt_poll_ns=0`; on a host with spare cores only, a smaller value keeps some of the latency benefit.".into(),
@@ -113,6 +115,7 @@ fn upgrade_pre_nohz_kernel(input: &Input) -> Option<Suggestion> {
     };
     Some(Suggestion {
         rule: "upgrade_pre_nohz_kernel",
+        cause: Cause::TickingKernel,
         kind: ChangeKind::KernelUpgrade,
         title: "Upgrade to a kernel that can stop its tick",
         change: "Move this guest to a kernel of 2.6.24 or later built with NO_HZ (a current distribution kernel), or to a distribution release that ships one.".into(),
@@ -141,6 +144,7 @@ fn rhel5_divider(input: &Input) -> Option<Suggestion> {
     Some(if build >= RHEL_5_8_BUILD {
         Suggestion {
             rule: "rhel5_divider",
+            cause: Cause::TickingKernel,
             kind: ChangeKind::BootParameter,
             title: "Divide the RHEL 5 tick by ten",
             change: format!(
@@ -154,6 +158,7 @@ fn rhel5_divider(input: &Input) -> Option<Suggestion> {
     } else {
         Suggestion {
             rule: "rhel5_divider",
+            cause: Cause::TickingKernel,
             // Updating to 5.8 or later is a new kernel.
             kind: ChangeKind::KernelUpgrade,
             title: "Update RHEL 5, then divide its tick by ten",
@@ -203,6 +208,7 @@ fn paravirt_clocksource(input: &Input) -> Option<Suggestion> {
     };
     Some(Suggestion {
         rule: "paravirt_clocksource",
+        cause: Cause::EmulatedTimer,
         kind: ChangeKind::BootParameter,
         title: "Use a clocksource that does not trap",
         change,
@@ -260,6 +266,7 @@ fn lower_host_halt_poll(input: &Input) -> Option<Suggestion> {
     let above_baseline_pct = (rates.cpu_pct_per_vcpu - baseline) * vcpus;
     Some(Suggestion {
         rule: "lower_host_halt_poll",
+        cause: Cause::HostHaltPolling,
         kind: ChangeKind::HostSide,
         title: "Lower KVM halt polling on the host",
         change: halt_poll_change(Some(poll_ns)),
@@ -299,6 +306,7 @@ fn measured_halt_poll(input: &Input, polled_pct: f64) -> Option<Suggestion> {
     let vcpus_pct = input.rates.map_or(0.0, |r| r.host_cpu_pct);
     Some(Suggestion {
         rule: "lower_host_halt_poll",
+        cause: Cause::HostHaltPolling,
         kind: ChangeKind::HostSide,
         title: "Lower KVM halt polling on the host",
         change: halt_poll_change(input.window.host_halt_poll_ns),
@@ -322,6 +330,7 @@ fn find_user_space_wakeups(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "find_user_space_wakeups",
+        cause: Cause::GuestPrograms,
         kind: ChangeKind::Investigate,
         title: "Find what wakes this tickless guest",
         change: "In the guest, run `powertop` (Overview tab: wake-ups per second by process and interrupt), or `perf sched timehist` for a while, and deal with the top wakers.".into(),
@@ -354,6 +363,7 @@ fn remove_idle_poll(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "remove_idle_poll",
+        cause: Cause::GuestPolling,
         kind: ChangeKind::BootParameter,
         title: "Remove `idle=poll`",
         change: "Remove `idle=poll` from the guest kernel command line.".into(),
@@ -372,6 +382,7 @@ fn remove_nohz_off(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "remove_nohz_off",
+        cause: Cause::TickingKernel,
         kind: ChangeKind::BootParameter,
         title: "Remove `nohz=off`",
         change: if input.window.boot_args.is_some() {
@@ -415,6 +426,7 @@ fn check_guest_kernel(input: &Input) -> Option<Suggestion> {
         };
         return Some(Suggestion {
             rule: "check_guest_kernel",
+            cause: Cause::TickingKernel,
             kind: ChangeKind::KernelConfig,
             title: "Make the guest kernel tickless",
             change: format!(
@@ -435,6 +447,7 @@ fn check_guest_kernel(input: &Input) -> Option<Suggestion> {
     };
     Some(Suggestion {
         rule: "check_guest_kernel",
+        cause: Cause::TickingKernel,
         // Which change it needs is what the command tells.
         kind: ChangeKind::Investigate,
         title: "Make the guest kernel tickless",
@@ -479,6 +492,7 @@ fn fewer_vcpus(input: &Input) -> Option<Suggestion> {
     let measured_s = input.window.total().length_s;
     Some(Suggestion {
         rule: "fewer_vcpus",
+        cause: Cause::of_wasteful_mode(input.classification.mode),
         kind: ChangeKind::VmConfig,
         title: "Give it fewer vCPUs",
         change: format!(
@@ -499,6 +513,7 @@ fn busy_or_polling(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "busy_or_polling",
+        cause: Cause::GuestPolling,
         kind: ChangeKind::Investigate,
         title: "Check whether it polls while idle",
         change: "If this guest should be idle, check it for polling idle: `cat /proc/cmdline` (remove `idle=poll`) and `cat /sys/devices/system/cpu/cpuidle/current_driver` (`haltpoll`: lower `guest_halt_poll_ns` or unload cpuidle-haltpoll on an overcommitted host).".into(),
@@ -570,6 +585,52 @@ mod tests {
             assert_eq!(
                 rule_names(&s),
                 expected,
+                "{vcpus} vCPU {cpu} % {wakeups}/s {args:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_situation_is_filed_under_its_cause() {
+        use crate::analysis::cause::Cause;
+        // (vCPUs, host CPU %, wake-ups per vCPU per s, boot args, cause, cause of each rule)
+        type Case<'a> = (u32, f64, f64, Option<&'a str>, Option<Cause>, &'a [Cause]);
+        let cases: [Case; 5] = [
+            (
+                2,
+                8.6,
+                572.0,
+                Some("nohz=off"),
+                Some(Cause::TickingKernel),
+                &[Cause::TickingKernel, Cause::TickingKernel],
+            ),
+            (
+                1,
+                4.0,
+                1000.0,
+                None,
+                Some(Cause::TickingKernel),
+                &[Cause::TickingKernel],
+            ),
+            (
+                1,
+                99.3,
+                485.0,
+                Some("idle=poll"),
+                Some(Cause::GuestPolling),
+                &[Cause::GuestPolling],
+            ),
+            // Busy: perhaps polling, perhaps working; not filed under a cause on a guess.
+            (1, 99.3, 485.0, None, None, &[Cause::GuestPolling]),
+            (1, 0.3, 38.0, None, None, &[]),
+        ];
+        for (vcpus, cpu, wakeups, args, cause, causes) in cases {
+            let window = test_window(vcpus, cpu, wakeups, args);
+            let verdict = analyse_host(std::slice::from_ref(&window)).remove(0);
+            let got: Vec<Cause> = verdict.suggestions.iter().map(|s| s.cause).collect();
+            assert_eq!(got, causes, "{vcpus} vCPU {cpu} % {wakeups}/s {args:?}");
+            assert_eq!(
+                verdict.cause, cause,
                 "{vcpus} vCPU {cpu} % {wakeups}/s {args:?}"
             );
         }

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::cause::Cause;
 use super::change_kind::ChangeKind;
 use super::idle::Activity;
 use super::tick_mode::{Classification, Confidence, TickMode};
@@ -12,6 +13,8 @@ use super::window::{CpuSplit, Rates, Window};
 pub struct Suggestion {
     /// Stable identifier of the rule that made it.
     pub rule: &'static str,
+    /// What the change takes away.
+    pub cause: Cause,
     /// The change in a few words, for lists.
     pub title: &'static str,
     /// The change to make, exactly.

@@ -3,6 +3,7 @@
 //! guest. Each reads the split of the VM's host CPU over its idle intervals
 //! ([`super::window::CpuSplit`]), as the agent measured it from the threads' run times.
 
+use super::cause::Cause;
 use super::change_kind::ChangeKind;
 use super::suggestion::{Input, Suggestion};
 use super::tick_mode::Confidence;
@@ -28,6 +29,7 @@ pub fn iothread_polling(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "iothread_polling",
+        cause: Cause::VmThreads,
         kind: ChangeKind::VmConfig,
         title: "Stop its I/O threads polling",
         change: "Turn off the I/O threads' polling: with libvirt, `virsh iothreadset <domain> <iothread id> --poll-max-ns 0 --live --config` (no restart); plain QEMU, `-object iothread,id=<id>,poll-max-ns=0`, or at run time `qom-set /objects/<id> poll-max-ns 0` on the monitor. Keep a small value instead where the guest's disk latency matters more than the host's CPU.".into(),
@@ -49,6 +51,7 @@ pub fn vhost_busy(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "vhost_busy",
+        cause: Cause::VmThreads,
         kind: ChangeKind::Investigate,
         title: "Find what keeps its vhost workers busy",
         change: "On the host, look for busy polling on its network device: QEMU's `-netdev tap,...,poll-us=N` makes vhost-net poll for N µs; remove it (libvirt does not set it). Otherwise its traffic is the guest's: `ip -s link` in the guest, or `tcpdump` on its tap device, shows what it sends while idle.".into(),
@@ -75,6 +78,7 @@ pub fn emulator_busy(input: &Input) -> Option<Suggestion> {
     }
     Some(Suggestion {
         rule: "emulator_busy",
+        cause: Cause::VmThreads,
         kind: ChangeKind::Investigate,
         title: "Find what keeps QEMU's main loop busy",
         change: "On the host, `perf top -p <QEMU pid>` (or `perf record -g -p <pid>`) shows which device model runs. The usual ones: a USB tablet on an emulated UHCI/OHCI controller (put it on `qemu-xhci`, or drop it on a server), an audio device with an open stream, a connected VNC or SPICE client refreshing the screen.".into(),
@@ -195,14 +199,29 @@ mod tests {
         assert!((split.iothreads_pct - 4.0).abs() < 1e-9, "{split:?}");
         assert!((split.emulator_pct - 0.1).abs() < 1e-9, "{split:?}");
         // 3.1 % of guest and main loop, less the default 0.5 % baseline: the I/O thread's 4 %
-        // is not the tick's.
+        // is not the tick's...
+        let tick = &verdict.suggestions[0];
+        assert_eq!(tick.rule, "check_guest_kernel");
         assert!(
-            (verdict.waste.wasted_cpu_pct - 2.6).abs() < 1e-9,
+            (tick.saving_cpu_pct.unwrap() - 2.6).abs() < 1e-9,
+            "{tick:?}"
+        );
+        assert!(
+            verdict.waste.reasoning.contains("4.00 % left out"),
+            "{}",
+            verdict.waste.reasoning
+        );
+        // ... but its own waste, which the guest's adds up: 2.6 + 4.
+        assert!(
+            (verdict.waste.wasted_cpu_pct - 6.6).abs() < 1e-9,
             "{}",
             verdict.waste.reasoning
         );
         assert!(
-            verdict.waste.reasoning.contains("4.00 % left out"),
+            verdict
+                .waste
+                .reasoning
+                .contains("The VM's own threads 4.00 % (iothread_polling)"),
             "{}",
             verdict.waste.reasoning
         );

@@ -5,13 +5,14 @@ use std::collections::HashMap;
 use serde::Serialize;
 use tickscope_wire::Hypervisor;
 
+use super::cause::Cause;
 use super::idle::Activity;
 use super::suggest::Suggestion;
 use super::tick_mode::{Classification, TickMode};
 use super::waste::{Baseline, Waste};
 
 use super::window::{CpuSplit, Rates, Span, Window};
-use super::{idle, suggest, tick_mode, waste};
+use super::{attribution, idle, suggest, tick_mode, waste};
 
 /// Everything the analysis concluded about one guest.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -29,7 +30,11 @@ pub struct Verdict {
     pub halt_poll_pct: Option<f64>,
     pub activity: Activity,
     pub classification: Classification,
+    /// What it wastes: the tick's or polling's waste, or what the rules price to other causes
+    /// (see [`attribution::attributed`]).
     pub waste: Waste,
+    /// The cause it is filed under ([`attribution::main_cause`]); `None` when nothing is wrong.
+    pub cause: Option<Cause>,
     pub suggestions: Vec<Suggestion>,
 }
 
@@ -121,6 +126,8 @@ pub fn analyse_host(guests: &[Window]) -> Vec<Verdict> {
                 classification: &m.classification,
                 waste: &waste,
             });
+            let ceiling_pct = idle_cost_above_baseline_pct(&m.activity.idle, &m.total, baseline);
+            let waste = attribution::attributed(waste, &suggestions, ceiling_pct);
             Verdict {
                 rates: m.total.rates(),
                 idle_rates,
@@ -129,10 +136,21 @@ pub fn analyse_host(guests: &[Window]) -> Vec<Verdict> {
                 activity: m.activity.clone(),
                 classification: m.classification.clone(),
                 waste,
+                cause: attribution::main_cause(&suggestions),
                 suggestions,
             }
         })
         .collect()
+}
+
+/// What a guest's idle intervals cost above the tickless baseline, averaged over all the
+/// measured time as waste is, in % of a core: the most any cause can have wasted.
+fn idle_cost_above_baseline_pct(idle: &Span, total: &Span, baseline: &Baseline) -> f64 {
+    if total.length_s <= 0.0 {
+        return 0.0;
+    }
+    let tickless_s = baseline.cpu_pct_per_vcpu / 100.0 * idle.vcpu_s;
+    (100.0 * (idle.host_cpu_s - tickless_s) / total.length_s).max(0.0)
 }
 
 #[cfg(test)]
