@@ -27,7 +27,7 @@ pub(super) fn alert_labels(rule: &RuleRow, m: &Measure) -> LabelSet {
 }
 
 /// The annotations of `m` under `rule`: its summary, a description with the value and the
-/// threshold, and for guests the suggestion and the tick mode.
+/// threshold, and for guests the suggestion, the tick mode and the cause as judged now.
 pub(super) fn annotations(rule: &Rule, m: &Measure) -> LabelSet {
     let mut set = LabelSet::new();
     set.insert("summary".into(), m.summary.clone());
@@ -48,6 +48,9 @@ pub(super) fn annotations(rule: &Rule, m: &Measure) -> LabelSet {
     }
     if let Some(mode) = &m.tick_mode {
         set.insert("tick_mode".into(), mode.clone());
+    }
+    if let Some(cause) = &m.cause {
+        set.insert("cause".into(), cause.clone());
     }
     set
 }
@@ -281,6 +284,7 @@ fn gone(alert: &AlertRow) -> Measure {
         ),
         suggestion: None,
         tick_mode: None,
+        cause: None,
     }
 }
 
@@ -352,6 +356,7 @@ mod tests {
             summary: "s".into(),
             suggestion: Some("boot with nohz=on".into()),
             tick_mode: Some("periodic".into()),
+            cause: Some("ticking_kernel".into()),
         };
         let labels = alert_labels(&rule, &m);
         let names: Vec<&str> = labels.keys().map(String::as_str).collect();
@@ -369,6 +374,7 @@ mod tests {
         );
         let notes = annotations(&Rule::parse(rule).unwrap(), &m);
         assert_eq!(notes["tick_mode"], "periodic");
+        assert_eq!(notes["cause"], "ticking_kernel");
         assert_eq!(notes["suggestion"], "boot with nohz=on");
         assert!(
             notes["description"].contains("5.25 % of a core"),

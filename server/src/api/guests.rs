@@ -1,5 +1,6 @@
 //! `GET /api/v1/guests` and `GET /api/v1/guests/{id}`: the ranking, for viewers.
 
+use crate::analysis::cause::Cause;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -18,7 +19,6 @@ use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
 use tickscope_wire::Platform;
 
-use crate::analysis::platform::guest_os;
 use crate::analysis::suggest::Suggestion;
 use crate::analysis::window::CpuSplit;
 use crate::auth::Viewer;
@@ -85,8 +85,12 @@ struct GuestJson {
     tick_mode_confidence: &'static str,
     estimated_hz: Option<u32>,
     evidence: Vec<String>,
-    /// Host CPU wasted beyond the tickless baseline, in % of one host core.
+    /// Host CPU wasted while idle, in % of one host core: beyond the tickless baseline for a
+    /// guest that ticks or polls, or what a rule prices to another cause (see `cause`).
     wasted_cpu_pct: f64,
+    /// The cause of idle burn it is filed under, that of its largest priced suggestion;
+    /// absent when nothing is wrong.
+    cause: Option<Cause>,
     /// The same waste if it goes on, under the server's cost model (see totals.cost_model).
     wasted_core_hours_per_day: f64,
     wasted_kwh_per_year: f64,
@@ -160,10 +164,10 @@ impl WasteSoFarJson {
 
 impl GuestJson {
     fn new(g: AnalysedGuest, model: &CostModel, last_change: Option<Change>) -> Self {
+        let os = g.os();
         let v = g.verdict;
         let yearly = cost::of_waste(v.waste.wasted_cpu_pct, model);
         let k = g.kernel;
-        let os = guest_os(k.as_ref(), g.setup.os_hint.as_deref());
         GuestJson {
             os: os.family.as_str(),
             os_evidence: os.evidence,
@@ -205,6 +209,7 @@ impl GuestJson {
             estimated_hz: v.classification.estimated_hz,
             evidence: v.classification.evidence,
             wasted_cpu_pct: v.waste.wasted_cpu_pct,
+            cause: v.cause,
             wasted_core_hours_per_day: yearly.core_hours_per_day,
             wasted_kwh_per_year: yearly.kwh_per_year,
             wasted_cost_per_year: yearly.money_per_year,
@@ -318,15 +323,7 @@ impl PageQuery {
     /// `cursor`.
     fn next_link(&self, filter: &GuestFilter, cursor: &str) -> String {
         let mut query = form_urlencoded::Serializer::new(String::new());
-        for (name, value) in [
-            ("q", &filter.q),
-            ("host", &filter.host),
-            ("hypervisor", &filter.hypervisor),
-            ("mode", &filter.mode),
-            ("distro", &filter.distro),
-            ("kernel", &filter.kernel),
-            ("hz", &filter.hz),
-        ] {
+        for (name, value) in filter.params() {
             if !value.is_empty() {
                 query.append_pair(name, value);
             }

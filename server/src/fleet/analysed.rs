@@ -9,7 +9,7 @@ use serde::Serialize;
 use tickscope_wire::{FactsSource, GuestFacts, Platform};
 
 use crate::analysis::kernel::KernelFacts;
-use crate::analysis::platform::VmSetup;
+use crate::analysis::platform::{GuestOs, VmSetup, guest_os};
 use crate::analysis::window::Parts;
 use crate::analysis::{Interval, Verdict, idle};
 
@@ -92,6 +92,11 @@ impl AnalysedGuest {
 impl AnalysedGuest {
     pub fn wasted_cpu_pct(&self) -> f64 {
         self.verdict.waste.wasted_cpu_pct
+    }
+
+    /// Its OS, from its own facts first, then its manager's word.
+    pub fn os(&self) -> GuestOs {
+        guest_os(self.kernel.as_ref(), self.setup.os_hint.as_deref())
     }
 
     /// Where the lookback window its verdict was judged over starts: the analysis window up to

@@ -28,11 +28,19 @@ pub struct FleetIndex {
     hosts: imbl::HashMap<HostId, HostSums>,
     /// The hosts with guests, most wasteful first.
     host_order: imbl::OrdSet<HostKey>,
-    /// Per facet ([`Facet::index`]), how many guests have each value (never 0).
-    values: [imbl::OrdMap<String, usize>; Facet::ALL.len()],
+    /// Per facet ([`Facet::index`]), how many guests have each value (never 0) and their summed
+    /// waste.
+    values: [imbl::OrdMap<String, Tally>; Facet::ALL.len()],
     /// When each guest was last seen, oldest first: which ones a reader counts out as no
     /// longer active.
     last_seen: imbl::OrdSet<(i64, GuestId)>,
+}
+
+/// The guests with one value of a facet: how many, and their summed waste.
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    guests: usize,
+    wasted_micro: i64,
 }
 
 /// One host's sums over its guests held in the index.
@@ -114,9 +122,11 @@ impl FleetIndex {
             baseline.1 = HostBaseline::of(g);
         });
         for facet in Facet::ALL {
-            *self.values[facet.index()]
+            let tally = self.values[facet.index()]
                 .entry(facet.value(g).into_owned())
-                .or_default() += 1;
+                .or_default();
+            tally.guests += 1;
+            tally.wasted_micro += wasted;
         }
         self.last_seen.insert((g.last_seen_ms, g.id));
     }
@@ -142,9 +152,10 @@ impl FleetIndex {
         for facet in Facet::ALL {
             let values = &mut self.values[facet.index()];
             let value = facet.value(g);
-            if let Some(count) = values.get_mut(value.as_ref()) {
-                *count -= 1;
-                if *count == 0 {
+            if let Some(tally) = values.get_mut(value.as_ref()) {
+                tally.guests -= 1;
+                tally.wasted_micro -= wasted;
+                if tally.guests == 0 {
                     values.remove(value.as_ref());
                 }
             }
@@ -232,7 +243,19 @@ impl FleetIndex {
     pub fn values(&self, facet: Facet) -> impl Iterator<Item = (&str, usize)> {
         self.values[facet.index()]
             .iter()
-            .map(|(value, count)| (value.as_str(), *count))
+            .map(|(value, tally)| (value.as_str(), tally.guests))
+    }
+
+    /// How many guests have each value of `facet` and their summed waste (% of one core), by
+    /// value.
+    pub fn values_with_waste(&self, facet: Facet) -> impl Iterator<Item = (&str, usize, f64)> {
+        self.values[facet.index()].iter().map(|(value, tally)| {
+            (
+                value.as_str(),
+                tally.guests,
+                pct_of_micro(tally.wasted_micro),
+            )
+        })
     }
 
     /// How many guests have `value` of `facet` ([`super::listing::WASTEFUL`] for the mode
@@ -243,8 +266,7 @@ impl FleetIndex {
         }
         self.values[facet.index()]
             .get(value)
-            .copied()
-            .unwrap_or_default()
+            .map_or(0, |tally| tally.guests)
     }
 }
 
@@ -276,9 +298,14 @@ mod tests {
     /// Everything the index answers, as JSON, for two indexes to be compared whole.
     fn answers(index: &FleetIndex) -> serde_json::Value {
         let model = CostModel::default();
-        let values: Vec<Vec<(String, usize)>> = Facet::ALL
+        let values: Vec<Vec<(String, usize, i64)>> = Facet::ALL
             .into_iter()
-            .map(|f| index.values(f).map(|(v, n)| (v.to_string(), n)).collect())
+            .map(|f| {
+                index
+                    .values_with_waste(f)
+                    .map(|(v, n, w)| (v.to_string(), n, micro_pct(w)))
+                    .collect()
+            })
             .collect();
         serde_json::json!({
             "totals": index.totals(&model),
@@ -292,14 +319,16 @@ mod tests {
     /// The same answers computed afresh from the guests, the way the pages did before.
     fn afresh(guests: &[Arc<AnalysedGuest>]) -> serde_json::Value {
         let model = CostModel::default();
-        let values: Vec<Vec<(String, usize)>> = Facet::ALL
+        let values: Vec<Vec<(String, usize, i64)>> = Facet::ALL
             .into_iter()
             .map(|f| {
-                let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+                let mut counts: BTreeMap<String, (usize, i64)> = BTreeMap::new();
                 for g in guests {
-                    *counts.entry(f.value(g).into_owned()).or_default() += 1;
+                    let count = counts.entry(f.value(g).into_owned()).or_default();
+                    count.0 += 1;
+                    count.1 += micro_pct(g.wasted_cpu_pct());
                 }
-                counts.into_iter().collect()
+                counts.into_iter().map(|(v, (n, w))| (v, n, w)).collect()
             })
             .collect();
         let mut seen: Vec<(i64, GuestId)> = guests.iter().map(|g| (g.last_seen_ms, g.id)).collect();

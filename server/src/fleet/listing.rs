@@ -21,7 +21,8 @@ use crate::domain::GuestId;
 #[serde(default)]
 #[into_params(parameter_in = Query)]
 pub struct GuestFilter {
-    /// Name or UUID contains this (any case).
+    /// Name or UUID, or its platform's name, group (project, namespace) or id, contains this
+    /// (any case).
     pub q: String,
     /// The hypervisor host's name, exactly.
     pub host: String,
@@ -36,6 +37,8 @@ pub struct GuestFilter {
     pub kernel: String,
     /// The kernel's tick rate in Hz (as the guest reported it, else as measured), or `unknown`.
     pub hz: String,
+    /// The cause it is filed under (`ticking_kernel`, `windows_timers`, ...).
+    pub cause: String,
 }
 
 /// The `mode` filter value that matches every guest that ticks or polls while idle.
@@ -50,12 +53,34 @@ impl GuestFilter {
         } else {
             q.to_lowercase()
         };
+        let platform = g.platform.as_ref();
+        let platform_has =
+            |part: Option<&String>| part.is_some_and(|text| text.to_lowercase().contains(&q));
         Facet::ALL
             .into_iter()
             .all(|facet| facet.keeps(self.wanted(facet), g))
             && (q.is_empty()
                 || g.name.to_lowercase().contains(&q)
-                || g.uuid.as_deref().is_some_and(|u| u.contains(&q)))
+                || g.uuid.as_deref().is_some_and(|u| u.contains(&q))
+                || platform.is_some_and(|p| {
+                    platform_has(p.name.as_ref())
+                        || platform_has(p.group.as_ref())
+                        || platform_has(p.id.as_ref())
+                }))
+    }
+
+    /// Each filter's query parameter and value, in the order addresses list them.
+    pub fn params(&self) -> [(&'static str, &str); 8] {
+        [
+            ("q", &self.q),
+            ("host", &self.host),
+            ("hypervisor", &self.hypervisor),
+            ("mode", &self.mode),
+            ("cause", &self.cause),
+            ("distro", &self.distro),
+            ("kernel", &self.kernel),
+            ("hz", &self.hz),
+        ]
     }
 
     /// The value this filter wants of `facet`, empty for any.
@@ -67,6 +92,7 @@ impl GuestFilter {
             Facet::Hz => &self.hz,
             Facet::Distro => &self.distro,
             Facet::Kernel => &self.kernel,
+            Facet::Cause => &self.cause,
         }
     }
 }
@@ -83,16 +109,19 @@ pub enum Facet {
     Hz,
     Distro,
     Kernel,
+    /// See [`cause`].
+    Cause,
 }
 
 impl Facet {
-    pub const ALL: [Facet; 6] = [
+    pub const ALL: [Facet; 7] = [
         Facet::Host,
         Facet::Hypervisor,
         Facet::Mode,
         Facet::Hz,
         Facet::Distro,
         Facet::Kernel,
+        Facet::Cause,
     ];
 
     /// The guest's value (empty when it has none: a distribution or kernel not reported).
@@ -104,6 +133,7 @@ impl Facet {
             Facet::Hz => Cow::Owned(hz(g)),
             Facet::Distro => Cow::Borrowed(distro_of(g)),
             Facet::Kernel => Cow::Borrowed(kernel_of(g)),
+            Facet::Cause => Cow::Borrowed(cause(g)),
         }
     }
 
@@ -126,6 +156,11 @@ impl Facet {
 
 pub fn mode(g: &AnalysedGuest) -> &'static str {
     g.verdict.classification.mode.as_str()
+}
+
+/// The cause the guest is filed under, empty when none.
+pub fn cause(g: &AnalysedGuest) -> &'static str {
+    g.verdict.cause.map_or("", |c| c.as_str())
 }
 
 /// The guest's tick rate: CONFIG_HZ as it reported it, else the rate its wake-ups match.
@@ -186,12 +221,14 @@ pub enum Column {
     Kernel,
     /// The kernel's tick rate (see [`hz`]); unknown sorts below every rate.
     Hz,
+    /// The cause it is filed under (see [`cause`]).
+    Cause,
     /// The guest id: the one order no report changes.
     Id,
 }
 
 impl Column {
-    pub const ALL: [Column; 12] = [
+    pub const ALL: [Column; 13] = [
         Column::Name,
         Column::Host,
         Column::Hypervisor,
@@ -203,6 +240,7 @@ impl Column {
         Column::Distro,
         Column::Kernel,
         Column::Hz,
+        Column::Cause,
         Column::Id,
     ];
 
@@ -219,6 +257,7 @@ impl Column {
             Column::Distro => "distro",
             Column::Kernel => "kernel",
             Column::Hz => "hz",
+            Column::Cause => "cause",
             Column::Id => "id",
         }
     }
@@ -244,6 +283,7 @@ impl Column {
             Facet::Hz => Column::Hz,
             Facet::Distro => Column::Distro,
             Facet::Kernel => Column::Kernel,
+            Facet::Cause => Column::Cause,
         }
     }
 
@@ -263,6 +303,7 @@ impl Column {
             Column::Distro => Val::Text(distro_of(g)),
             Column::Kernel => Val::Text(kernel_of(g)),
             Column::Hz => Val::Integer(hz_of(g).map_or(-1, i64::from)),
+            Column::Cause => Val::Text(cause(g)),
             Column::Id => Val::Integer(g.id.0),
         }
     }

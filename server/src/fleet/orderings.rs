@@ -19,7 +19,7 @@ use equivalent::{Comparable, Equivalent};
 use smol_str::SmolStr;
 
 use super::analysed::AnalysedGuest;
-use super::listing::{Column, KeyValue, Order, SortKey, Val, mode};
+use super::listing::{Column, KeyValue, Order, SortKey, Val, cause, mode};
 use crate::domain::GuestId;
 
 /// A guest in one column's set: its id and the figures and texts it sorts by, copied.
@@ -42,7 +42,7 @@ struct Entry {
 enum Inline {
     Number(f64),
     Integer(i64),
-    /// A text of a fixed few (a tick mode).
+    /// A text of a fixed few (a tick mode, a cause).
     Static(&'static str),
     Text(SmolStr),
     /// The guest's name, compared folded (the entry's `name`).
@@ -54,6 +54,7 @@ impl Entry {
         let value = match column {
             Column::Name => Inline::Name,
             Column::Mode => Inline::Static(mode(guest)),
+            Column::Cause => Inline::Static(cause(guest)),
             _ => match column.val(guest) {
                 Val::Number(n) => Inline::Number(n),
                 Val::Integer(i) => Inline::Integer(i),
@@ -211,12 +212,14 @@ impl Comparable<Entry> for Probe<'_> {
 /// nodes on their paths (the persistent sets share all else with the copies readers hold):
 /// at 30,000 guests, keeping all twelve made a report of 20 guests cost 2-3 ms to apply,
 /// four times what its analysis does. Kept are the ranking and the orders the pages link to
-/// (a host's guests, a tick mode's, an HZ's, the guest list's name and host-CPU columns); a
+/// (a host's guests, a tick mode's, a cause's, an HZ's, the guest list's name and host-CPU
+/// columns); a
 /// list by another column or filter sorts or walks what it matches (see [`super::lists`]).
-pub const KEPT: [Column; 6] = [
+pub const KEPT: [Column; 7] = [
     Column::Waste,
     Column::Host,
     Column::Mode,
+    Column::Cause,
     Column::Hz,
     Column::Name,
     Column::Cpu,

@@ -322,7 +322,7 @@ type Read = fn(&AnalysedGuest) -> Option<Sample>;
 const GUEST_FAMILIES: [(&str, &str, Option<Unit>, MetricType, Read); 9] = [
     (
         "tickscope_guest_info",
-        "Always 1: the guest's tick mode as judged now, the confidence of that verdict, and what its kernel reported (release, distro, CONFIG_HZ, NO_HZ build, clocksource); join on guest_id",
+        "Always 1: the guest's tick mode as judged now, the confidence of that verdict, the cause of idle burn it is filed under, its OS and its platform's names where known, and what its kernel reported (release, distro, CONFIG_HZ, NO_HZ build, clocksource); join on guest_id",
         None,
         MetricType::Gauge,
         |_| Some(Sample::Info),

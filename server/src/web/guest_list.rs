@@ -50,14 +50,12 @@ impl ListQuery {
         let mut q = self.clone();
         change(&mut q);
         let f = &q.filter;
-        let fields = [
-            ("q", f.q.clone()),
-            ("host", f.host.clone()),
-            ("hypervisor", f.hypervisor.clone()),
-            ("mode", f.mode.clone()),
-            ("distro", f.distro.clone()),
-            ("kernel", f.kernel.clone()),
-            ("hz", f.hz.clone()),
+        let mut fields: Vec<(&str, String)> = f
+            .params()
+            .into_iter()
+            .map(|(name, value)| (name, value.to_string()))
+            .collect();
+        fields.extend([
             ("sort", q.sort.clone()),
             ("dir", q.dir.clone()),
             (
@@ -68,7 +66,7 @@ impl ListQuery {
                     String::new()
                 },
             ),
-        ];
+        ]);
         let pairs: Vec<String> = fields
             .iter()
             .filter(|(_, v)| !v.is_empty())

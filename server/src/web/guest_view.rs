@@ -15,7 +15,7 @@ use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
 use tickscope_wire::Platform;
 
-use crate::analysis::platform::{OsFamily, guest_os};
+use crate::analysis::platform::OsFamily;
 use crate::analysis::suggest::Suggestion;
 use crate::db::{FactsEventRow, SampleRow};
 use crate::fleet::{AnalysedGuest, WasteSoFar};
@@ -197,7 +197,7 @@ impl SampleLine {
 /// (label, value) rows of what the guest reported about its kernel; empty without facts.
 /// The OS and what told it, and what the VM's configuration says of its timers.
 fn platform_rows(guest: &AnalysedGuest) -> Vec<(&'static str, String)> {
-    let os = guest_os(guest.kernel.as_ref(), guest.setup.os_hint.as_deref());
+    let os = guest.os();
     let setup = &guest.setup;
     vec![
         ("On its platform", platform_line(guest.platform.as_ref())),

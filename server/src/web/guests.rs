@@ -10,6 +10,7 @@ use super::error::PageError;
 use super::frame::Frame;
 use super::guest_list::{self, Column, ListQuery};
 use super::view::GuestRow;
+use crate::analysis::cause::Cause;
 use crate::auth::PageUser;
 use crate::error::AppError;
 use crate::fleet::listing::Facet;
@@ -36,7 +37,8 @@ struct ListRow {
 struct Filter {
     param: &'static str,
     label: &'static str,
-    choices: Vec<String>,
+    /// Each choice's value and its text.
+    choices: Vec<(String, String)>,
     chosen: String,
 }
 
@@ -74,15 +76,19 @@ pub async fn guests(
     // walked for them.
     let filter = |facet: Facet, param, label| {
         let chosen = query.filter.wanted(facet);
-        let mut choices: Vec<String> = index
+        let text = |value: &str| match facet {
+            Facet::Cause => Cause::parse(value).map_or(value.to_string(), |c| c.label().into()),
+            _ => value.to_string(),
+        };
+        let mut choices: Vec<(String, String)> = index
             .values(facet)
             .map(|(value, _)| value)
             .filter(|value| !value.is_empty())
-            .map(str::to_string)
+            .map(|value| (value.to_string(), text(value)))
             .collect();
         // A value no active guest has (a silent host's) still shows as the one applied.
-        if !chosen.is_empty() && !choices.iter().any(|c| c == chosen) {
-            choices.insert(0, chosen.to_string());
+        if !chosen.is_empty() && !choices.iter().any(|(c, _)| c == chosen) {
+            choices.insert(0, (chosen.to_string(), text(chosen)));
         }
         Filter {
             param,
@@ -96,9 +102,11 @@ pub async fn guests(
         filter(Facet::Hypervisor, "hypervisor", "Hypervisor"),
         {
             let mut modes = filter(Facet::Mode, "mode", "Tick mode");
-            modes.choices.insert(0, guest_list::WASTEFUL.to_string());
+            let wasteful = guest_list::WASTEFUL.to_string();
+            modes.choices.insert(0, (wasteful.clone(), wasteful));
             modes
         },
+        filter(Facet::Cause, "cause", "Cause"),
         filter(Facet::Hz, "hz", "Kernel HZ"),
         filter(Facet::Distro, "distro", "Distribution"),
         filter(Facet::Kernel, "kernel", "Kernel"),
@@ -112,6 +120,7 @@ pub async fn guests(
         (Column::Wakeups, "Wake-ups /vCPU/s"),
         (Column::Mode, "Tick mode"),
         (Column::Waste, "Wasted"),
+        (Column::Cause, "Cause"),
         (Column::Distro, "Distribution"),
         (Column::Kernel, "Kernel"),
     ];

@@ -1,5 +1,5 @@
 //! `/`: the fleet at a glance: what fires, the totals, the worst wasters and hosts, and how
-//! the guests divide by tick mode and kernel HZ.
+//! the guests divide by tick mode, kernel HZ and cause of idle burn.
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -12,9 +12,11 @@ use super::guest_list::ListQuery;
 use super::hosts::{self, HostLine};
 use super::view::{self, GuestRow};
 use crate::alerts::silences_in_force;
+use crate::analysis::cause::Cause;
 use crate::analysis::cost;
 use crate::auth::PageUser;
 use crate::fleet::Totals;
+use crate::fleet::index::FleetIndex;
 use crate::fleet::listing::Facet;
 use crate::state::AppState;
 
@@ -42,7 +44,47 @@ pub struct OverviewPage {
     /// Guests per tick mode and per kernel HZ, largest group first.
     modes: Vec<Share>,
     hz: Vec<Share>,
+    /// Guests per cause of idle burn, most waste first; none for guests nothing is wrong with.
+    causes: Vec<CauseShare>,
     generated: String,
+}
+
+/// One cause's guests: how many, what they waste, and its bar's length in % of the fleet's
+/// waste.
+struct CauseShare {
+    value: &'static str,
+    label: &'static str,
+    guests: usize,
+    waste: String,
+    link: String,
+    bar_pct: f64,
+}
+
+/// The guests per cause (from the fleet's index: no guest is walked), most waste first, then
+/// most guests, then in [`Cause::ALL`]'s order.
+fn causes(index: &FleetIndex) -> Vec<CauseShare> {
+    let tallies: Vec<(Cause, usize, f64)> = index
+        .values_with_waste(Facet::Cause)
+        .filter_map(|(value, guests, wasted)| Some((Cause::parse(value)?, guests, wasted)))
+        .collect();
+    let fleet_waste: f64 = tallies.iter().map(|(_, _, w)| w).sum();
+    let mut shares: Vec<(Cause, usize, f64)> = tallies;
+    shares.sort_by(|a, b| b.2.total_cmp(&a.2).then(b.1.cmp(&a.1)).then(a.0.cmp(&b.0)));
+    shares
+        .into_iter()
+        .map(|(cause, guests, wasted)| CauseShare {
+            value: cause.as_str(),
+            label: cause.label(),
+            guests,
+            waste: view::pct(wasted),
+            link: ListQuery::default().with(|q| q.filter.cause = cause.as_str().into()),
+            bar_pct: if fleet_waste > 0.0 {
+                100.0 * wasted / fleet_waste
+            } else {
+                0.0
+            },
+        })
+        .collect()
 }
 
 /// How many of the worst wasters the overview lists.
@@ -155,6 +197,7 @@ pub async fn overview(
             },
             |hz| ListQuery::default().with(|q| q.filter.hz = hz.into()),
         ),
+        causes: causes(&index),
         all_hosts: hosts.all,
         blind_hosts: hosts.blind,
         host_rows: hosts.lines,

@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::analysis::plan;
 use crate::fleet::AnalysedGuest;
 
 /// A percentage of a core with sensible precision: small values keep two decimals.
@@ -104,6 +105,9 @@ pub struct GuestRow {
     pub mode: &'static str,
     pub hz: String,
     pub waste: String,
+    /// The cause it is filed under, for people; empty when none.
+    pub cause: &'static str,
+    /// The change planned for it (its cause's), in a few words.
     pub suggestion: Vec<Segment>,
 }
 
@@ -124,10 +128,8 @@ impl GuestRow {
                 .estimated_hz
                 .map_or(String::new(), |hz| format!("{hz} Hz")),
             waste: pct(v.waste.wasted_cpu_pct),
-            suggestion: v
-                .suggestions
-                .first()
-                .map_or_else(Vec::new, |s| segments(s.title)),
+            cause: v.cause.map_or("", |c| c.label()),
+            suggestion: plan::planned(&v.suggestions).map_or_else(Vec::new, |s| segments(s.title)),
         }
     }
 }
