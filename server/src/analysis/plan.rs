@@ -8,6 +8,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::attribution;
+use super::cause::Cause;
 use super::change_kind::{ChangeKind, Needs};
 use super::suggest::Suggestion;
 use super::tick_mode::Confidence;
@@ -28,6 +29,8 @@ pub struct PlannedChange {
     pub text: String,
     /// The rule that suggested it.
     pub rule: &'static str,
+    /// The cause it takes away.
+    pub cause: Cause,
     pub kind: ChangeKind,
     pub needs: Needs,
     /// How sure the suggestion is.
@@ -42,6 +45,7 @@ impl From<&Suggestion> for PlannedChange {
             title: s.title,
             text: s.change.clone(),
             rule: s.rule,
+            cause: s.cause,
             kind: s.kind,
             needs: s.kind.needs(),
             confidence: s.confidence,
@@ -60,6 +64,8 @@ pub struct PlanGuest<'a> {
     pub distro: Option<&'a str>,
     pub kernel_release: Option<&'a str>,
     pub tick_mode: &'static str,
+    /// The cause it is filed under, if any.
+    pub cause: Option<Cause>,
     /// How sure the tick mode is.
     pub tick_mode_confidence: Confidence,
     /// Host CPU wasted now, in % of one core.
@@ -83,9 +89,12 @@ pub struct PlanMember {
 /// One group of the plan.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct PlanGroup {
-    /// Stable identifier of the group, made from its distribution, kernel release and tick mode
-    /// (see [`group_key`]): the `group_key` column of the guest exports.
+    /// Stable identifier of the group, made from its cause, distribution, kernel release and
+    /// tick mode (see [`group_key`]): the `group_key` column of the guest exports.
     pub key: String,
+    /// The cause of idle burn its guests are filed under; `null` for guests nothing is wrong
+    /// with.
+    pub cause: Option<Cause>,
     /// `unknown` when its guests did not report one.
     pub distro: String,
     pub kernel_release: String,
@@ -113,8 +122,14 @@ const KEY_PART_MAX_CHARS: usize = 40;
 /// `-`, at most 40 characters), joined by `_`, then 8 hex digits of a SHA-256 of the exact parts,
 /// so that groups whose safe forms meet (`Debian 12` and `debian-12`, an unknown distribution and
 /// one reported as `unknown`) still get keys of their own. The same group gets the same key in
-/// every export and on every run.
-pub fn group_key(distro: Option<&str>, kernel_release: Option<&str>, tick_mode: &str) -> String {
+/// every export and on every run. A group with a cause starts with it (`ticking_kernel_...`);
+/// one without has the key groups had before causes were named.
+pub fn group_key(
+    cause: Option<Cause>,
+    distro: Option<&str>,
+    kernel_release: Option<&str>,
+    tick_mode: &str,
+) -> String {
     let safe = |part: Option<&str>| -> String {
         let Some(text) = part else {
             return UNKNOWN.into();
@@ -140,6 +155,10 @@ pub fn group_key(distro: Option<&str>, kernel_release: Option<&str>, tick_mode: 
         }
     };
     let mut hash = Sha256::new();
+    if let Some(cause) = cause {
+        hash.update([2u8]);
+        hash.update(cause.as_str().as_bytes());
+    }
     for part in [distro, kernel_release, Some(tick_mode)] {
         // A missing part hashes apart from any text, `unknown` included.
         match part {
@@ -152,8 +171,9 @@ pub fn group_key(distro: Option<&str>, kernel_release: Option<&str>, tick_mode: 
         }
     }
     let digest = hex::encode(hash.finalize());
+    let cause = cause.map_or(String::new(), |c| format!("{}_", c.as_str()));
     format!(
-        "{}_{}_{}_{}",
+        "{cause}{}_{}_{}_{}",
         safe(distro),
         safe(kernel_release),
         safe(Some(tick_mode)),
@@ -180,61 +200,69 @@ enum Members {
 }
 
 fn plan_of(guests: &[PlanGuest], members_are: Members) -> Vec<PlanGroup> {
-    type Key<'a> = (Option<&'a str>, Option<&'a str>, &'static str);
+    type Key<'a> = (
+        Option<Cause>,
+        Option<&'a str>,
+        Option<&'a str>,
+        &'static str,
+    );
     let mut groups: BTreeMap<Key, Vec<&PlanGuest>> = BTreeMap::new();
     for g in guests {
-        let key = (g.distro, g.kernel_release, g.tick_mode);
+        let key = (g.cause, g.distro, g.kernel_release, g.tick_mode);
         groups.entry(key).or_default().push(g);
     }
     let mut plan: Vec<PlanGroup> = groups
         .into_iter()
-        .map(|((distro, kernel_release, tick_mode), mut members)| {
-            let mut votes: BTreeMap<&'static str, (usize, f64, ChangeKind)> = BTreeMap::new();
-            for change in members.iter().filter_map(|g| g.change.as_ref()) {
-                let vote = votes.entry(change.title).or_insert((0, 0.0, change.kind));
-                vote.0 += 1;
-                vote.1 += change.saving_cpu_pct.unwrap_or(0.0);
-            }
-            let (change, (change_guests, projected, kind)) = votes
-                .into_iter()
-                .max_by(|a, b| a.1.0.cmp(&b.1.0).then(a.1.1.total_cmp(&b.1.1)))
-                .map_or(("", (0, 0.0, None)), |(title, (n, saving, kind))| {
-                    (title, (n, saving, Some(kind)))
-                });
-            let guests = members.len();
-            let wasted_cpu_pct = members.iter().map(|g| g.wasted_cpu_pct).sum();
-            if members_are == Members::Left {
-                members.clear();
-            }
-            members.sort_by(|a, b| {
-                b.wasted_cpu_pct
-                    .total_cmp(&a.wasted_cpu_pct)
-                    .then_with(|| a.id.cmp(&b.id))
-            });
-            PlanGroup {
-                key: group_key(distro, kernel_release, tick_mode),
-                distro: distro.unwrap_or(UNKNOWN).to_string(),
-                kernel_release: kernel_release.unwrap_or(UNKNOWN).to_string(),
-                tick_mode,
-                guests,
-                wasted_cpu_pct,
-                change: change.to_string(),
-                change_kind: kind,
-                change_guests,
-                projected_saving_cpu_pct: projected,
-                members: members
+        .map(
+            |((cause, distro, kernel_release, tick_mode), mut members)| {
+                let mut votes: BTreeMap<&'static str, (usize, f64, ChangeKind)> = BTreeMap::new();
+                for change in members.iter().filter_map(|g| g.change.as_ref()) {
+                    let vote = votes.entry(change.title).or_insert((0, 0.0, change.kind));
+                    vote.0 += 1;
+                    vote.1 += change.saving_cpu_pct.unwrap_or(0.0);
+                }
+                let (change, (change_guests, projected, kind)) = votes
                     .into_iter()
-                    .map(|g| PlanMember {
-                        id: g.id,
-                        name: g.name.to_string(),
-                        host: g.host.to_string(),
-                        tick_mode_confidence: g.tick_mode_confidence,
-                        wasted_cpu_pct: g.wasted_cpu_pct,
-                        change: g.change.clone(),
-                    })
-                    .collect(),
-            }
-        })
+                    .max_by(|a, b| a.1.0.cmp(&b.1.0).then(a.1.1.total_cmp(&b.1.1)))
+                    .map_or(("", (0, 0.0, None)), |(title, (n, saving, kind))| {
+                        (title, (n, saving, Some(kind)))
+                    });
+                let guests = members.len();
+                let wasted_cpu_pct = members.iter().map(|g| g.wasted_cpu_pct).sum();
+                if members_are == Members::Left {
+                    members.clear();
+                }
+                members.sort_by(|a, b| {
+                    b.wasted_cpu_pct
+                        .total_cmp(&a.wasted_cpu_pct)
+                        .then_with(|| a.id.cmp(&b.id))
+                });
+                PlanGroup {
+                    key: group_key(cause, distro, kernel_release, tick_mode),
+                    cause,
+                    distro: distro.unwrap_or(UNKNOWN).to_string(),
+                    kernel_release: kernel_release.unwrap_or(UNKNOWN).to_string(),
+                    tick_mode,
+                    guests,
+                    wasted_cpu_pct,
+                    change: change.to_string(),
+                    change_kind: kind,
+                    change_guests,
+                    projected_saving_cpu_pct: projected,
+                    members: members
+                        .into_iter()
+                        .map(|g| PlanMember {
+                            id: g.id,
+                            name: g.name.to_string(),
+                            host: g.host.to_string(),
+                            tick_mode_confidence: g.tick_mode_confidence,
+                            wasted_cpu_pct: g.wasted_cpu_pct,
+                            change: g.change.clone(),
+                        })
+                        .collect(),
+                }
+            },
+        )
         .collect();
     plan.sort_by(|a, b| {
         b.projected_saving_cpu_pct
@@ -255,6 +283,7 @@ mod tests {
             title,
             text: format!("{title}, exactly"),
             rule: "test",
+            cause: Cause::TickingKernel,
             kind,
             needs: kind.needs(),
             confidence: Confidence::High,
@@ -281,6 +310,7 @@ mod tests {
             distro: (!distro.is_empty()).then_some(distro),
             kernel_release: (!release.is_empty()).then_some(release),
             tick_mode: mode,
+            cause: change.as_ref().map(|c| c.cause),
             tick_mode_confidence: Confidence::High,
             wasted_cpu_pct: waste,
             change,
@@ -353,9 +383,24 @@ mod tests {
         assert_eq!(ids, [1, 2, 3, 4, 5]);
         assert_eq!(
             p[1].key,
-            group_key(Some("Debian 12"), Some("6.1.0-57"), "periodic")
+            group_key(
+                Some(Cause::TickingKernel),
+                Some("Debian 12"),
+                Some("6.1.0-57"),
+                "periodic"
+            )
         );
-        assert_eq!(p[2].key, group_key(None, None, "periodic"));
+        assert!(
+            p[1].key.starts_with("ticking_kernel_debian-12_"),
+            "{}",
+            p[1].key
+        );
+        assert_eq!(p[1].cause, Some(Cause::TickingKernel));
+        assert_eq!(
+            p[2].key,
+            group_key(Some(Cause::TickingKernel), None, None, "periodic")
+        );
+        assert_eq!(p[3].cause, None);
         assert_eq!(p[0].members[0].name, "guest-4");
         // The groups alone are the same groups, without their members.
         let alone = groups(&guests);
@@ -368,6 +413,54 @@ mod tests {
             })
             .collect();
         assert_eq!(alone, emptied);
+    }
+
+    #[test]
+    fn guests_of_one_kernel_and_mode_but_another_cause_are_planned_apart() {
+        let windows = PlannedChange {
+            cause: Cause::WindowsTimers,
+            ..change(
+                "Give this Windows guest Hyper-V's synthetic timers",
+                ChangeKind::VmConfig,
+                Some(20.0),
+            )
+        };
+        let guests = [
+            g(1, "", "", "periodic", 20.0, Some(windows)),
+            g(
+                2,
+                "",
+                "",
+                "periodic",
+                3.0,
+                Some(change(
+                    "Make the guest kernel tickless",
+                    ChangeKind::Investigate,
+                    Some(3.0),
+                )),
+            ),
+        ];
+        let p = plan(&guests);
+        let got: Vec<(Option<Cause>, &str, usize)> = p
+            .iter()
+            .map(|r| (r.cause, r.change.as_str(), r.guests))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    Some(Cause::WindowsTimers),
+                    "Give this Windows guest Hyper-V's synthetic timers",
+                    1
+                ),
+                (
+                    Some(Cause::TickingKernel),
+                    "Make the guest kernel tickless",
+                    1
+                ),
+            ]
+        );
+        assert_ne!(p[0].key, p[1].key);
     }
 
     #[test]
@@ -431,7 +524,7 @@ mod tests {
         ];
         let mut keys = std::collections::HashSet::new();
         for (distro, release, mode, readable) in cases {
-            let key = group_key(distro, release, mode);
+            let key = group_key(None, distro, release, mode);
             let (head, hash) = key.rsplit_once('_').unwrap();
             assert_eq!(head, readable, "{distro:?} {release:?}");
             assert_eq!(hash.len(), 8);
@@ -442,13 +535,25 @@ mod tests {
                 "{key}"
             );
             // The same group, the same key.
-            assert_eq!(key, group_key(distro, release, mode));
+            assert_eq!(key, group_key(None, distro, release, mode));
+            // Another cause, another group.
+            let caused = group_key(Some(Cause::WindowsTimers), distro, release, mode);
+            assert_eq!(
+                caused,
+                format!("windows_timers_{head}_{}", &caused[caused.len() - 8..])
+            );
+            assert!(keys.insert(caused.clone()), "{caused} given twice");
             assert!(keys.insert(key.clone()), "{key} given twice");
         }
         // Names whose safe forms meet keep keys of their own.
         assert_ne!(
-            group_key(Some("Debian 12"), Some("6.1"), "periodic"),
-            group_key(Some("debian-12"), Some("6.1"), "periodic")
+            group_key(None, Some("Debian 12"), Some("6.1"), "periodic"),
+            group_key(None, Some("debian-12"), Some("6.1"), "periodic")
+        );
+        // Without a cause, the key groups had before causes were named.
+        assert_eq!(
+            group_key(None, Some("Debian 12"), Some("6.1.0-57"), "periodic"),
+            "debian-12_6.1.0-57_periodic_861f607f"
         );
     }
 

@@ -4,14 +4,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::cells::{Context, CsvChunks, csv_chunks, flag, number, rfc3339, text_cell};
-use crate::analysis::cost;
 use crate::analysis::history::Accumulated;
+use crate::analysis::{cost, plan};
 use crate::domain::GuestId;
 use crate::fleet::{self, AnalysedGuest, WasteSoFar};
 
 /// Columns of the guests export, in order. The first 19 are as they always were; the others were
-/// added at the end (issue 16), so that a reader by position still finds what it did.
-pub const GUEST_COLUMNS: [&str; 40] = [
+/// added at the end (issues 16 and 29), so that a reader by position still finds what it did.
+pub const GUEST_COLUMNS: [&str; 48] = [
     "rank",
     "guest",
     "uuid",
@@ -53,6 +53,15 @@ pub const GUEST_COLUMNS: [&str; 40] = [
     "group_key",
     "facts_source",
     "demo",
+    // Added in issue 29.
+    "cause",
+    "os",
+    "platform",
+    "platform_name",
+    "platform_group",
+    "platform_id",
+    "platform_flavor",
+    "idle_halt_poll_pct",
 ];
 
 /// Waste averaged over the time measured in a span, in % of one core; `None` when nothing was
@@ -107,7 +116,10 @@ fn guest_row(
     let model = &context.model;
     let v = &g.verdict;
     let yearly = cost::of_waste(v.waste.wasted_cpu_pct, model);
-    let first = v.suggestions.first();
+    // The change its cause comes from, as the plan has it.
+    let first = plan::planned(&v.suggestions);
+    let platform = g.platform.as_ref();
+    let platform_part = |part: Option<&String>| part.map_or(String::new(), |t| text_cell(t));
     let k = g.kernel.as_ref();
     let opt = |value: Option<f64>| value.map_or(String::new(), number);
     let span = |pick: fn(&WasteSoFar) -> &Accumulated| -> [String; 3] {
@@ -169,5 +181,14 @@ fn guest_row(
         fleet::group_key_of(g),
         text_cell(k.map_or("", |k| k.source.as_str())),
         flag(context.demo),
+        // Added in issue 29.
+        v.cause.map_or("", |c| c.as_str()).to_string(),
+        g.os().family.as_str().to_string(),
+        platform.map_or(String::new(), |p| text_cell(&p.kind)),
+        platform_part(platform.and_then(|p| p.name.as_ref())),
+        platform_part(platform.and_then(|p| p.group.as_ref())),
+        platform_part(platform.and_then(|p| p.id.as_ref())),
+        platform_part(platform.and_then(|p| p.flavor.as_ref())),
+        opt(v.halt_poll_pct),
     ]
 }

@@ -1,7 +1,9 @@
 //! `plan-inventory.yml`: the plan as an Ansible inventory (YAML), so that a playbook can make the
 //! changes. One group per change (`tickscope_remove_nohz_off`), with what the change is and takes
 //! as group variables; each guest the plan changes, once, as a host of its change's group, named
-//! by its guest name, with its id, hypervisor host, kernel and saving as host variables.
+//! by its guest name, with its id, hypervisor host, kernel, OS, platform names, cause and saving
+//! as host variables; and one group per cause (`tickscope_cause_windows_timers`) listing its
+//! guests again, so that a playbook can take on one cause at a time.
 //!
 //! Guest names are hostile, and YAML reads many strings as something else: `*x` and `&x` as
 //! aliases and anchors, `- x`, `{x}`, `a: b` as structure, and YAML 1.1 readers (PyYAML, so
@@ -11,12 +13,13 @@
 //! JSON's syntax (serde_json writes it): every string double-quoted and escaped, read as the same
 //! string by YAML 1.1 and 1.2 readers alike. Comments at the top say what it is.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use super::cells::{Context, rfc3339};
+use crate::analysis::cause::Cause;
 use crate::analysis::cost;
 use crate::analysis::plan::PlanGroup;
 use crate::domain::GuestId;
@@ -110,6 +113,9 @@ pub fn plan_inventory(
     let mut children: Vec<(String, Mapping, Mapping)> = Vec::new();
     let mut group_of_title: HashMap<&str, usize> = HashMap::new();
     let mut taken: HashSet<String> = HashSet::new();
+    // Each guest again under its cause (`tickscope_cause_windows_timers`): Ansible merges a
+    // host's variables over its groups, so they are written once, under its change.
+    let mut by_cause: BTreeMap<Cause, Mapping> = BTreeMap::new();
     for p in plan {
         for m in &p.members {
             let Some(change) = &m.change else {
@@ -127,6 +133,7 @@ pub fn plan_inventory(
                 let mut vars = Mapping::new();
                 entry(&mut vars, "tickscope_change_title", change.title);
                 entry(&mut vars, "tickscope_change_rule", change.rule);
+                entry(&mut vars, "tickscope_cause", change.cause.as_str());
                 entry(&mut vars, "tickscope_change_kind", change.kind.as_str());
                 entry(&mut vars, "tickscope_needs", change.needs.as_str());
                 children.push((name, vars, Mapping::new()));
@@ -154,6 +161,42 @@ pub fn plan_inventory(
                 text(kernel.and_then(|k| k.distro.as_deref())),
             );
             entry(&mut host, "tickscope_plan_group", p.key.as_str());
+            entry(
+                &mut host,
+                "tickscope_cause",
+                text(p.cause.map(|c| c.as_str())),
+            );
+            entry(
+                &mut host,
+                "tickscope_os",
+                text(g.map(|g| g.os().family.as_str())),
+            );
+            let platform = g.and_then(|g| g.platform.as_ref());
+            entry(
+                &mut host,
+                "tickscope_platform",
+                text(platform.map(|p| p.kind.as_str())),
+            );
+            for (var, part) in [
+                (
+                    "tickscope_platform_name",
+                    platform.and_then(|p| p.name.as_deref()),
+                ),
+                (
+                    "tickscope_platform_group",
+                    platform.and_then(|p| p.group.as_deref()),
+                ),
+                (
+                    "tickscope_platform_id",
+                    platform.and_then(|p| p.id.as_deref()),
+                ),
+                (
+                    "tickscope_platform_flavor",
+                    platform.and_then(|p| p.flavor.as_deref()),
+                ),
+            ] {
+                entry(&mut host, var, text(part));
+            }
             entry(&mut host, "tickscope_tick_mode", p.tick_mode);
             entry(
                 &mut host,
@@ -192,6 +235,12 @@ pub fn plan_inventory(
                 n += 1;
             }
             taken.insert(name.clone());
+            if let Some(cause) = p.cause {
+                by_cause
+                    .entry(cause)
+                    .or_default()
+                    .insert(name.clone(), Value::Null);
+            }
             children[index].2.insert(name, Value::from(host));
         }
     }
@@ -209,6 +258,18 @@ pub fn plan_inventory(
         entry(&mut group, "hosts", hosts);
         groups.insert(name, Value::from(group));
     }
+    for (cause, hosts) in by_cause {
+        let mut vars = Mapping::new();
+        entry(&mut vars, "tickscope_cause", cause.as_str());
+        entry(&mut vars, "tickscope_cause_label", cause.label());
+        let mut group = Mapping::new();
+        entry(&mut group, "vars", vars);
+        entry(&mut group, "hosts", hosts);
+        groups.insert(
+            format!("tickscope_cause_{}", cause.as_str()),
+            Value::from(group),
+        );
+    }
     let mut all = Mapping::new();
     entry(&mut all, "vars", all_vars);
     entry(&mut all, "children", groups);
@@ -224,8 +285,9 @@ pub fn plan_inventory(
     };
     Ok(format!(
         "# The tickscope upgrade plan as an Ansible inventory, made {}: one group per change,\n\
-         # each guest the plan changes once, by its guest name. YAML in flow style: every\n\
-         # string quoted, so that no guest name is read as a boolean, number or date.\n\
+         # each guest the plan changes once, by its guest name, and again in its cause's group\n\
+         # (tickscope_cause_<cause>). YAML in flow style: every string quoted, so that no\n\
+         # guest name is read as a boolean, number or date.\n\
          {demo}{yaml}\n",
         rfc3339(context.now_ms)
     ))
@@ -272,6 +334,7 @@ mod tests {
             title: "Remove `nohz=off`",
             text: "Remove it\n---\n*x".into(),
             rule: "remove_nohz_off",
+            cause: Cause::TickingKernel,
             kind: ChangeKind::BootParameter,
             needs: ChangeKind::BootParameter.needs(),
             confidence: Confidence::High,
@@ -290,7 +353,8 @@ mod tests {
             })
             .collect();
         let plan = [PlanGroup {
-            key: "unknown_unknown_periodic_00000000".into(),
+            key: "ticking_kernel_unknown_unknown_periodic_00000000".into(),
+            cause: Some(Cause::TickingKernel),
             distro: "unknown".into(),
             kernel_release: "unknown".into(),
             tick_mode: "periodic",
@@ -344,6 +408,23 @@ mod tests {
         );
         assert!(yaml.starts_with("# The tickscope upgrade plan"));
         assert!(yaml.contains("\n# Demo data"));
+        assert_eq!(group["vars"]["tickscope_cause"], "ticking_kernel");
+        // Every guest again under its cause, by the same inventory name.
+        let cause = &doc["all"]["children"]["tickscope_cause_ticking_kernel"];
+        assert_eq!(cause["vars"]["tickscope_cause_label"], "Ticking kernel");
+        let mut under_cause: Vec<String> = cause["hosts"]
+            .as_mapping()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str().unwrap().to_string())
+            .collect();
+        under_cause.sort();
+        let names: Vec<String> = expected.iter().map(|(name, _, _)| name.clone()).collect();
+        assert_eq!(under_cause, names);
+        assert_eq!(
+            hosts.values().next().unwrap()["tickscope_cause"],
+            "ticking_kernel"
+        );
     }
 
     #[test]

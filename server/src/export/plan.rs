@@ -12,7 +12,7 @@ use crate::fleet::AnalysedGuest;
 
 /// Columns of the plan export, in order. The first 9 are as they always were; the others were
 /// added at the end (issue 16).
-pub const PLAN_COLUMNS: [&str; 17] = [
+pub const PLAN_COLUMNS: [&str; 18] = [
     "distro",
     "kernel_release",
     "tick_mode",
@@ -31,10 +31,12 @@ pub const PLAN_COLUMNS: [&str; 17] = [
     "window_end",
     "computed_at",
     "demo",
+    // Added in issue 29.
+    "cause",
 ];
 
-/// Columns of the guest-level plan export, in order.
-pub const PLAN_GUEST_COLUMNS: [&str; 25] = [
+/// Columns of the guest-level plan export, in order; `cause` added at the end in issue 29.
+pub const PLAN_GUEST_COLUMNS: [&str; 26] = [
     "group_key",
     "guest_id",
     "guest",
@@ -60,6 +62,7 @@ pub const PLAN_GUEST_COLUMNS: [&str; 25] = [
     "window_s",
     "computed_at",
     "demo",
+    "cause",
 ];
 
 /// The span of time a set of guests' figures rest on: (earliest window start, latest window
@@ -124,6 +127,7 @@ fn group_row(
         time(|s| s.1),
         time(|s| s.2),
         flag(context.demo),
+        p.cause.map_or("", |c| c.as_str()).to_string(),
     ]
 }
 
@@ -193,6 +197,7 @@ fn plan_guest_row(
         g.map_or(String::new(), |g| number(g.window_s)),
         g.map_or(String::new(), |g| rfc3339(g.analysed_ms)),
         flag(context.demo),
+        change.cause.as_str().to_string(),
     ])
 }
 
@@ -205,6 +210,7 @@ mod tests {
     fn group(distro: &str, change: &str) -> PlanGroup {
         PlanGroup {
             key: "k_1_periodic_00000000".into(),
+            cause: None,
             distro: distro.into(),
             kernel_release: "2.6.18-398.el5".into(),
             tick_mode: "periodic",

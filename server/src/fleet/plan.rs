@@ -27,6 +27,7 @@ pub fn plan_guest(g: &AnalysedGuest) -> PlanGuest<'_> {
         distro: g.kernel.as_ref().and_then(|k| k.distro.as_deref()),
         kernel_release: g.kernel.as_ref().and_then(|k| k.kernel_release.as_deref()),
         tick_mode: g.verdict.classification.mode.as_str(),
+        cause: g.verdict.cause,
         tick_mode_confidence: g.verdict.classification.confidence,
         wasted_cpu_pct: g.wasted_cpu_pct(),
         change: analysis::plan::planned(&g.verdict.suggestions).map(PlannedChange::from),
@@ -37,6 +38,7 @@ pub fn plan_guest(g: &AnalysedGuest) -> PlanGuest<'_> {
 pub fn group_key_of(g: &AnalysedGuest) -> String {
     let k = g.kernel.as_ref();
     analysis::plan::group_key(
+        g.verdict.cause,
         k.and_then(|k| k.distro.as_deref()),
         k.and_then(|k| k.kernel_release.as_deref()),
         g.verdict.classification.mode.as_str(),

@@ -258,6 +258,7 @@ async fn alerts_reach_a_real_alertmanager_grouped_resolved_and_silenced_there() 
             names,
             [
                 "alertname",
+                "cause",
                 "guest",
                 "guest_id",
                 "host",
@@ -266,6 +267,9 @@ async fn alerts_reach_a_real_alertmanager_grouped_resolved_and_silenced_there() 
                 "severity"
             ]
         );
+        // The cause it was filed under as the alert opened, kept for the alert's life.
+        assert_eq!(labels["cause"], "ticking_kernel");
+        assert_eq!(alert["annotations"]["cause"], "ticking_kernel");
         assert_eq!(labels["guest"], guest_name);
         assert_eq!(labels["host"], "hv1");
         assert_eq!(labels["hypervisor"], "qemu");
