@@ -7,8 +7,12 @@ use axum::extract::State;
 use super::error::PageError;
 use super::frame::Frame;
 use super::view::{self, Segment};
+use std::collections::BTreeMap;
+
+use crate::analysis::cause::Cause;
 use crate::analysis::change_kind::{ChangeKind, Needs};
 use crate::analysis::cost;
+use crate::analysis::plan::PlanGroup;
 use crate::auth::PageUser;
 use crate::fleet;
 use crate::state::AppState;
@@ -41,13 +45,25 @@ fn needs_in_words(kind: Option<ChangeKind>) -> &'static str {
     }
 }
 
+/// The plan's groups of one cause (or of guests nothing is wrong with), with their sums.
+struct CauseSection {
+    /// The cause's name in addresses; empty for the guests with nothing to change.
+    value: &'static str,
+    label: &'static str,
+    guests: usize,
+    saving: String,
+    saving_money: String,
+    rows: Vec<PlanRow>,
+}
+
 #[derive(Template, WebTemplate)]
 #[template(path = "plan.html")]
 pub struct PlanPage {
     frame: Frame,
     generated: String,
     cost_basis: String,
-    rows: Vec<PlanRow>,
+    /// By cause, largest saving first; the guests with nothing to change last.
+    sections: Vec<CauseSection>,
     total_saving: String,
 }
 
@@ -68,26 +84,56 @@ pub async fn plan(
     };
     let groups = fleet::plan_groups(&guests);
     let total: f64 = groups.iter().map(|g| g.projected_saving_cpu_pct).sum();
+    // The groups come largest saving first: each cause's keep that order.
+    let mut by_cause: BTreeMap<Option<Cause>, Vec<PlanGroup>> = BTreeMap::new();
+    for g in groups {
+        by_cause.entry(g.cause).or_default().push(g);
+    }
+    let mut sections: Vec<(f64, CauseSection)> = by_cause
+        .into_iter()
+        .map(|(cause, groups)| {
+            let saving: f64 = groups.iter().map(|g| g.projected_saving_cpu_pct).sum();
+            let section = CauseSection {
+                value: cause.map_or("", Cause::as_str),
+                label: cause.map_or("Nothing to change", Cause::label),
+                guests: groups.iter().map(|g| g.guests).sum(),
+                saving: view::pct(saving),
+                saving_money: money(saving),
+                rows: groups.into_iter().map(|g| row(g, &money)).collect(),
+            };
+            (saving, section)
+        })
+        .collect();
+    // Largest saving first; the guests with nothing to change (no cause) last.
+    sections.sort_by(|(a, x), (b, y)| {
+        x.value
+            .is_empty()
+            .cmp(&y.value.is_empty())
+            .then(b.total_cmp(a))
+            .then(x.label.cmp(y.label))
+    });
     Ok(PlanPage {
         frame: Frame::new(&state, &user, &session).await?,
         generated: view::time(now),
         cost_basis: view::cost_basis(model),
         total_saving: format!("{} of a core, {} a year", view::pct(total), money(total)),
-        rows: groups
-            .into_iter()
-            .map(|g| PlanRow {
-                waste: view::pct(g.wasted_cpu_pct),
-                saving: view::pct(g.projected_saving_cpu_pct),
-                saving_money: money(g.projected_saving_cpu_pct),
-                change: view::segments(&g.change),
-                needs: needs_in_words(g.change_kind),
-                key: g.key,
-                distro: g.distro,
-                kernel_release: g.kernel_release,
-                tick_mode: g.tick_mode,
-                guests: g.guests,
-                change_guests: g.change_guests,
-            })
-            .collect(),
+        sections: sections.into_iter().map(|(_, s)| s).collect(),
     })
+}
+
+/// One group's row.
+fn row(g: PlanGroup, money: &impl Fn(f64) -> String) -> PlanRow {
+    PlanRow {
+        waste: view::pct(g.wasted_cpu_pct),
+        saving: view::pct(g.projected_saving_cpu_pct),
+        saving_money: money(g.projected_saving_cpu_pct),
+        change: view::segments(&g.change),
+        needs: needs_in_words(g.change_kind),
+        key: g.key,
+        distro: g.distro,
+        kernel_release: g.kernel_release,
+        tick_mode: g.tick_mode,
+        guests: g.guests,
+        change_guests: g.change_guests,
+    }
 }

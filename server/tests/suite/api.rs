@@ -750,6 +750,8 @@ async fn walking_the_pages_returns_every_guest_once_in_the_unpaged_order() {
         "sort=mode",
         "sort=id",
         "mode=wasteful",
+        "cause=ticking_kernel",
+        "sort=cause",
         "q=web&sort=wakeups",
         "host=hv1&hypervisor=qemu&sort=hypervisor",
     ];

@@ -1,9 +1,11 @@
 //! The demo fleet behind the README's first command.
 
 use crate::common::database::open_test_db;
+use tickscope_server::analysis::cause::Cause;
 use tickscope_server::analysis::tick_mode::TickMode;
 use tickscope_server::clock::now_ms;
 use tickscope_server::demo;
+use tickscope_server::fleet::listing::GuestFilter;
 use tickscope_server::state::{AppState, Options};
 
 #[tokio::test]
@@ -39,13 +41,27 @@ async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
         let g = guests.iter().find(|g| g.name == name).unwrap();
         g.verdict.suggestions.iter().map(|s| s.rule).collect()
     };
-    for (name, rule) in [
-        ("win-fileserver", "hyperv_timers"),
-        ("win-desktop", "windows_timer_resolution"),
-        ("appliance-pit", "emulated_tick_device"),
-        ("db-replica", "iothread_polling"),
-        ("cache-01", "lower_host_halt_poll"),
-        ("win-rdp-01", "windows_timer_resolution"),
+    let guest = |name: &str| guests.iter().find(|g| g.name == name).unwrap();
+    for (name, rule, cause) in [
+        ("win-fileserver", "hyperv_timers", Cause::WindowsTimers),
+        (
+            "win-desktop",
+            "windows_timer_resolution",
+            Cause::GuestPrograms,
+        ),
+        (
+            "appliance-pit",
+            "emulated_tick_device",
+            Cause::EmulatedTimer,
+        ),
+        ("db-replica", "iothread_polling", Cause::VmThreads),
+        ("cache-01", "lower_host_halt_poll", Cause::HostHaltPolling),
+        (
+            "win-rdp-01",
+            "windows_timer_resolution",
+            Cause::GuestPrograms,
+        ),
+        ("rt-lab", "remove_idle_poll", Cause::GuestPolling),
     ] {
         assert_eq!(
             rules(name).first(),
@@ -53,7 +69,41 @@ async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
             "{name}: {:?}",
             rules(name)
         );
+        // Filed under its cause, and ranked by what that cause wastes.
+        let g = guest(name);
+        assert_eq!(g.verdict.cause, Some(cause), "{name}");
+        assert!(
+            g.wasted_cpu_pct() > 0.0,
+            "{name}: {}",
+            g.verdict.waste.reasoning
+        );
     }
+    // The plan puts each cause's guests in groups of their own.
+    let plan = tickscope_server::fleet::plan(&guests);
+    for name in ["win-fileserver", "cache-01", "db-replica"] {
+        let cause = guest(name).verdict.cause;
+        let group = plan
+            .iter()
+            .find(|p| p.members.iter().any(|m| m.name == name))
+            .unwrap();
+        assert_eq!(group.cause, cause, "{name}");
+        assert!(
+            group.key.starts_with(cause.unwrap().as_str()),
+            "{}",
+            group.key
+        );
+    }
+    // A guest is found by the name its platform gives it, not only by QEMU's.
+    let by_platform = GuestFilter {
+        q: "WEB-FRONTEND".into(),
+        ..GuestFilter::default()
+    };
+    let found: Vec<&str> = guests
+        .iter()
+        .filter(|g| by_platform.keeps(g))
+        .map(|g| g.name.as_str())
+        .collect();
+    assert_eq!(found, ["instance-0000a1b2"]);
     // Named as their platforms name them.
     let platform = |name: &str| {
         let g = guests.iter().find(|g| g.name == name).unwrap();
