@@ -107,7 +107,7 @@ fn promtool_accepts_the_rules_file_and_its_unit_tests() {
         None,
     );
     assert!(ok, "{said}");
-    assert!(said.contains("SUCCESS: 8 rules found"), "{said}");
+    assert!(said.contains("SUCCESS: 9 rules found"), "{said}");
     let tests = repo_root().join("contrib/prometheus/tickscope.rules.test.yml");
     let (ok, said) = promtool(
         &promtool_bin,
