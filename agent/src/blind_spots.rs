@@ -32,6 +32,10 @@ pub struct Seen {
     /// KVM VMs whose halt-polling counters could not be read, and one of their names.
     pub halt_poll_unreadable: usize,
     pub halt_poll_example: Option<String>,
+    /// VMs that hold a vhost device whose workers are not threads of theirs (kernel threads,
+    /// before Linux 6.4), and one of their names.
+    pub vhost_outside: usize,
+    pub vhost_example: Option<String>,
 }
 
 /// " (e.g. \"NAME\")", quoted with escapes, for a name or path from a VM; empty without one.
@@ -96,6 +100,17 @@ pub fn blind_spots(seen: &Seen) -> Vec<BlindSpot> {
             fix: "debugfs is root's alone by default. To let the agent read it, mount it for the agent's group (`mount -o remount,gid=tickscope-agent,mode=0750 /sys/kernel/debug`, which also shows it the rest of debugfs), or leave halt polling to the inference. Kernels before 5.8 do not count it.".into(),
         });
     }
+    if seen.vhost_outside > 0 {
+        let example = example(seen.vhost_example.as_deref());
+        spots.push(BlindSpot {
+            check: BlindSpotCheck::VhostWorkers,
+            detail: text(format!(
+                "{} VM(s){example} use vhost, whose workers on this kernel are kernel threads (vhost-<pid>) outside the VM process: their CPU is not counted in the VM's, and the VMs' split has no vhost part.",
+                seen.vhost_outside
+            )),
+            fix: "Nothing the agent's access changes: from Linux 6.4 vhost workers are threads of the VM process and are counted. Until then, `ps -eLo pid,comm,time | grep vhost-` on the host shows their CPU.".into(),
+        });
+    }
     spots
 }
 
@@ -152,6 +167,8 @@ mod tests {
             libvirt_uri: "qemu:///system".into(),
             halt_poll_unreadable: 2,
             halt_poll_example: Some("win-01".into()),
+            vhost_outside: 1,
+            vhost_example: Some("router".into()),
         };
         let spots = blind_spots(&seen);
         let checks: Vec<BlindSpotCheck> = spots.iter().map(|s| s.check).collect();
@@ -162,8 +179,14 @@ mod tests {
                 BlindSpotCheck::VmFds,
                 BlindSpotCheck::ChannelAccess,
                 BlindSpotCheck::Libvirt,
-                BlindSpotCheck::HaltPollCounters
+                BlindSpotCheck::HaltPollCounters,
+                BlindSpotCheck::VhostWorkers
             ]
+        );
+        assert!(
+            spots[5].detail.starts_with("1 VM(s) (e.g. \"router\")"),
+            "{}",
+            spots[5].detail
         );
         assert!(
             spots[4].detail.contains("2 VM(s)") && spots[4].detail.contains("win-01"),

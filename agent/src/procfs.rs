@@ -123,6 +123,19 @@ impl OpenFile {
     }
 }
 
+/// The devices whose descriptors mean a VM's traffic is moved by vhost workers: threads of the
+/// VM process from Linux 6.4, kernel threads (`vhost-<pid>`) outside it before.
+const VHOST_DEVICES: [&str; 3] = ["/dev/vhost-net", "/dev/vhost-vsock", "/dev/vhost-scsi"];
+
+/// What a VM process's descriptors say of it (see [`ProcFs::vm_fds`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VmFds {
+    /// The descriptor of its KVM VM (`anon_inode:kvm-vm`), if it holds one.
+    pub kvm_vm_fd: Option<u32>,
+    /// Whether it holds a vhost device.
+    pub vhost: bool,
+}
+
 /// A `/proc` tree (the real one, or a fixture).
 pub struct ProcFs {
     root: PathBuf,
@@ -285,28 +298,31 @@ impl ProcFs {
     /// `anon_inode:kvm-vm`): QEMU under TCG, or any process without KVM, holds none. `None` when
     /// its descriptors cannot be listed or their links read (no permission, or it exited).
     pub fn holds_kvm_vm(&self, pid: u32) -> Option<bool> {
-        self.kvm_vm_fd(pid).map(|fd| fd.is_some())
+        self.vm_fds(pid).map(|fds| fds.kvm_vm_fd.is_some())
     }
 
-    /// The descriptor number of the process's KVM VM (`anon_inode:kvm-vm`), which names its
-    /// directory in KVM's debugfs (`<pid>-<fd>`): `Some(None)` when it holds none, `None` when
-    /// its descriptors cannot be read.
-    pub fn kvm_vm_fd(&self, pid: u32) -> Option<Option<u32>> {
+    /// What a VM process's descriptors say of it: the descriptor of its KVM VM, which names its
+    /// directory in KVM's debugfs (`<pid>-<fd>`), and whether it holds a vhost device. `None`
+    /// when its descriptors cannot be read.
+    pub fn vm_fds(&self, pid: u32) -> Option<VmFds> {
         let fds = fs::read_dir(self.root.join(format!("{pid}/fd"))).ok()?;
         let mut unreadable = false;
+        let mut found = VmFds::default();
         for fd in fds.flatten() {
             match fs::read_link(fd.path()) {
                 Ok(link) if link.as_os_str() == "anon_inode:kvm-vm" => {
-                    return Some(fd.file_name().to_str().and_then(|n| n.parse().ok()));
+                    found.kvm_vm_fd = fd.file_name().to_str().and_then(|n| n.parse().ok());
                 }
-                Ok(_) => {}
+                Ok(link) => {
+                    found.vhost |= link.to_str().is_some_and(|l| VHOST_DEVICES.contains(&l));
+                }
                 // Listing the directory takes CAP_DAC_READ_SEARCH, reading the links the ptrace
                 // check too: with the first alone every link is refused, which tells nothing.
                 Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => unreadable = true,
                 Err(_) => {} // closed since the listing
             }
         }
-        (!unreadable).then_some(None)
+        (!unreadable || found.kvm_vm_fd.is_some()).then_some(found)
     }
 
     /// Reads a VM's configuration file (VMware's `.vmx`) as the VM process sees it: through its

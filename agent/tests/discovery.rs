@@ -780,6 +780,7 @@ fn a_vm_process_holding_a_kvm_vm_runs_on_kvm() {
             "/dev/kvm",
             "anon_inode:kvm-vm",
             "anon_inode:kvm-vcpu:0",
+            "/dev/vhost-net",
         ],
     );
     // QEMU under TCG: no KVM descriptors at all.
@@ -790,6 +791,28 @@ fn a_vm_process_holding_a_kvm_vm_runs_on_kvm() {
     let proc = tickscope_agent::procfs::ProcFs::new(root.path());
     assert_eq!(proc.holds_kvm_vm(100), Some(true));
     assert_eq!(proc.holds_kvm_vm(200), Some(false));
+    // Its KVM VM's descriptor names its debugfs directory; a vhost device, its vhost workers.
+    use tickscope_agent::procfs::VmFds;
+    let cases = [
+        (
+            100,
+            Some(VmFds {
+                kvm_vm_fd: Some(2),
+                vhost: true,
+            }),
+        ),
+        (
+            200,
+            Some(VmFds {
+                kvm_vm_fd: None,
+                vhost: false,
+            }),
+        ),
+        (300, None),
+    ];
+    for (pid, expected) in cases {
+        assert_eq!(proc.vm_fds(pid), expected, "{pid}");
+    }
     // A process that is gone (or whose descriptors cannot be read) is not known either way.
     assert_eq!(proc.holds_kvm_vm(300), None);
 }
@@ -893,4 +916,76 @@ fn a_kvm_vm_is_split_by_thread_and_its_halt_polling_read_from_debugfs() {
         checks,
         [tickscope_agent::wire::BlindSpotCheck::HaltPollCounters]
     );
+}
+
+/// A VM with a vhost-net device: on Linux 6.4 and later its vhost worker is a thread of the VM
+/// process and counts in its split; before, it is a kernel thread outside it, which the agent
+/// cannot count for the VM, and a blind spot says so.
+#[test]
+fn vhost_workers_outside_the_vm_process_are_a_blind_spot() {
+    use tickscope_agent::wire::BlindSpotCheck;
+    // (the VM's threads, the blind spots expected)
+    type Case<'a> = (&'a [(u32, &'a str)], &'a [BlindSpotCheck]);
+    let cases: [Case; 2] = [
+        (
+            &[(4200, "qemu-system-x86"), (4201, "CPU 0/TCG")],
+            &[BlindSpotCheck::VhostWorkers],
+        ),
+        (
+            &[
+                (4200, "qemu-system-x86"),
+                (4201, "CPU 0/TCG"),
+                (4202, "vhost-4200"),
+            ],
+            &[],
+        ),
+    ];
+    for (threads, expected) in cases {
+        let proc = tempfile::tempdir().unwrap();
+        let pid = 4200;
+        let write = |at: u64| {
+            let run: Vec<(u32, &str, u64)> = threads.iter().map(|t| (t.0, t.1, 100 + at)).collect();
+            write_process(
+                proc.path(),
+                &FakeProcess {
+                    pid,
+                    comm: "qemu-system-x86",
+                    argv: &[
+                        "/usr/bin/qemu-system-x86_64",
+                        "-name",
+                        "guest=router,debug-threads=on",
+                        "-netdev",
+                        "tap,id=n0,vhost=on",
+                    ],
+                    cpu_ticks: 100 + at,
+                    start_ticks: 7,
+                    threads: &run,
+                    schedstat: true,
+                },
+            );
+            for t in threads {
+                fs::write(
+                    proc.path().join(format!("{pid}/task/{}/schedstat", t.0)),
+                    format!("{} 0 {}\n", 1_000_000_000 * (1 + at), 100 + at),
+                )
+                .unwrap();
+            }
+        };
+        write(0);
+        let fd = proc.path().join(format!("{pid}/fd"));
+        fs::create_dir_all(&fd).unwrap();
+        std::os::unix::fs::symlink("/dev/vhost-net", fd.join("20")).unwrap();
+        let mut sampler = Sampler::new(proc.path(), CLK_TCK);
+        assert!(sampler.cycle().unwrap().is_none());
+        write(1);
+        let measured = sampler.cycle().unwrap().unwrap();
+        let checks: Vec<_> = measured.blind_spots.iter().map(|s| s.check).collect();
+        assert_eq!(checks, expected, "{threads:?}");
+        if let Some(spot) = measured.blind_spots.first() {
+            assert!(spot.detail.contains("\"router\""), "{}", spot.detail);
+        } else {
+            let parts = measured.guests[0].cpu_parts.as_ref().expect("a split");
+            assert!(parts.vhost_s > 0.0, "{parts:?}");
+        }
+    }
 }

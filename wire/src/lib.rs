@@ -118,6 +118,8 @@ pub enum BlindSpotCheck {
     Libvirt,
     /// KVM's per-VM halt-polling counters in debugfs (`/sys/kernel/debug/kvm/<pid>-<fd>/`).
     HaltPollCounters,
+    /// vhost workers that run as kernel threads outside the VM process (before Linux 6.4).
+    VhostWorkers,
     /// A check this version does not know (sent by a newer agent).
     #[serde(other)]
     Other,
@@ -131,6 +133,7 @@ impl BlindSpotCheck {
             BlindSpotCheck::ChannelAccess => "channel_access",
             BlindSpotCheck::Libvirt => "libvirt",
             BlindSpotCheck::HaltPollCounters => "halt_poll_counters",
+            BlindSpotCheck::VhostWorkers => "vhost_workers",
             BlindSpotCheck::Other => "other",
         }
     }

@@ -89,7 +89,7 @@ impl Identifier {
             .boot_args
             .map(|args| clean_text(&args, MAX_BOOT_ARGS_CHARS));
         identity.management = identity.management.map(|m| clean_text(&m, MAX_LABEL_CHARS));
-        let kvm_vm_fd = proc.kvm_vm_fd(pid);
+        let fds = proc.vm_fds(pid);
         if identity.management.as_deref() == Some("libvirt")
             && let Some(platform) = proc
                 .cgroups(pid)
@@ -112,8 +112,9 @@ impl Identifier {
             guest_agent: Via::for_vm(&identity, &self.libvirt_uri)
                 .map(|via| GuestAgent::new(via, cycle)),
             unreported_facts: None,
-            uses_kvm: kvm_vm_fd.map(|fd| fd.is_some()),
-            kvm_vm_fd: kvm_vm_fd.flatten(),
+            uses_kvm: fds.map(|fds| fds.kvm_vm_fd.is_some()),
+            kvm_vm_fd: fds.and_then(|fds| fds.kvm_vm_fd),
+            holds_vhost: fds.is_some_and(|fds| fds.vhost),
             halt_poll_unreadable: false,
             libvirt_metadata: Default::default(),
             kvm_by_thread_names: None,

@@ -238,10 +238,15 @@ impl Sampler {
             Some(Tracked::Vm(vm)) => {
                 if full_rescan {
                     vm.threads.clear();
-                    if vm.uses_kvm != Some(true) {
-                        let fd = self.proc.kvm_vm_fd(pid);
-                        vm.uses_kvm = fd.map(|fd| fd.is_some());
-                        vm.kvm_vm_fd = fd.flatten();
+                    // QEMU creates its KVM VM just after it starts, and a vhost device when a
+                    // NIC is added: looked at again until both are found.
+                    if vm.uses_kvm != Some(true) || !vm.holds_vhost {
+                        let fds = self.proc.vm_fds(pid);
+                        if vm.uses_kvm != Some(true) {
+                            vm.uses_kvm = fds.map(|fds| fds.kvm_vm_fd.is_some());
+                            vm.kvm_vm_fd = fds.and_then(|fds| fds.kvm_vm_fd);
+                        }
+                        vm.holds_vhost |= fds.is_some_and(|fds| fds.vhost);
                     }
                     vm.channels_denied = denied_sockets(&vm.identity);
                     vm.halt_poll_unreadable = false;

@@ -61,6 +61,9 @@ pub(super) struct VmState {
     pub uses_kvm: Option<bool>,
     /// The descriptor of its KVM VM, which names its statistics in KVM's debugfs.
     pub kvm_vm_fd: Option<u32>,
+    /// Whether it holds a vhost device (`/dev/vhost-net`, ...), whose workers are its threads
+    /// from Linux 6.4 and kernel threads outside it before.
+    pub holds_vhost: bool,
     /// Whether KVM's halt-polling counters of its VM could be read at the last cycle.
     pub halt_poll_unreadable: bool,
     /// Whether its libvirt definition was read for who it is.

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::facts::DEFAULT_LIBVIRT_URI;
-use super::tracked::VmState;
+use super::tracked::{Part, VmState};
 use crate::blind_spots::{self, Seen};
 use crate::discover::VmIdentity;
 use crate::guest_agent::schedule::Via;
@@ -45,6 +45,15 @@ impl HostSight {
         let no_halt_poll: Vec<&&VmState> =
             vms.iter().filter(|vm| vm.halt_poll_unreadable).collect();
         let denied: Vec<&String> = vms.iter().flat_map(|vm| &vm.channels_denied).collect();
+        // Its threads listed, none a vhost worker: they run as kernel threads (before Linux 6.4).
+        let vhost_outside: Vec<&&VmState> = vms
+            .iter()
+            .filter(|vm| {
+                vm.holds_vhost
+                    && vm.listed_threads.is_some()
+                    && !vm.threads.values().any(|t| t.part == Part::Vhost)
+            })
+            .collect();
         blind_spots::blind_spots(&Seen {
             proc_hidden: self.proc_hidden,
             vm_fds_unreadable: unreadable.len(),
@@ -56,6 +65,8 @@ impl HostSight {
             libvirt_uri: libvirt_uri.to_string(),
             halt_poll_unreadable: no_halt_poll.len(),
             halt_poll_example: no_halt_poll.first().map(|vm| vm.identity.name.clone()),
+            vhost_outside: vhost_outside.len(),
+            vhost_example: vhost_outside.first().map(|vm| vm.identity.name.clone()),
         })
     }
 }
