@@ -10,7 +10,7 @@ use axum::extract::FromRef;
 use crate::clock::SharedClock;
 use crate::db::{Db, FIVE_MINUTES_MS, HOUR_MS, IDLE_READINGS_KEPT_MS};
 use crate::error::AppResult;
-use crate::fleet::{self, ANALYSIS_WINDOW_MS, AROUND_CHANGE_MS, LiveFleet};
+use crate::fleet::{self, ANALYSIS_WINDOW_MS, AROUND_CHANGE_MS, LiveFleet, trend};
 use crate::lease::Lease;
 
 const HOUR: i64 = HOUR_MS;
@@ -145,6 +145,12 @@ where
             if !lease.held() {
                 LiveFleet::from_ref(&state).forget_silent(clock.now_ms());
                 continue;
+            }
+            // The fleet's point of these five minutes (the first tick is at once: a server
+            // that starts writes one).
+            let fleet = LiveFleet::from_ref(&state);
+            if let Err(e) = trend::record(&fleet, &Db::from_ref(&state), clock.now_ms()).await {
+                tracing::warn!(error = %e, "the fleet's point over time could not be written");
             }
             match run(&state, retention, clock.now_ms()).await {
                 Ok(o) if o.guests > 0 || o.five_minute_merged > 0 || o.expired > 0 => {

@@ -22,6 +22,7 @@ use crate::domain::TokenId;
 use crate::error::{AppError, AppResult};
 use crate::fleet::live::LiveFleet;
 use crate::fleet::state::FleetState;
+use crate::fleet::trend::FleetTrend;
 use crate::health::StorageStatus;
 use crate::http::admission::{Admission, AdmissionLimits, AdmissionSettings, RequestTimeout};
 use crate::http::listener::Proxies;
@@ -41,6 +42,8 @@ pub struct AppState {
     /// Every active guest, analysed and kept current as reports are stored: what the pages and
     /// the API rank. Readers never wait for it.
     pub fleet: LiveFleet,
+    /// The fleet over time, for the overview's chart and the API.
+    pub trend: Arc<FleetTrend>,
     /// The one writer of reports and guests' facts (group commit; see [`Intake`]).
     pub intake: Intake,
     /// The server's own counters, for `/metrics`.
@@ -126,6 +129,7 @@ impl AppState {
                 metrics.clone(),
             ),
             fleet,
+            trend: Arc::new(FleetTrend::default()),
             db,
             metrics,
             notifier: Arc::new(tokio::sync::Notify::new()),

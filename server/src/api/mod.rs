@@ -6,6 +6,7 @@ mod cursor;
 mod errors;
 mod exports;
 mod facts;
+mod fleet;
 mod guests;
 mod health;
 mod hosts;

@@ -23,6 +23,7 @@ const TABLES: &[(&str, &str)] = &[
     ("guest_facts", "id"),
     ("guest_idle_readings", "guest_id, received_ms, source"),
     ("rollups", "guest_id, resolution_ms, start_ms"),
+    ("fleet_history", "at_ms"),
     ("users", "id"),
     ("settings", "name"),
     ("alert_rules", "id"),

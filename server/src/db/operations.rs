@@ -23,6 +23,7 @@ use super::rollups::StoredCounts;
 use super::store::{Backend, Db};
 use super::tokens::{TokenListRow, TokenRow};
 use super::users::UserRow;
+use crate::analysis::fleet_trend::FleetPoint;
 use crate::analysis::history::Summary;
 use crate::domain::{
     AlertId, AlertState, GuestId, HostId, OutboxId, ReceiverId, ReportId, RuleId, SilenceId,
@@ -148,12 +149,18 @@ forward! {
         pub async fn merge_hourly_rollups(&self, before_ms: i64) -> StoreResult<u64>;
         /// The reports of a guest's samples received in [from_ms, to_ms).
         pub async fn reports_of_samples(&self, guest_id: GuestId, from_ms: i64, to_ms: i64) -> StoreResult<Vec<ReportId>>;
-        /// Deletes hourly rollups that start before `rollups_before_ms`, and reports received
+        /// Deletes hourly rollups that start before `rollups_before_ms` (and the fleet's points
+        /// written before it), and reports received
         /// before `reports_before_ms`, whose samples must have been rolled up (a sample refers to
         /// its report), but `keep_reports`, which samples still refer to. Returns the rows deleted.
         pub async fn expire(&self, rollups_before_ms: i64, reports_before_ms: i64, keep_reports: &[ReportId]) -> StoreResult<u64>;
         /// A guest's rollups starting in [from_ms, to_ms), oldest first.
         pub async fn rollups_between(&self, guest_id: GuestId, from_ms: i64, to_ms: i64) -> StoreResult<Vec<RollupRow>>;
+        // The fleet over time
+        /// Writes the fleet's point of its five minutes, replacing one written earlier in them.
+        pub async fn record_fleet_point(&self, point: &FleetPoint) -> StoreResult<()>;
+        /// The fleet's points written in [from_ms, to_ms), oldest first.
+        pub async fn fleet_points(&self, from_ms: i64, to_ms: i64) -> StoreResult<Vec<FleetPoint>>;
         // Alerts, silences, receivers and the outbox
         pub async fn alert_rules(&self) -> StoreResult<Vec<RuleRow>>;
         /// Adds a rule (`id` None) or replaces one; returns its id.

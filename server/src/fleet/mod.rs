@@ -14,6 +14,7 @@ pub mod published;
 pub mod refresher;
 pub mod state;
 pub mod totals;
+pub mod trend;
 
 pub use analysed::{ACTIVE_WITHIN_MS, ANALYSIS_WINDOW_MS, AnalysedGuest, FACTS_MAX_AGE_MS, rank};
 pub use changes::{AROUND_CHANGE_MS, SettledChanges, changes, last_changes};

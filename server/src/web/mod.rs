@@ -10,6 +10,7 @@ mod error;
 mod escape;
 mod extract;
 mod flash;
+mod fleet_chart;
 mod form;
 mod frame;
 mod guest;

@@ -3,10 +3,12 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 
 use super::alerts::AlertLine;
 use super::error::PageError;
+use super::fleet_chart::{self, FleetTrendView};
 use super::frame::Frame;
 use super::guest_list::ListQuery;
 use super::hosts::{self, HostLine};
@@ -14,10 +16,14 @@ use super::view::{self, GuestRow};
 use crate::alerts::silences_in_force;
 use crate::analysis::cause::Cause;
 use crate::analysis::cost;
+use crate::analysis::fleet_trend::FLEET_RANGES;
+use crate::analysis::range::Range;
 use crate::auth::PageUser;
+use crate::error::AppError;
 use crate::fleet::Totals;
 use crate::fleet::index::FleetIndex;
 use crate::fleet::listing::Facet;
+use crate::fleet::trend;
 use crate::state::AppState;
 
 #[derive(Template, WebTemplate)]
@@ -46,7 +52,14 @@ pub struct OverviewPage {
     hz: Vec<Share>,
     /// Guests per cause of idle burn, most waste first; none for guests nothing is wrong with.
     causes: Vec<CauseShare>,
+    /// The fleet over the chosen range.
+    trend: FleetTrendView,
     generated: String,
+}
+
+#[derive(serde::Deserialize)]
+pub struct OverviewQuery {
+    range: Option<String>,
 }
 
 /// One cause's guests: how many, what they waste, and its bar's length in % of the fleet's
@@ -130,7 +143,19 @@ fn distribution<'a>(
 pub async fn overview(
     State(state): State<AppState>,
     PageUser(user, session): PageUser,
+    query: Result<Query<OverviewQuery>, QueryRejection>,
 ) -> Result<OverviewPage, PageError> {
+    let range = match query.ok().and_then(|Query(q)| q.range) {
+        None => Range::Day,
+        Some(key) => Range::parse(&key)
+            .filter(|r| FLEET_RANGES.contains(r))
+            .ok_or_else(|| {
+                AppError::BadRequest(format!(
+                    "there is no range {key:?} for the fleet: use {}",
+                    FLEET_RANGES.map(Range::key).join(", ")
+                ))
+            })?,
+    };
     let now = state.clock.now_ms();
     // What the page counts is kept up to date as hosts are analysed: it costs what it shows,
     // not the fleet (issue 28).
@@ -152,6 +177,8 @@ pub async fn overview(
             state.cost_model().currency
         )
     };
+    // The fleet's points are kept in memory: the chart costs the buckets it draws.
+    let history = trend::history(&state.fleet, &state.trend, &state.db, range, now).await?;
     let silences = silences_in_force(&state.db, now).await?;
     let rules = state.db.alert_rules().await?;
     // Only what the page shows is read: at 30,000 guests, reading every open alert to show ten
@@ -198,6 +225,7 @@ pub async fn overview(
             |hz| ListQuery::default().with(|q| q.filter.hz = hz.into()),
         ),
         causes: causes(&index),
+        trend: fleet_chart::view(&history, range, now),
         all_hosts: hosts.all,
         blind_hosts: hosts.blind,
         host_rows: hosts.lines,

@@ -21,6 +21,7 @@ mod demo;
 mod disk_full;
 mod exports;
 mod facts;
+mod fleet_history;
 mod fleet_state;
 mod guest_list_pages;
 mod hardening;

@@ -21,6 +21,8 @@ mod store;
 mod alerts;
 #[path = "../sql/facts.rs"]
 mod facts;
+#[path = "../sql/fleet_history.rs"]
+mod fleet_history;
 #[path = "../sql/guests.rs"]
 mod guests;
 #[path = "../sql/history.rs"]

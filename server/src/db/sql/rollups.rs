@@ -177,10 +177,16 @@ impl Store {
             .execute(&self.pool)
             .await?
             .rows_affected();
+        // The fleet's points are kept as long as its guests' longest history.
+        let points = sqlx::query("DELETE FROM fleet_history WHERE at_ms < $1")
+            .bind(rollups_before_ms)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
         let reports = self
             .delete_reports_before(reports_before_ms, keep_reports)
             .await?;
-        Ok(rollups + reports)
+        Ok(rollups + points + reports)
     }
 
     pub async fn rollups_between(
