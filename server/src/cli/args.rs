@@ -105,7 +105,7 @@ pub struct ServeArgs {
     /// Days five-minute rollups are kept; older ones are merged into hourly ones.
     #[arg(long, env = "TICKSCOPE_KEEP_5M_DAYS", default_value_t = 14)]
     pub keep_5m_days: i64,
-    /// Days hourly rollups are kept; older ones are deleted.
+    /// Days hourly rollups (and the fleet's five-minute points) are kept; older ones are deleted.
     #[arg(long, env = "TICKSCOPE_KEEP_HOURLY_DAYS", default_value_t = 400)]
     pub keep_hourly_days: i64,
     /// Connections open at once; more wait in the kernel's backlog. Lowered to fit the
