@@ -12,6 +12,7 @@ use super::errors::ReadErrors;
 use crate::analysis::fleet_trend::FLEET_RANGES;
 use crate::analysis::range::Range;
 use crate::auth::Viewer;
+use crate::error::ErrorBody;
 use crate::error::{AppError, AppResult};
 use crate::fleet::trend::{self, FleetHistory};
 use crate::state::AppState;
@@ -41,6 +42,7 @@ struct HistoryQuery {
     security(("token" = [])),
     responses(
         (status = 200, description = "The fleet over the range", body = FleetHistory),
+        (status = 400, description = "A `range` other than 24h, 7d or 30d", body = ErrorBody),
         ReadErrors,
     )
 )]
