@@ -590,7 +590,8 @@ fn removing_nohz_off_saves_about_what_was_projected() {
     );
     wait_for_boot(&serial, Instant::now());
     // The change is measured once its new facts arrived and it has idle time on both sides;
-    // then a few more reports steady the figure after it.
+    // then more reports steady the figure after it: a guest just booted still settles (one CI
+    // run measured 1.15 % of a core after four reports where the guest idles at 0.6-0.7 %).
     let deadline = Instant::now() + Duration::from_secs(120);
     while guest_by_id(&fleet.url, &fleet.viewer_token, id)["last_change"].is_null() {
         assert!(
@@ -600,7 +601,7 @@ fn removing_nohz_off_saves_about_what_was_projected() {
         );
         std::thread::sleep(Duration::from_secs(AGENT_INTERVAL_S));
     }
-    std::thread::sleep(Duration::from_secs(AGENT_INTERVAL_S * 4));
+    std::thread::sleep(Duration::from_secs(AGENT_INTERVAL_S * 10));
     let g = guest_by_id(&fleet.url, &fleet.viewer_token, id);
     let change = &g["last_change"];
     let measured = change["saved_cpu_pct"].as_f64().unwrap();
