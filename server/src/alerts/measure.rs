@@ -2,7 +2,6 @@
 //! subject is named, for the evaluation and the notifications alike.
 
 use crate::analysis::plan;
-use crate::analysis::platform::OsFamily;
 use crate::db::HostRow;
 use crate::domain::Subject;
 use crate::fleet::AnalysedGuest;
@@ -69,25 +68,7 @@ fn guest_labels(g: &AnalysedGuest) -> Vec<(&'static str, String)> {
         ("host", g.host.clone()),
         ("hypervisor", g.hypervisor.clone()),
     ];
-    let os = g.os().family;
-    if os != OsFamily::Unknown {
-        labels.push(("os", os.as_str().to_string()));
-    }
-    if let Some(cause) = g.verdict.cause {
-        labels.push(("cause", cause.as_str().to_string()));
-    }
-    if let Some(p) = &g.platform {
-        labels.push(("platform", p.kind.clone()));
-        for (name, value) in [
-            ("platform_name", &p.name),
-            ("platform_group", &p.group),
-            ("platform_id", &p.id),
-        ] {
-            if let Some(value) = value {
-                labels.push((name, value.clone()));
-            }
-        }
-    }
+    labels.extend(g.about_labels());
     labels
 }
 

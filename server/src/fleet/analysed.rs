@@ -9,7 +9,7 @@ use serde::Serialize;
 use tickscope_wire::{FactsSource, GuestFacts, Platform};
 
 use crate::analysis::kernel::KernelFacts;
-use crate::analysis::platform::{GuestOs, VmSetup, guest_os};
+use crate::analysis::platform::{GuestOs, OsFamily, VmSetup, guest_os};
 use crate::analysis::window::Parts;
 use crate::analysis::{Interval, Verdict, idle};
 
@@ -97,6 +97,33 @@ impl AnalysedGuest {
     /// Its OS, from its own facts first, then its manager's word.
     pub fn os(&self) -> GuestOs {
         guest_os(self.kernel.as_ref(), self.setup.os_hint.as_deref())
+    }
+
+    /// What it is and why it wastes, as labels where something tells it: its OS, the cause it
+    /// is filed under, its platform's kind and names. Alert labels and `/metrics` alike; no
+    /// value empty.
+    pub fn about_labels(&self) -> Vec<(&'static str, String)> {
+        let mut labels = Vec::new();
+        let os = self.os().family;
+        if os != OsFamily::Unknown {
+            labels.push(("os", os.as_str().to_string()));
+        }
+        if let Some(cause) = self.verdict.cause {
+            labels.push(("cause", cause.as_str().to_string()));
+        }
+        if let Some(p) = &self.platform {
+            for (name, value) in [
+                ("platform", Some(&p.kind)),
+                ("platform_name", p.name.as_ref()),
+                ("platform_group", p.group.as_ref()),
+                ("platform_id", p.id.as_ref()),
+            ] {
+                if let Some(value) = value.filter(|v| !v.is_empty()) {
+                    labels.push((name, value.clone()));
+                }
+            }
+        }
+        labels
     }
 
     /// Where the lookback window its verdict was judged over starts: the analysis window up to

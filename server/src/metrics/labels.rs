@@ -12,7 +12,6 @@
 //! the VMs, so every value passes through [`show_invisible`]; the encoder escapes `\`, `"` and
 //! newlines.
 
-use crate::analysis::platform::OsFamily;
 use crate::fleet::AnalysedGuest;
 use crate::visible::show_invisible;
 
@@ -49,18 +48,10 @@ pub fn info(g: &AnalysedGuest) -> Labels {
     let classification = &g.verdict.classification;
     labels.push(("tick_mode", classification.mode.as_str().to_string()));
     labels.push(("confidence", classification.confidence.as_str().to_string()));
-    push_known(&mut labels, "cause", g.verdict.cause.map(|c| c.as_str()));
-    let os = g.os().family;
-    if os != OsFamily::Unknown {
-        labels.push(("os", os.as_str().to_string()));
+    for (name, value) in g.about_labels() {
+        push_known(&mut labels, name, Some(&value));
     }
     push_known(&mut labels, "management", g.management.as_deref());
-    if let Some(p) = &g.platform {
-        push_known(&mut labels, "platform", Some(&p.kind));
-        push_known(&mut labels, "platform_name", p.name.as_deref());
-        push_known(&mut labels, "platform_group", p.group.as_deref());
-        push_known(&mut labels, "platform_id", p.id.as_deref());
-    }
     push_known(&mut labels, "cpu_source", g.cpu_source.as_deref());
     if let Some(kernel) = &g.kernel {
         push_known(&mut labels, "kernel", kernel.kernel_release.as_deref());
