@@ -118,6 +118,16 @@ fn write_process(root: &Path, p: &FakeProcess) {
     }
 }
 
+/// Sets a thread's `schedstat`: its run time in ns and its switches (as `write_process` writes
+/// it with a fixed run time).
+fn set_run_ns(root: &Path, pid: u32, tid: u32, run_ns: u64, switches: u64) {
+    fs::write(
+        root.join(format!("{pid}/task/{tid}/schedstat")),
+        format!("{run_ns} 0 {switches}\n"),
+    )
+    .unwrap();
+}
+
 /// Writes the process, samples, advances its counters, and returns what the sampler measured.
 fn measure_one(
     p: FakeProcess,
@@ -859,11 +869,7 @@ fn a_kvm_vm_is_split_by_thread_and_its_halt_polling_read_from_debugfs() {
         );
         // Run times that move, in each thread's schedstat (run ns, wait ns, switches).
         for t in &threads {
-            fs::write(
-                proc.path().join(format!("{pid}/task/{}/schedstat", t.0)),
-                format!("{} 0 {}\n", run(t), 100 + at * 50),
-            )
-            .unwrap();
+            set_run_ns(proc.path(), pid, t.0, run(t), 100 + at as u64 * 50);
         }
         let kvm = debugfs.path().join(format!("kvm/{pid}-11"));
         fs::create_dir_all(&kvm).unwrap();
@@ -964,11 +970,7 @@ fn vhost_workers_outside_the_vm_process_are_a_blind_spot() {
                 },
             );
             for t in threads {
-                fs::write(
-                    proc.path().join(format!("{pid}/task/{}/schedstat", t.0)),
-                    format!("{} 0 {}\n", 1_000_000_000 * (1 + at), 100 + at),
-                )
-                .unwrap();
+                set_run_ns(proc.path(), pid, t.0, 1_000_000_000 * (1 + at), 100 + at);
             }
         };
         write(0);

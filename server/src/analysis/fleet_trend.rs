@@ -12,6 +12,16 @@ pub const POINT_EVERY_MS: i64 = 5 * 60 * 1000;
 /// The ranges the fleet is shown over: its points come every five minutes, so not the hour.
 pub const FLEET_RANGES: [Range; 3] = [Range::Day, Range::Week, Range::Month];
 
+/// The range of [`FLEET_RANGES`] a key names (`24h`, `7d`, `30d`).
+pub fn fleet_range(key: &str) -> Option<Range> {
+    Range::parse(key).filter(|r| FLEET_RANGES.contains(r))
+}
+
+/// The keys of [`FLEET_RANGES`], for a message: `24h, 7d, 30d`.
+pub fn fleet_range_keys() -> String {
+    FLEET_RANGES.map(Range::key).join(", ")
+}
+
 /// The fleet's totals at one time, as stored.
 #[derive(Debug, Clone, Copy, PartialEq, FromRow)]
 pub struct FleetPoint {

@@ -9,7 +9,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::errors::ReadErrors;
-use crate::analysis::fleet_trend::FLEET_RANGES;
+use crate::analysis::fleet_trend::{fleet_range, fleet_range_keys};
 use crate::analysis::range::Range;
 use crate::auth::Viewer;
 use crate::error::ErrorBody;
@@ -54,17 +54,16 @@ async fn history(
     let Query(query) = query.map_err(|e| AppError::BadRequest(e.body_text()))?;
     let range = match query.range.as_deref() {
         None => Range::Day,
-        Some(key) => Range::parse(key)
-            .filter(|r| FLEET_RANGES.contains(r))
-            .ok_or_else(|| {
-                AppError::BadRequest(format!(
-                    "range must be one of {}, not {key:?}",
-                    FLEET_RANGES.map(Range::key).join(", ")
-                ))
-            })?,
+        Some(key) => fleet_range(key).ok_or_else(|| {
+            AppError::BadRequest(format!(
+                "range must be one of {}, not {key:?}",
+                fleet_range_keys()
+            ))
+        })?,
     };
     let now = state.clock.now_ms();
+    let changes = state.fleet.changes(now).await;
     Ok(Json(
-        trend::history(&state.fleet, &state.trend, &state.db, range, now).await?,
+        trend::history(&state.fleet, &changes, &state.trend, &state.db, range, now).await?,
     ))
 }

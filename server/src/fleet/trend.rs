@@ -3,9 +3,11 @@
 //! last 30 days of them kept here, read again only from the newest one on, so that a page
 //! costs the points it shows, not a query over the fleet's history.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::live::LiveFleet;
+use crate::analysis::change::Change;
 use crate::analysis::cost::CostModel;
 use serde::Serialize;
 
@@ -119,9 +121,11 @@ pub struct ChangeMark {
     pub saved_cpu_pct: f64,
 }
 
-/// The fleet over `range` as of `now_ms`.
+/// The fleet over `range` as of `now_ms`; `changes` are the active guests' measured changes
+/// (`LiveFleet::changes`), which the overview reads once for its own figure too.
 pub async fn history(
     fleet: &LiveFleet,
+    changes: &HashMap<GuestId, Change>,
     trend: &FleetTrend,
     db: &Db,
     range: Range,
@@ -130,11 +134,10 @@ pub async fn history(
     let (from_ms, to_ms) = window(range, now_ms);
     let points = trend.points(db, now_ms).await?;
     let published = fleet.published();
-    let mut changes: Vec<ChangeMark> = published
-        .changes(now_ms)
-        .into_iter()
+    let mut changes: Vec<ChangeMark> = changes
+        .iter()
         .filter(|(_, c)| (from_ms..to_ms).contains(&c.at_ms))
-        .filter_map(|(id, c)| {
+        .filter_map(|(&id, c)| {
             Some(ChangeMark {
                 at_ms: c.at_ms,
                 guest_id: id,

@@ -16,7 +16,7 @@ use super::view::{self, GuestRow};
 use crate::alerts::silences_in_force;
 use crate::analysis::cause::Cause;
 use crate::analysis::cost;
-use crate::analysis::fleet_trend::FLEET_RANGES;
+use crate::analysis::fleet_trend::{fleet_range, fleet_range_keys};
 use crate::analysis::range::Range;
 use crate::auth::PageUser;
 use crate::error::AppError;
@@ -76,12 +76,11 @@ struct CauseShare {
 /// The guests per cause (from the fleet's index: no guest is walked), most waste first, then
 /// most guests, then in [`Cause::ALL`]'s order.
 fn causes(index: &FleetIndex) -> Vec<CauseShare> {
-    let tallies: Vec<(Cause, usize, f64)> = index
+    let mut shares: Vec<(Cause, usize, f64)> = index
         .values_with_waste(Facet::Cause)
         .filter_map(|(value, guests, wasted)| Some((Cause::parse(value)?, guests, wasted)))
         .collect();
-    let fleet_waste: f64 = tallies.iter().map(|(_, _, w)| w).sum();
-    let mut shares: Vec<(Cause, usize, f64)> = tallies;
+    let fleet_waste: f64 = shares.iter().map(|(_, _, w)| w).sum();
     shares.sort_by(|a, b| b.2.total_cmp(&a.2).then(b.1.cmp(&a.1)).then(a.0.cmp(&b.0)));
     shares
         .into_iter()
@@ -147,14 +146,12 @@ pub async fn overview(
 ) -> Result<OverviewPage, PageError> {
     let range = match query.ok().and_then(|Query(q)| q.range) {
         None => Range::Day,
-        Some(key) => Range::parse(&key)
-            .filter(|r| FLEET_RANGES.contains(r))
-            .ok_or_else(|| {
-                AppError::BadRequest(format!(
-                    "there is no range {key:?} for the fleet: use {}",
-                    FLEET_RANGES.map(Range::key).join(", ")
-                ))
-            })?,
+        Some(key) => fleet_range(&key).ok_or_else(|| {
+            AppError::BadRequest(format!(
+                "there is no range {key:?} for the fleet: use {}",
+                fleet_range_keys()
+            ))
+        })?,
     };
     let now = state.clock.now_ms();
     // What the page counts is kept up to date as hosts are analysed: it costs what it shows,
@@ -178,7 +175,8 @@ pub async fn overview(
         )
     };
     // The fleet's points are kept in memory: the chart costs the buckets it draws.
-    let history = trend::history(&state.fleet, &state.trend, &state.db, range, now).await?;
+    let history =
+        trend::history(&state.fleet, &changes, &state.trend, &state.db, range, now).await?;
     let silences = silences_in_force(&state.db, now).await?;
     let rules = state.db.alert_rules().await?;
     // Only what the page shows is read: at 30,000 guests, reading every open alert to show ten

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use axum::http::{Method, StatusCode};
 use serde_json::Value;
 
-use crate::common::{fleet_report, manual_clock, server_with_clock};
+use crate::common::{Reply, Server, fleet_report, manual_clock, server_with_clock};
 use tickscope_server::analysis::fleet_trend::FleetPoint;
 use tickscope_server::clock::Clock;
 use tickscope_server::fleet::trend;
@@ -30,6 +30,17 @@ fn point(
         saved_cpu_pct,
         changes: 0,
     }
+}
+
+/// `GET /api/v1/fleet/history` with `query` (`?range=…` or empty), as `token`.
+async fn get_history(s: &Server, query: &str, token: &str) -> Reply {
+    s.call(
+        Method::GET,
+        &format!("/api/v1/fleet/history{query}"),
+        Some(token),
+        None,
+    )
+    .await
 }
 
 #[tokio::test]
@@ -69,14 +80,7 @@ async fn the_history_is_the_stored_points_averaged_per_bucket_for_every_range() 
         ("7d", 60 * MINUTE_MS, 168),
         ("30d", 360 * MINUTE_MS, 120),
     ] {
-        let reply = s
-            .call(
-                Method::GET,
-                &format!("/api/v1/fleet/history?range={range}"),
-                Some(&s.viewer_token),
-                None,
-            )
-            .await;
+        let reply = get_history(&s, &format!("?range={range}"), &s.viewer_token).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
         let body = reply.json();
         let (from, to) = (
@@ -130,14 +134,7 @@ async fn the_history_is_the_stored_points_averaged_per_bucket_for_every_range() 
 
     // Only the ranges the points can fill, and a clear word otherwise.
     for bad in ["1h", "1y", ""] {
-        let reply = s
-            .call(
-                Method::GET,
-                &format!("/api/v1/fleet/history?range={bad}"),
-                Some(&s.viewer_token),
-                None,
-            )
-            .await;
+        let reply = get_history(&s, &format!("?range={bad}"), &s.viewer_token).await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{bad}");
         assert!(
             reply.body.contains("range must be one of 24h, 7d, 30d"),
@@ -145,14 +142,7 @@ async fn the_history_is_the_stored_points_averaged_per_bucket_for_every_range() 
             reply.body
         );
     }
-    let reply = s
-        .call(
-            Method::GET,
-            "/api/v1/fleet/history",
-            Some(&s.agent_token),
-            None,
-        )
-        .await;
+    let reply = get_history(&s, "", &s.agent_token).await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
 }
 
@@ -181,15 +171,7 @@ async fn the_point_written_is_the_fleet_the_pages_count_and_shows_on_the_overvie
     assert!((written.wasted_cpu_pct / 100.0 - totals.wasted_cores).abs() < 1e-9);
     assert!(written.wasted_cpu_pct > 0.0);
 
-    let history = s
-        .call(
-            Method::GET,
-            "/api/v1/fleet/history",
-            Some(&s.viewer_token),
-            None,
-        )
-        .await
-        .json();
+    let history = get_history(&s, "", &s.viewer_token).await.json();
     let filled: Vec<&Value> = history["buckets"]
         .as_array()
         .unwrap()
@@ -206,15 +188,7 @@ async fn the_point_written_is_the_fleet_the_pages_count_and_shows_on_the_overvie
         .await
         .unwrap();
     clock.set_ms(later + MINUTE_MS + 1);
-    let history = s
-        .call(
-            Method::GET,
-            "/api/v1/fleet/history",
-            Some(&s.viewer_token),
-            None,
-        )
-        .await
-        .json();
+    let history = get_history(&s, "", &s.viewer_token).await.json();
     let points: u64 = history["buckets"]
         .as_array()
         .unwrap()
