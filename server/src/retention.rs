@@ -66,6 +66,8 @@ pub struct Outcome {
     pub samples_deleted: u64,
     pub five_minute_merged: u64,
     pub expired: u64,
+    /// Recorded changes whose measurement was stored for good.
+    pub changes_settled: usize,
 }
 
 /// Rolls up and expires everything the retention says is due at `now_ms`.
@@ -80,6 +82,9 @@ where
     let raw_before =
         (now_ms - retention.raw_ms).div_euclid(ANALYSIS_WINDOW_MS) * ANALYSIS_WINDOW_MS;
     live.forget_silent(now_ms);
+    // Before any samples are rolled up: a recorded change is measured from the raw samples of
+    // the hour around it, which the shortest raw retention (2 hours) still holds.
+    outcome.changes_settled = fleet::change_records::settle(&db, now_ms).await?;
     let mut keep_reports = Vec::new();
     // Every guest's last kernel or command-line change, read once for the run.
     let last_changes = fleet::last_changes(db.fact_changes(None).await?);
@@ -153,13 +158,19 @@ where
                 tracing::warn!(error = %e, "the fleet's point over time could not be written");
             }
             match run(&state, retention, clock.now_ms()).await {
-                Ok(o) if o.guests > 0 || o.five_minute_merged > 0 || o.expired > 0 => {
+                Ok(o)
+                    if o.guests > 0
+                        || o.five_minute_merged > 0
+                        || o.expired > 0
+                        || o.changes_settled > 0 =>
+                {
                     tracing::info!(
                         guests = o.guests,
                         windows = o.windows,
                         samples_deleted = o.samples_deleted,
                         five_minute_merged = o.five_minute_merged,
                         expired = o.expired,
+                        changes_settled = o.changes_settled,
                         "history rolled up"
                     );
                 }

@@ -20,6 +20,7 @@ pub mod plan;
 pub mod platform;
 pub mod platform_rules;
 pub mod range;
+pub mod readiness;
 pub mod suggest;
 pub mod suggestion;
 pub mod thread_rules;

@@ -2,6 +2,7 @@
 
 mod alerts;
 mod body;
+mod changes;
 mod cursor;
 mod errors;
 mod exports;

@@ -28,6 +28,7 @@ use crate::ingest::{MAX_HOST_CPUS, MAX_INTERVAL_MS, MIN_INTERVAL_MS};
         (name = "fleet", description = "The guests and hosts, ranked by wasted idle CPU"),
         (name = "exports", description = "Reports for kernel-upgrade planning"),
         (name = "alerts", description = "Busy idle guests and silent agents"),
+        (name = "changes", description = "Changes made to guests: the check before, the record after, and what each did"),
     )
 )]
 pub struct ApiDoc;

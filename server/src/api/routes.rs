@@ -10,7 +10,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 use super::openapi::{ApiDoc, state_admission_answers, state_edge_limits};
-use super::{alerts, exports, facts, fleet, guests, health, hosts, metrics, reports};
+use super::{alerts, changes, exports, facts, fleet, guests, health, hosts, metrics, reports};
 use crate::state::AppState;
 
 /// Where the OpenAPI document is served, to anyone: it describes the API, not the fleet.
@@ -24,6 +24,7 @@ fn described() -> OpenApiRouter<AppState> {
         .merge(guests::router())
         .merge(hosts::router())
         .merge(fleet::router())
+        .merge(changes::router())
         .merge(exports::router())
         .merge(alerts::router())
 }

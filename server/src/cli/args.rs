@@ -167,6 +167,16 @@ pub enum TokenCommand {
         /// its host, printed one per line (for `tickscope-agent simulate --tokens-file`).
         #[arg(long, conflicts_with = "host")]
         count: Option<u32>,
+        /// Make one agent token per host named in this file (one name per line, as each host's
+        /// agent reports it; `#` starts a comment), each bound to its host, and write them to
+        /// `--output` as Ansible variables (`tickscope_agent_tokens`), for the agent rollout
+        /// role. Nothing is made if any line is refused.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["host", "count", "guest_uuid"], requires = "output")]
+        hosts_file: Option<std::path::PathBuf>,
+        /// Where `--hosts-file` writes the tokens: a new file (an existing one is refused),
+        /// readable by its owner alone. Encrypt it with `ansible-vault encrypt`.
+        #[arg(long, value_name = "FILE", requires = "hosts_file")]
+        output: Option<std::path::PathBuf>,
         #[command(flatten)]
         db: DbArg,
     },

@@ -4,6 +4,7 @@
 use anyhow::{Context, Result};
 
 use super::args::{DbArg, RoleArg, TokenCommand};
+use super::hosts_file;
 use crate::auth::{self, Role};
 use crate::clock;
 use crate::db::Db;
@@ -22,6 +23,8 @@ pub async fn run(command: TokenCommand) -> Result<()> {
             host,
             guest_uuid,
             count,
+            hosts_file,
+            output,
             db,
         } => {
             let role = match role {
@@ -29,6 +32,14 @@ pub async fn run(command: TokenCommand) -> Result<()> {
                 RoleArg::Viewer => Role::Viewer,
                 RoleArg::Guest => Role::Guest,
             };
+            if let (Some(hosts_file), Some(output)) = (hosts_file, output) {
+                if role != Role::Agent {
+                    anyhow::bail!(
+                        "--hosts-file makes agent tokens, one per host: add --role agent"
+                    );
+                }
+                return hosts_file::enrol(&name, &hosts_file, &output, &db).await;
+            }
             let db = db.open(false).await?;
             match count {
                 Some(count) => add_for_hosts(db, &name, role, count).await,

@@ -24,6 +24,7 @@ const TABLES: &[(&str, &str)] = &[
     ("guest_idle_readings", "guest_id, received_ms, source"),
     ("rollups", "guest_id, resolution_ms, start_ms"),
     ("fleet_history", "at_ms"),
+    ("change_records", "id"),
     ("users", "id"),
     ("settings", "name"),
     ("alert_rules", "id"),

@@ -26,6 +26,7 @@
 //! database; every function is exercised by the tests against a real database of each kind.
 
 mod alerts;
+mod change_records;
 pub mod cluster;
 pub mod error;
 mod facts;
@@ -52,6 +53,7 @@ pub use alerts::{
     AlertRow, AlertWrite, Notify, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
     ReceiverSettings, RuleRow, RuleSettings, SilenceRow,
 };
+pub use change_records::{ChangeRecordRow, NewChangeRecord, SettledFigures};
 pub use error::{StoreError, StoreResult};
 pub use facts::{
     DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow, IDLE_READINGS_KEPT_MS, StoredFacts,

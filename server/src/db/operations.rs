@@ -9,6 +9,7 @@ use super::alerts::{
     AlertRow, AlertWrite, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow, ReceiverSettings,
     RuleRow, RuleSettings, SilenceRow,
 };
+use super::change_records::{ChangeRecordRow, NewChangeRecord, SettledFigures};
 use super::error::StoreResult;
 use super::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow};
 use super::guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
@@ -26,8 +27,8 @@ use super::users::UserRow;
 use crate::analysis::fleet_trend::FleetPoint;
 use crate::analysis::history::Summary;
 use crate::domain::{
-    AlertId, AlertState, GuestId, HostId, OutboxId, ReceiverId, ReportId, RuleId, SilenceId,
-    Subject, TokenId, TokenRole, UserId, UserRole,
+    AlertId, AlertState, ChangeRecordId, GuestId, HostId, OutboxId, ReceiverId, ReportId, RuleId,
+    SilenceId, Subject, TokenId, TokenRole, UserId, UserRole,
 };
 use crate::ingest::ValidReport;
 use crate::ingest::binding::{Candidate, Delivery, Refusal, TokenBinding};
@@ -161,6 +162,19 @@ forward! {
         pub async fn record_fleet_point(&self, point: &FleetPoint) -> StoreResult<()>;
         /// The fleet's points written in [from_ms, to_ms), oldest first.
         pub async fn fleet_points(&self, from_ms: i64, to_ms: i64) -> StoreResult<Vec<FleetPoint>>;
+        // Changes made to guests, as recorded
+        /// Stores a change made to a guest; returns its id.
+        pub async fn record_change(&self, change: &NewChangeRecord<'_>) -> StoreResult<ChangeRecordId>;
+        /// The recorded changes of one guest, or of every guest, newest first, at most `limit`.
+        pub async fn change_records(&self, guest_id: Option<GuestId>, limit: i64) -> StoreResult<Vec<ChangeRecordRow>>;
+        /// Changes made before `made_before_ms` whose measurement is not settled yet, oldest
+        /// first, at most `limit`.
+        pub async fn unsettled_change_records(&self, made_before_ms: i64, limit: i64) -> StoreResult<Vec<ChangeRecordRow>>;
+        /// Stores a change's measurement once it can no longer change.
+        pub async fn settle_change_record(&self, id: ChangeRecordId, figures: &SettledFigures) -> StoreResult<()>;
+        /// The host an agent token is bound to; `None` for a token bound to none yet, or not an
+        /// agent's.
+        pub async fn agent_token_host(&self, token_id: TokenId) -> StoreResult<Option<String>>;
         // Alerts, silences, receivers and the outbox
         pub async fn alert_rules(&self) -> StoreResult<Vec<RuleRow>>;
         /// Adds a rule (`id` None) or replaces one; returns its id.
@@ -220,6 +234,9 @@ forward! {
         /// even one another token reports for (an admin replacing a host's token); without it, the
         /// first report binds it, to a host no other token has.
         pub async fn insert_token(&self, name: &str, role: TokenRole, sha256_hex: &str, host_name: Option<&str>, now_ms: i64) -> StoreResult<TokenId>;
+        /// Stores agent tokens, given as (name, hash, host), each bound to its host, in one
+        /// transaction: all of them or none.
+        pub async fn insert_agent_tokens(&self, tokens: &[(String, String, String)], now_ms: i64) -> StoreResult<Vec<TokenId>>;
         /// Pins a guest token to a VM (its UUID) and, if given, to the host it is on: an admin's
         /// word, which it keeps even where another token held the UUID. The token's next delivery
         /// binds it to that host's guest (`ingest::binding`); `false` when there is no such

@@ -67,3 +67,7 @@ row_id!(
     /// A row of `outbox`: one notification.
     OutboxId
 );
+row_id!(
+    /// A row of `change_records`: a change made to a guest, as recorded.
+    ChangeRecordId
+);

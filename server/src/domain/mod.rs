@@ -9,7 +9,8 @@ mod network;
 
 pub use hypervisor::{HypervisorName, UnknownName, parse_hypervisor};
 pub use ids::{
-    AlertId, GuestId, HostId, OutboxId, ReceiverId, ReportId, RuleId, SilenceId, TokenId, UserId,
+    AlertId, ChangeRecordId, GuestId, HostId, OutboxId, ReceiverId, ReportId, RuleId, SilenceId,
+    TokenId, UserId,
 };
 pub use kinds::{AlertState, KindSpec, RuleKind, Subject, ThresholdBounds, TokenRole, UserRole};
 pub use network::{Network, canonical, in_any};

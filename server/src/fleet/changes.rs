@@ -55,7 +55,9 @@ pub(crate) async fn measure_changes(
     Ok((measured, now_settled))
 }
 
-async fn measure_change(
+/// Measures one change of a guest at `at_ms`: its idle intervals in the hour before (not past
+/// `previous_ms`) and after (not past `now_ms`).
+pub(crate) async fn measure_change(
     db: &Db,
     guest: GuestId,
     at_ms: i64,

@@ -1,6 +1,7 @@
 //! The fleet as the pages and the API show it: stored windows, analysed per host, ranked.
 
 pub mod analysed;
+pub mod change_records;
 pub mod changes;
 pub mod history;
 pub mod index;

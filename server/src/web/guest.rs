@@ -4,6 +4,7 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 
 use super::alerts::AlertLine;
+use super::change_view::RecordedLine;
 use super::chart::{self, Chart, Range};
 use super::error::PageError;
 use super::frame::Frame;
@@ -14,8 +15,12 @@ use crate::auth::PageUser;
 use crate::db::FactsEventRow;
 use crate::domain::{GuestId, Subject};
 use crate::error::AppError;
+use crate::fleet::change_records::{self, Unsettled};
 use crate::fleet::{self, AnalysedGuest};
 use crate::state::AppState;
+
+/// The recorded changes a guest's page lists, newest first.
+const RECORDS_SHOWN: i64 = 20;
 
 #[derive(serde::Deserialize)]
 pub struct GuestQuery {
@@ -52,6 +57,12 @@ pub async fn guest(
     let charts = charts(&guest, &history, &events, range, now);
     let so_far = history.waste_so_far(&guest, now);
     let change = state.fleet.change(id, now).await?;
+    let records = state.db.change_records(Some(id), RECORDS_SHOWN).await?;
+    let recorded = change_records::outcomes(&state.db, records, now, Unsettled::Measure)
+        .await?
+        .iter()
+        .map(|c| RecordedLine::new(c, &guest.name, now))
+        .collect();
     let silences = silences_in_force(&state.db, now).await?;
     let rules = state.db.alert_rules().await?;
     let alerts = state
@@ -70,6 +81,7 @@ pub async fn guest(
             events,
             so_far,
             change,
+            recorded,
             alerts,
             charts,
             range,

@@ -8,6 +8,7 @@ use askama::Template;
 use askama_web::WebTemplate;
 
 use super::alerts::AlertLine;
+use super::change_view::RecordedLine;
 use super::chart::{Chart, Range};
 use super::frame::Frame;
 use super::view::{self, GuestRow, Segment};
@@ -80,6 +81,8 @@ pub struct GuestPage {
     ranges: Vec<(&'static str, bool)>,
     /// Host CPU before and after the last kernel or command-line change; empty without one.
     change: Vec<(&'static str, String)>,
+    /// Changes made to it as recorded (by a playbook), newest first, with what each did.
+    recorded: Vec<RecordedLine>,
     evidence: Vec<Vec<Segment>>,
     suggestions: Vec<SuggestionView>,
     /// (label, value) rows of the guest's OS and its VM's timer setup.
@@ -103,6 +106,7 @@ pub struct GuestInputs {
     pub so_far: WasteSoFar,
     /// The last kernel or command-line change, measured, if there was one.
     pub change: Option<Change>,
+    pub recorded: Vec<RecordedLine>,
     pub alerts: Vec<AlertLine>,
     pub charts: Vec<Chart>,
     pub range: Range,
@@ -141,6 +145,7 @@ impl GuestPage {
                 .map(|r| (r.key(), r == input.range))
                 .collect(),
             change: input.change.as_ref().map_or_else(Vec::new, change_rows),
+            recorded: input.recorded,
             evidence: input
                 .guest
                 .verdict
@@ -588,6 +593,7 @@ mod tests {
                     events: case.events,
                     so_far: case.so_far,
                     change: case.change,
+                    recorded: vec![],
                     alerts: vec![],
                     charts: vec![],
                     range: Range::Day,

@@ -5,6 +5,7 @@
 
 mod account;
 mod alerts;
+mod change_view;
 mod chart;
 mod error;
 mod escape;

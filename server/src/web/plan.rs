@@ -4,17 +4,20 @@ use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::State;
 
+use super::change_view::{self, RecordedLine, TallyLine};
 use super::error::PageError;
 use super::frame::Frame;
 use super::view::{self, Segment};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::analysis::cause::Cause;
 use crate::analysis::change_kind::{ChangeKind, Needs};
 use crate::analysis::cost;
 use crate::analysis::plan::PlanGroup;
 use crate::auth::PageUser;
+use crate::domain::GuestId;
 use crate::fleet;
+use crate::fleet::change_records::{self, Unsettled};
 use crate::state::AppState;
 
 struct PlanRow {
@@ -65,7 +68,17 @@ pub struct PlanPage {
     /// By cause, largest saving first; the guests with nothing to change last.
     sections: Vec<CauseSection>,
     total_saving: String,
+    /// Each change's guests pending and made, with the realised saving against the projected.
+    tallies: Vec<TallyLine>,
+    /// How many changes are tallied, in words (the newest `RECORDS_TALLIED` at most).
+    recorded_total: String,
+    /// The latest recorded changes.
+    recorded: Vec<RecordedLine>,
 }
+
+/// The recorded changes the plan page tallies, newest first, and lists.
+const RECORDS_TALLIED: i64 = 10_000;
+const RECORDS_LISTED: usize = 20;
 
 /// The kernel-upgrade plan, printable.
 pub async fn plan(
@@ -81,6 +94,28 @@ pub async fn plan(
             cost::of_waste(pct, model).money_per_year,
             model.currency
         )
+    };
+    let records = state.db.change_records(None, RECORDS_TALLIED).await?;
+    let capped = records.len() as i64 == RECORDS_TALLIED;
+    // Those still in their hour are counted as made, not measured: the page reads no samples.
+    let changes = change_records::outcomes(&state.db, records, now, Unsettled::Skip).await?;
+    let tallies = change_view::tallies(&guests, &changes);
+    let names: HashMap<GuestId, &str> = guests.iter().map(|g| (g.id, g.name.as_str())).collect();
+    let recorded = changes
+        .iter()
+        .take(RECORDS_LISTED)
+        .map(|c| {
+            let name = names
+                .get(&c.record.guest_id)
+                .copied()
+                .unwrap_or("(no longer reported)");
+            RecordedLine::new(c, name, now)
+        })
+        .collect();
+    let recorded_total = if capped {
+        format!("Tallied from the newest {RECORDS_TALLIED} changes recorded.")
+    } else {
+        format!("{} change(s) recorded.", changes.len())
     };
     let groups = fleet::plan_groups(&guests);
     let total: f64 = groups.iter().map(|g| g.projected_saving_cpu_pct).sum();
@@ -118,6 +153,9 @@ pub async fn plan(
         cost_basis: view::cost_basis(model),
         total_saving: format!("{} of a core, {} a year", view::pct(total), money(total)),
         sections: sections.into_iter().map(|(_, s)| s).collect(),
+        tallies,
+        recorded_total,
+        recorded,
     })
 }
 

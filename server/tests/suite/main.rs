@@ -15,6 +15,7 @@ mod batched_store;
 mod bindings;
 mod blind_spots;
 mod browser;
+mod changes;
 mod common;
 mod compression;
 mod demo;

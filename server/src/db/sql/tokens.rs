@@ -29,6 +29,31 @@ impl Store {
         Ok(id)
     }
 
+    pub async fn insert_agent_tokens(
+        &self,
+        tokens: &[(String, String, String)],
+        now_ms: i64,
+    ) -> StoreResult<Vec<TokenId>> {
+        let mut tx = self.begin_write().await?;
+        let mut ids = Vec::with_capacity(tokens.len());
+        for (name, sha256_hex, host_name) in tokens {
+            ids.push(
+                sqlx::query_scalar(
+                    "INSERT INTO tokens (name, role, sha256_hex, host_name, created_ms)
+                     VALUES ($1, 'agent', $2, $3, $4) RETURNING id",
+                )
+                .bind(name)
+                .bind(sha256_hex)
+                .bind(host_name)
+                .bind(now_ms)
+                .fetch_one(&mut *tx)
+                .await?,
+            );
+        }
+        tx.commit().await?;
+        Ok(ids)
+    }
+
     pub async fn pin_guest_token(
         &self,
         id: TokenId,

@@ -19,6 +19,8 @@ mod write_tx;
 // only the module declarations it can see, and `cargo fmt` would skip `db/sql/`.
 #[path = "../sql/alerts.rs"]
 mod alerts;
+#[path = "../sql/change_records.rs"]
+mod change_records;
 #[path = "../sql/facts.rs"]
 mod facts;
 #[path = "../sql/fleet_history.rs"]

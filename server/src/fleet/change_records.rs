@@ -1,0 +1,185 @@
+//! Changes made to guests, as recorded (by an Ansible playbook, with the agent token of the
+//! guest's host), each measured around the time it was made: what the guest's host CPU did in
+//! the hour before and after. A change settles once its hour after has passed; its figures are
+//! then stored with it, so that a page reads them instead of the samples again.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::changes::{AROUND_CHANGE_MS, measure_change};
+use crate::analysis::change::Change;
+use crate::db::{ChangeRecordRow, Db, SettledFigures};
+use crate::domain::GuestId;
+use crate::error::AppResult;
+
+/// Changes settled per pass of the retention job: each reads two hours of one guest's samples.
+pub const SETTLE_PER_PASS: i64 = 200;
+/// Samples arrive up to a report interval late: a change settles this long after its hour.
+const SETTLE_MARGIN_MS: i64 = 60_000;
+
+/// What became of a recorded change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Its hour after has not passed: the figures may still change.
+    Measuring,
+    /// Settled with figures.
+    Measured,
+    /// Settled without enough idle time before or after it to judge.
+    NotEnoughIdleTime,
+}
+
+/// A recorded change and what it did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedChange {
+    pub record: ChangeRecordRow,
+    pub outcome: Outcome,
+    /// The figures so far (measuring) or for good (measured).
+    pub measured: Option<Change>,
+}
+
+impl RecordedChange {
+    /// The host CPU it saved, in % of one core, once measured.
+    pub fn saved_cpu_pct(&self) -> Option<f64> {
+        self.measured.map(|c| c.saved_cpu_pct)
+    }
+}
+
+fn settled_at(made_at_ms: i64) -> i64 {
+    made_at_ms + AROUND_CHANGE_MS + SETTLE_MARGIN_MS
+}
+
+fn figures_of(change: Option<&Change>, settled_ms: i64) -> SettledFigures {
+    SettledFigures {
+        settled_ms: Some(settled_ms),
+        cpu_before_pct: change.map(|c| c.cpu_before_pct),
+        cpu_after_pct: change.map(|c| c.cpu_after_pct),
+        wakeups_before: change.map(|c| c.wakeups_before),
+        wakeups_after: change.map(|c| c.wakeups_after),
+        idle_share_after: change.map(|c| c.idle_share_after),
+        saved_cpu_pct: change.map(|c| c.saved_cpu_pct),
+    }
+}
+
+fn change_of(made_at_ms: i64, f: &SettledFigures) -> Option<Change> {
+    Some(Change {
+        at_ms: made_at_ms,
+        cpu_before_pct: f.cpu_before_pct?,
+        cpu_after_pct: f.cpu_after_pct?,
+        wakeups_before: f.wakeups_before?,
+        wakeups_after: f.wakeups_after?,
+        idle_share_after: f.idle_share_after?,
+        saved_cpu_pct: f.saved_cpu_pct?,
+    })
+}
+
+/// The change a guest had recorded before `record`, among `records`, for the "before" side not
+/// to reach back past it.
+fn previous_of(record: &ChangeRecordRow, records: &[ChangeRecordRow]) -> Option<i64> {
+    records
+        .iter()
+        .filter(|r| r.guest_id == record.guest_id && r.made_at_ms < record.made_at_ms)
+        .map(|r| r.made_at_ms)
+        .max()
+}
+
+/// How the records still in their hour are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsettled {
+    /// Measured from the samples now: one guest's few changes (its page, the API).
+    Measure,
+    /// Left without figures: the fleet's many (the plan page counts them as measuring).
+    Skip,
+}
+
+/// The records with what became of them: a settled one from its stored figures, one still in
+/// its hour measured from the samples now, or not, as `unsettled` says.
+pub async fn outcomes(
+    db: &Db,
+    records: Vec<ChangeRecordRow>,
+    now_ms: i64,
+    unsettled: Unsettled,
+) -> AppResult<Vec<RecordedChange>> {
+    let mut out = Vec::with_capacity(records.len());
+    for record in &records {
+        let (outcome, measured) = match record.settled.settled_ms {
+            Some(_) => match change_of(record.made_at_ms, &record.settled) {
+                Some(change) => (Outcome::Measured, Some(change)),
+                None => (Outcome::NotEnoughIdleTime, None),
+            },
+            None if unsettled == Unsettled::Skip => (Outcome::Measuring, None),
+            None => {
+                let previous = previous_of(record, &records);
+                let change =
+                    measure_change(db, record.guest_id, record.made_at_ms, previous, now_ms)
+                        .await?;
+                (Outcome::Measuring, change)
+            }
+        };
+        out.push(RecordedChange {
+            record: record.clone(),
+            outcome,
+            measured,
+        });
+    }
+    Ok(out)
+}
+
+/// Measures the changes whose hour after has passed and stores their figures for good; returns
+/// how many it settled. Run by the retention job.
+pub async fn settle(db: &Db, now_ms: i64) -> AppResult<usize> {
+    let due = db
+        .unsettled_change_records(
+            now_ms - AROUND_CHANGE_MS - SETTLE_MARGIN_MS,
+            SETTLE_PER_PASS,
+        )
+        .await?;
+    let mut previous: HashMap<GuestId, Vec<ChangeRecordRow>> = HashMap::new();
+    for record in &due {
+        let guest = record.guest_id;
+        let earlier = match previous.entry(guest) {
+            std::collections::hash_map::Entry::Occupied(e) => previous_of(record, e.get()),
+            std::collections::hash_map::Entry::Vacant(e) => previous_of(
+                record,
+                e.insert(db.change_records(Some(guest), 1_000).await?),
+            ),
+        };
+        let change = measure_change(
+            db,
+            guest,
+            record.made_at_ms,
+            earlier,
+            settled_at(record.made_at_ms),
+        )
+        .await?;
+        db.settle_change_record(record.id, &figures_of(change.as_ref(), now_ms))
+            .await?;
+    }
+    Ok(due.len())
+}
+
+/// The recorded changes of one rule, summed: how many were made, how many measured, and what
+/// those measured were projected to save and saved, in % of one core.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct RuleTally {
+    pub made: usize,
+    pub measured: usize,
+    pub projected_cpu_pct: f64,
+    pub saved_cpu_pct: f64,
+}
+
+/// Each rule's tally, from the records.
+pub fn tally(changes: &[RecordedChange]) -> HashMap<String, RuleTally> {
+    let mut by_rule: HashMap<String, RuleTally> = HashMap::new();
+    for c in changes {
+        let t = by_rule.entry(c.record.rule.clone()).or_default();
+        t.made += 1;
+        if let (Outcome::Measured, Some(saved)) = (c.outcome, c.saved_cpu_pct()) {
+            t.measured += 1;
+            t.saved_cpu_pct += saved;
+            t.projected_cpu_pct += c.record.projected_cpu_pct.unwrap_or(0.0);
+        }
+    }
+    by_rule
+}
