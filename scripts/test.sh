@@ -22,6 +22,8 @@ cd "$(dirname "$0")/.."
 # (server/tests/suite/alertmanager.rs).
 # ansible-core, python3-yaml and poppler-utils: the export tests read the plan's inventory with
 # ansible-inventory and PyYAML and the printed demo plan with pdftotext (server/tests/suite/exports.rs).
+# ansible (its community.general collection), ansible-lint and python3-lxml: contrib/ansible,
+# linted (scripts/ansible-lint.sh) and run against a libvirt domain (server/tests/suite/libvirt.rs).
 # postgresql (15): the suite runs a second time on PostgreSQL, on a throwaway cluster
 # (scripts/postgres.sh).
 # haproxy: a real load balancer speaking the PROXY protocol in front of the server
@@ -29,7 +31,8 @@ cd "$(dirname "$0")/.."
 packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver python3-venv curl
     systemd adduser strace libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod
     linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils
-    prometheus-alertmanager prometheus ansible-core python3-yaml poppler-utils postgresql haproxy)
+    prometheus-alertmanager prometheus ansible-core python3-yaml poppler-utils postgresql haproxy
+    ansible ansible-lint python3-lxml)
 as_root=()
 [ "$(id -u)" -eq 0 ] || as_root=(sudo)
 missing=()
@@ -50,6 +53,8 @@ python3 scripts/hostile.py --self-test
 python3 scripts/module-cycles.py server/src --layers "$(cat scripts/server-layers.txt)"
 python3 scripts/module-cycles.py agent/src
 python3 scripts/module-cycles.py wire/src
+# The Ansible collection: ansible-lint (production profile) and every playbook's syntax.
+scripts/ansible-lint.sh
 
 scripts/guest-assets.sh >/dev/null
 # Starts libvirtd and what it needs, adds the agent's test user, keeps the virtio modules.

@@ -6,7 +6,6 @@
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -198,7 +197,7 @@ fn checked_text(field: &str, value: &str, max: usize, required: bool) -> AppResu
     request_body = ChangeSubmission,
     security(("token" = [])),
     responses(
-        (status = 201, description = "Recorded", body = ChangeJson),
+        (status = 200, description = "Recorded", body = ChangeJson),
         (status = 403, description = "Not an agent token, or one of another host than the guest's", body = ErrorBody),
         (status = 404, description = "No such guest is reported now", body = ErrorBody),
         (status = 409, description = "The change is not among the guest's suggestions now", body = ErrorBody),
@@ -211,7 +210,7 @@ async fn record(
     AgentToken { token_id }: AgentToken,
     id: Result<Path<i64>, PathRejection>,
     body: Result<Json<ChangeSubmission>, JsonRejection>,
-) -> AppResult<(StatusCode, Json<ChangeJson>)> {
+) -> AppResult<Json<ChangeJson>> {
     let id = guest_id(id)?;
     let submission = json_body(body, crate::http::admission::MAX_OTHER_TOKEN_BODY_BYTES)?;
     let by = checked_text("by", &submission.by, MAX_BY_CHARS, true)?;
@@ -276,7 +275,7 @@ async fn record(
         .next()
         .map(ChangeJson::from)
         .ok_or_else(|| AppError::Internal("the change just recorded is not there".into()))?;
-    Ok((StatusCode::CREATED, Json(json)))
+    Ok(Json(json))
 }
 
 /// A guest's recorded changes, newest first, each with what it did.

@@ -774,3 +774,193 @@ fn an_agent_without_the_units_privileges_lists_its_blind_spots() {
         "no vm_fds among {spots:#?}"
     );
 }
+
+/// The collection of `contrib/ansible`, installed into `dir` as an admin would
+/// (`ansible-galaxy collection install contrib/ansible`); the path to give
+/// `ANSIBLE_COLLECTIONS_PATH`, with Debian's collections (community.general) after it.
+fn install_collection(dir: &Path) -> String {
+    let out = Command::new("ansible-galaxy")
+        .args(["collection", "install", "--no-deps", "-p"])
+        .arg(dir)
+        .arg(repo_root().join("contrib/ansible"))
+        .output()
+        .expect("ansible-galaxy (Debian's ansible-core; scripts/test.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    format!("{}:/usr/lib/python3/dist-packages", dir.display())
+}
+
+/// Runs a playbook of the collection with `args`; returns whether it succeeded, and its output.
+fn playbook(collections: &str, work: &Path, name: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new("ansible-playbook")
+        .arg(format!("tickscope.fleet.{name}"))
+        .args(args)
+        .env("ANSIBLE_COLLECTIONS_PATH", collections)
+        .env("ANSIBLE_NOCOLOR", "1")
+        .env("ANSIBLE_HOST_KEY_CHECKING", "False")
+        .env("ANSIBLE_LOCAL_TEMP", work.join("ansible-tmp"))
+        .current_dir(work)
+        .output()
+        .expect("ansible-playbook");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn qemu_pid(domain: &Domain) -> Option<String> {
+    std::fs::read_to_string(format!("/run/libvirt/qemu/{}.pid", domain.name))
+        .ok()
+        .map(|p| p.trim().to_string())
+}
+
+#[test]
+#[ignore = "boots a TCG guest under libvirt and changes it with Ansible (root, libvirtd, ansible); run by scripts/test.sh"]
+fn the_libvirt_playbook_takes_the_hpet_out_keeps_the_old_xml_restarts_and_records_it() {
+    let _turn = common::processes::guest_turn();
+    let (_initrd_dir, initrd) = initramfs();
+    let mut domain = Domain::new("ansible", &initrd, true);
+    // A guest that keeps time with the VM's emulated HPET (clocksource=hpet; there is no
+    // kvm-clock under TCG): the disable_hpet rule's case.
+    let started = domain.start("clocksource=hpet");
+    domain.wait_for_boot(started);
+    let work = tempfile::tempdir().unwrap();
+    let mut processes = Processes::default();
+    let server = server(work.path(), &mut processes);
+    let token = server.agent_token();
+    start_agent(
+        Privileges::Unit,
+        &server.url,
+        &token,
+        "libvirt-host",
+        work.path(),
+        &mut processes,
+    );
+    let has_rule = |g: &Value, rule: &str| {
+        g["suggestions"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| s["rule"] == rule))
+    };
+    let g = server
+        .wait_for(&domain, Duration::from_secs(90), |g| {
+            has_rule(g, "disable_hpet")
+        })
+        .unwrap_or_else(|| panic!("{} was not discovered", domain.name));
+    assert!(has_rule(&g, "disable_hpet"), "no disable_hpet: {g:#}");
+    let id = g["id"].as_i64().unwrap();
+
+    // What an admin has: the plan's inventory, their own (how to reach the hypervisor host),
+    // the rollout's tokens and the server's address.
+    let plan = ureq::get(&format!("{}/api/v1/plan-inventory.yml", server.url))
+        .header("Authorization", &format!("Bearer {}", server.viewer))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    let w = work.path();
+    std::fs::write(w.join("plan.yml"), &plan).unwrap();
+    std::fs::write(
+        w.join("mine.yml"),
+        "all:\n  vars:\n    ansible_become: false\n  hosts:\n    libvirt-host:\n      ansible_connection: local\n      ansible_python_interpreter: /usr/bin/python3\n",
+    )
+    .unwrap();
+    let backups = w.join("backups");
+    std::fs::write(
+        w.join("vars.yml"),
+        serde_json::json!({
+            "tickscope_server_url": server.url,
+            "tickscope_viewer_token": server.viewer,
+            "tickscope_agent_tokens": {"libvirt-host": token},
+            "tickscope_libvirt_backup_dir": backups,
+            // The test initramfs has no ACPI daemon: it never shuts down cleanly, and is
+            // stopped after this long, as a hung guest would be.
+            "tickscope_libvirt_shutdown_timeout_s": 6,
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let collections = install_collection(&w.join("collections"));
+    let args = [
+        "-i",
+        "plan.yml",
+        "-i",
+        "mine.yml",
+        "-e",
+        "@vars.yml",
+        "--limit",
+        &domain.name,
+    ];
+    let inactive = || virsh_ok(&["dumpxml", "--inactive", &domain.name]);
+    let hpet_off = "<timer name='hpet' present='no'/>";
+
+    // --check first: nothing changes, nothing is recorded.
+    let before = inactive();
+    let (ok, out) = playbook(
+        &collections,
+        w,
+        "libvirt_domain",
+        &[&args[..], &["--check"]].concat(),
+    );
+    assert!(ok, "{out}");
+    assert_eq!(inactive(), before, "--check changed the definition: {out}");
+    let changes = |s: &Server| s.get(&format!("/api/v1/guests/{id}/changes"))["changes"].clone();
+    assert_eq!(changes(&server), serde_json::json!([]), "{out}");
+
+    let pid_before = qemu_pid(&domain);
+    let (ok, out) = playbook(&collections, w, "libvirt_domain", &args);
+    assert!(ok, "{out}");
+    eprintln!("{out}");
+    let after = inactive();
+    assert!(after.contains(hpet_off), "{after}");
+    let kept: Vec<PathBuf> = std::fs::read_dir(&backups)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().ends_with("Z.xml"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let old = std::fs::read_to_string(&kept[0]).unwrap();
+    assert!(
+        !old.contains(hpet_off) && old.contains(&domain.uuid),
+        "{old}"
+    );
+    // Restarted: a new QEMU process, running the new definition.
+    assert_eq!(virsh_ok(&["domstate", &domain.name]).trim(), "running");
+    assert_ne!(qemu_pid(&domain), pid_before);
+    assert!(
+        domain
+            .qemu_argv()
+            .iter()
+            .any(|a| a.contains("hpet=off") || a == "-no-hpet")
+    );
+    let recorded = changes(&server);
+    assert_eq!(recorded.as_array().unwrap().len(), 1, "{recorded:#}");
+    assert_eq!(recorded[0]["rule"], "disable_hpet");
+    assert!(
+        recorded[0]["made_by"]
+            .as_str()
+            .unwrap()
+            .ends_with("with Ansible"),
+        "{recorded:#}"
+    );
+
+    // The restarted VM has no HPET: the server says so, and the change is no longer planned.
+    let g = server
+        .wait_for(&domain, Duration::from_secs(90), |g| {
+            g["hpet"] == false && !has_rule(g, "disable_hpet")
+        })
+        .unwrap();
+    assert!(!has_rule(&g, "disable_hpet"), "{g:#}");
+    // Run again: the server refuses the guest, and nothing is touched.
+    let (ok, out) = playbook(&collections, w, "libvirt_domain", &args);
+    assert!(!ok, "a guest no longer planned was not refused: {out}");
+    assert!(out.contains("no longer needs disable_hpet"), "{out}");
+    assert_eq!(inactive(), after);
+    assert_eq!(changes(&server).as_array().unwrap().len(), 1);
+    assert_eq!(std::fs::read_dir(&backups).unwrap().count(), kept.len());
+}
