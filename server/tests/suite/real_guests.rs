@@ -146,6 +146,8 @@ fn ranked_guests(url: &str, viewer_token: &str) -> Vec<Value> {
 struct Fleet {
     url: String,
     viewer_token: String,
+    /// The agent's token: a playbook records a change of one of its guests with it.
+    agent_token: String,
     processes: Processes,
     work: tempfile::TempDir,
 }
@@ -225,6 +227,7 @@ fn start_fleet(
     Fleet {
         url,
         viewer_token,
+        agent_token,
         processes,
         work,
     }
@@ -583,7 +586,23 @@ fn removing_nohz_off_saves_about_what_was_projected() {
     let projected = suggestion["saving_cpu_pct"].as_f64().unwrap();
     let id = g["id"].as_i64().unwrap();
 
-    // Do what it says: the same VM, booted again without nohz=off.
+    // Do what it says, as a playbook of contrib/ansible does: ask whether the guest may be
+    // changed, record the change with the agent token of its host, then reboot it (the same VM,
+    // booted again without nohz=off).
+    let ready = get_json(
+        &fleet.url,
+        &format!("/api/v1/guests/{id}/readiness?rule=remove_nohz_off"),
+        &fleet.viewer_token,
+    );
+    assert_eq!(ready["ready"], true, "{ready:#}");
+    let recorded: Value = ureq::post(&format!("{}/api/v1/guests/{id}/changes", fleet.url))
+        .header("Authorization", &format!("Bearer {}", fleet.agent_token))
+        .send_json(serde_json::json!({"rule": "remove_nohz_off", "by": "real_guests test"}))
+        .unwrap()
+        .into_body()
+        .read_json()
+        .unwrap();
+    assert_eq!(recorded["outcome"], "measuring", "{recorded:#}");
     fleet.processes.kill(ticking.name);
     let fixed = Guest {
         append: "",
@@ -628,6 +647,29 @@ fn removing_nohz_off_saves_about_what_was_projected() {
         (projected / 2.0..=projected * 2.0).contains(&measured),
         "projected {projected:.2} %, measured {measured:.2} %: {g:#}"
     );
+    // The recorded change measures the same reboot: its figures so far are the change's.
+    let records = get_json(
+        &fleet.url,
+        &format!("/api/v1/guests/{id}/changes"),
+        &fleet.viewer_token,
+    );
+    let record = &records["changes"][0];
+    assert_eq!(record["rule"], "remove_nohz_off", "{records:#}");
+    let recorded_saving = record["measured"]["saved_cpu_pct"].as_f64().unwrap();
+    eprintln!("the recorded change: {:#}", record["measured"]);
+    assert!(
+        (projected / 2.0..=projected * 2.0).contains(&recorded_saving),
+        "projected {projected:.2} %, the recorded change measured {recorded_saving:.2} %: {records:#}"
+    );
+    // Done: the fleet's list of changes has it, and the guest no longer needs it.
+    let all = get_json(&fleet.url, "/api/v1/changes", &fleet.viewer_token);
+    assert_eq!(all["changes"][0]["guest_id"], id, "{all:#}");
+    let readiness = get_json(
+        &fleet.url,
+        &format!("/api/v1/guests/{id}/readiness?rule=remove_nohz_off"),
+        &fleet.viewer_token,
+    );
+    assert_eq!(readiness["in_plan"], false, "{readiness:#}");
     // The fleet's realised savings count it.
     let list = get_json(&fleet.url, "/api/v1/guests", &fleet.viewer_token);
     assert_eq!(list["realised"]["guests"], 1, "{list:#}");
