@@ -22,8 +22,10 @@ cd "$(dirname "$0")/.."
 # (server/tests/suite/alertmanager.rs).
 # ansible-core, python3-yaml and poppler-utils: the export tests read the plan's inventory with
 # ansible-inventory and PyYAML and the printed demo plan with pdftotext (server/tests/suite/exports.rs).
-# ansible (its community.general collection), ansible-lint and python3-lxml: contrib/ansible,
-# linted (scripts/ansible-lint.sh) and run against a libvirt domain (server/tests/suite/libvirt.rs).
+# ansible (its community.general collection), ansible-lint, python3-lxml and debootstrap:
+# contrib/ansible, linted (scripts/ansible-lint.sh), run against a libvirt domain
+# (server/tests/suite/libvirt.rs) and a Debian root filesystem (server/tests/suite/ansible.rs,
+# scripts/ansible-root.sh), and its agent rollout against the installed .deb (scripts/packages.sh).
 # postgresql (15): the suite runs a second time on PostgreSQL, on a throwaway cluster
 # (scripts/postgres.sh).
 # haproxy: a real load balancer speaking the PROXY protocol in front of the server
@@ -32,7 +34,7 @@ packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver pyth
     systemd adduser strace libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod
     linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils
     prometheus-alertmanager prometheus ansible-core python3-yaml poppler-utils postgresql haproxy
-    ansible ansible-lint python3-lxml)
+    ansible ansible-lint python3-lxml debootstrap)
 as_root=()
 [ "$(id -u)" -eq 0 ] || as_root=(sudo)
 missing=()
@@ -59,6 +61,8 @@ scripts/ansible-lint.sh
 scripts/guest-assets.sh >/dev/null
 # Starts libvirtd and what it needs, adds the agent's test user, keeps the virtio modules.
 "${as_root[@]}" scripts/libvirt-assets.sh >/dev/null
+# A Debian root filesystem for the boot-parameter playbook (debootstrap, cached).
+"${as_root[@]}" scripts/ansible-root.sh >/dev/null
 # A kernel built without NO_HZ for the real-guest tests: minutes the first time, then cached.
 scripts/periodic-kernel.sh >/dev/null
 # The real-guest test runs the agent binary, which belongs to another package of the workspace.
@@ -73,11 +77,11 @@ cargo test -p tickscope-server --test suite -- --include-ignored --skip real_gue
 cargo test -p tickscope-server --test suite -- --include-ignored --test-threads=1 real_guests:: libvirt::
 # The same suite on PostgreSQL: each test makes a database of its own on a throwaway cluster
 # (server/tests/suite/common/database.rs). The guest-booting tests measure guests, not storage:
-# they run on SQLite only.
+# they run on SQLite only, as do the Ansible runs (their server is a process on SQLite).
 pg_dir=$(mktemp -d /tmp/tickscope-pg.XXXXXX)
 trap 'scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir"' EXIT
 pg_url=$(scripts/postgres.sh start "$pg_dir")
 TICKSCOPE_TEST_POSTGRES=$pg_url \
-    cargo test -p tickscope-server --test suite -- --include-ignored --skip real_guests:: --skip libvirt::
+    cargo test -p tickscope-server --test suite -- --include-ignored --skip real_guests:: --skip libvirt:: --skip ansible::
 scripts/schemathesis.sh
 scripts/packages.sh

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use common::ansible::{install_collection, playbook};
 use common::processes::{Processes, add_token, agent_binary, repo_root, start_server};
 
 const URI: &str = "qemu:///system";
@@ -773,44 +774,6 @@ fn an_agent_without_the_units_privileges_lists_its_blind_spots() {
         spots.iter().any(|s| s["check"] == "vm_fds"),
         "no vm_fds among {spots:#?}"
     );
-}
-
-/// The collection of `contrib/ansible`, installed into `dir` as an admin would
-/// (`ansible-galaxy collection install contrib/ansible`); the path to give
-/// `ANSIBLE_COLLECTIONS_PATH`, with Debian's collections (community.general) after it.
-fn install_collection(dir: &Path) -> String {
-    let out = Command::new("ansible-galaxy")
-        .args(["collection", "install", "--no-deps", "-p"])
-        .arg(dir)
-        .arg(repo_root().join("contrib/ansible"))
-        .output()
-        .expect("ansible-galaxy (Debian's ansible-core; scripts/test.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    format!("{}:/usr/lib/python3/dist-packages", dir.display())
-}
-
-/// Runs a playbook of the collection with `args`; returns whether it succeeded, and its output.
-fn playbook(collections: &str, work: &Path, name: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new("ansible-playbook")
-        .arg(format!("tickscope.fleet.{name}"))
-        .args(args)
-        .env("ANSIBLE_COLLECTIONS_PATH", collections)
-        .env("ANSIBLE_NOCOLOR", "1")
-        .env("ANSIBLE_HOST_KEY_CHECKING", "False")
-        .env("ANSIBLE_LOCAL_TEMP", work.join("ansible-tmp"))
-        .current_dir(work)
-        .output()
-        .expect("ansible-playbook");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
 }
 
 fn qemu_pid(domain: &Domain) -> Option<String> {

@@ -10,6 +10,7 @@ mod agent_to_server;
 mod alert_pages;
 mod alertmanager;
 mod alerts;
+mod ansible;
 mod api;
 mod batched_store;
 mod bindings;

@@ -2,6 +2,7 @@
 //! when the suite runs on it: `database.rs`), called in-process.
 #![allow(dead_code)]
 
+pub mod ansible;
 pub mod database;
 pub mod processes;
 
