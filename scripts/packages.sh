@@ -7,7 +7,10 @@
 # agent reads the VM's descriptors with both capabilities and with neither one alone, that
 # systemd-analyze accepts the installed units (verify; security exposure at most 4.0 for the
 # server, 5.0 for the agent), and that neither program made a system call its unit's filter
-# refuses (under strace). Then removes and purges both packages and checks that nothing is left
+# refuses (under strace). Then purges the agent and rolls it out again with the Ansible
+# collection's rollout role (contrib/ansible: a token per host from `token add --hosts-file`, the
+# .deb installed, agent.env written, the first report checked; a host without a token refused),
+# and removes and purges both packages and checks that nothing is left
 # behind but the system users, which purging keeps (README, "Removing").
 #
 # Root only (dpkg). Refuses to run when either package is installed already: it would purge it.
@@ -38,6 +41,8 @@ command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 command -v strace >/dev/null || need+=(strace)
+command -v ansible-playbook >/dev/null || need+=(ansible)
+/usr/bin/python3 -c 'import apt' 2>/dev/null || need+=(python3-apt)
 if [ ${#need[@]} -gt 0 ]; then
     say "installing ${need[*]}"
     apt-get update -qq
@@ -401,6 +406,66 @@ curl -fsS -H "Authorization: Bearer $viewer_token" "$base/api/v1/hosts" |
     fail "GET /api/v1/hosts does not list $TEST_HOST"
 check_mode /var/lib/tickscope-agent/spool "700 tickscope-agent tickscope-agent"
 say "the installed agent's report reached the installed server"
+
+# --- The agent rolled out with Ansible (contrib/ansible) ---------------------------------------
+# As an admin enrols a host: a token per host from a hosts file, then the collection's rollout
+# role installs the .deb, writes agent.env with the host's own token, and checks that the host's
+# first report arrived. No systemd runs here: the role leaves the unit alone
+# (tickscope_agent_service=false), and the agent is started by hand as its unit would, between
+# the role's install and its check (tag tickscope_agent_verify). A host without a token is refused before anything is installed.
+ROLLOUT_HOST=pkgtest-rollout
+stop "$agent_pid"
+remaining=()
+for pid in "${pids[@]}"; do
+    [ "$pid" = "$agent_pid" ] || remaining+=("$pid")
+done
+pids=("${remaining[@]}")
+dpkg_ -P tickscope-agent >"$work/dpkg-purge-agent.log"
+[ ! -e /usr/bin/tickscope-agent ] || fail "/usr/bin/tickscope-agent is left after dpkg -P"
+ansible_dir=$work/ansible
+mkdir -m 700 "$ansible_dir"
+chown tickscope "$ansible_dir"
+printf '# the hosts to enrol\n%s\n' "$ROLLOUT_HOST" >"$ansible_dir/hosts.txt"
+mapfile -t unit_environment < <(unit_env tickscope-server /etc/tickscope/server.env)
+as_user tickscope "" /usr/bin/tickscope-server token add rollout --role agent \
+    --hosts-file "$ansible_dir/hosts.txt" --output "$ansible_dir/tokens.yml" 2>"$work/token-hosts-file.log" ||
+    fail "token add --hosts-file: $(cat "$work/token-hosts-file.log")"
+check_mode "$ansible_dir/tokens.yml" "600 tickscope tickscope"
+rollout_token=$(sed -n "s/^  \"$ROLLOUT_HOST\": \"\(.*\)\"$/\1/p" "$ansible_dir/tokens.yml")
+[ -n "$rollout_token" ] || fail "tokens.yml has no token for $ROLLOUT_HOST"
+printf '%s\n' "all:" "  vars:" "    ansible_connection: local" \
+    "    ansible_python_interpreter: /usr/bin/python3" "    ansible_become: false" \
+    "  children:" "    tickscope_hypervisors:" "      hosts:" "        $ROLLOUT_HOST: {}" \
+    "        pkgtest-notoken: {}" >"$ansible_dir/inventory.yml"
+ansible-galaxy collection install --no-deps -p "$ansible_dir/collections" contrib/ansible >/dev/null
+rollout() { # log name, ansible-playbook arguments...
+    local log=$work/ansible-$1.log rc=0
+    shift
+    ANSIBLE_COLLECTIONS_PATH=$ansible_dir/collections:/usr/lib/python3/dist-packages ANSIBLE_NOCOLOR=1 \
+        ansible-playbook -i "$ansible_dir/inventory.yml" tickscope.fleet.rollout_agent \
+        -e "@$ansible_dir/tokens.yml" -e "tickscope_server_url=$base" \
+        -e "tickscope_viewer_token=$viewer_token" -e "tickscope_agent_deb=$(realpath "$agent_deb")" "$@" >"$log" 2>&1 || rc=$?
+    ! grep -qF -e "$rollout_token" -e "$viewer_token" "$log" || fail "a token is in Ansible's output ($log)"
+    return $rc
+}
+if rollout notoken --limit pkgtest-notoken; then
+    fail "the rollout went on for a host without a token"
+fi
+grep -q 'No agent token for host .*pkgtest-notoken' "$work/ansible-notoken.log" ||
+    fail "the rollout did not say why it refused pkgtest-notoken: $(tail -n 20 "$work/ansible-notoken.log")"
+[ ! -e /usr/bin/tickscope-agent ] || fail "the rollout installed the agent for a host without a token"
+rollout install --limit "$ROLLOUT_HOST" -e tickscope_agent_service=false --skip-tags tickscope_agent_verify ||
+    fail "the rollout role failed: $(tail -n 30 "$work/ansible-install.log")"
+[ -x /usr/bin/tickscope-agent ] || fail "the rollout role did not install the agent"
+check_mode /etc/tickscope/agent.env "640 root tickscope-agent"
+grep -qx "TICKSCOPE_TOKEN=$rollout_token" /etc/tickscope/agent.env || fail "agent.env lacks the host's token"
+grep -qx "TICKSCOPE_HOST_NAME=$ROLLOUT_HOST" /etc/tickscope/agent.env || fail "agent.env lacks the host's name"
+mapfile -t unit_environment < <(unit_env tickscope-agent /etc/tickscope/agent.env)
+as_user tickscope-agent "$unit_caps" /usr/bin/tickscope-agent run >"$work/agent-rollout.log" 2>&1 &
+pids+=($!)
+rollout verify --limit "$ROLLOUT_HOST" -e tickscope_agent_service=false --tags tickscope_agent_verify ||
+    fail "the rollout role did not see the first report: $(tail -n 30 "$work/ansible-verify.log")"
+say "the rollout role installed the agent with its own token, and its first report arrived"
 
 for pid in "${pids[@]}"; do
     stop "$pid"

@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 # (server/tests/suite/alertmanager.rs).
 # ansible-core, python3-yaml and poppler-utils: the export tests read the plan's inventory with
 # ansible-inventory and PyYAML and the printed demo plan with pdftotext (server/tests/suite/exports.rs).
-# ansible (its community.general collection), ansible-lint, python3-lxml and debootstrap:
+# ansible (its community.general collection), ansible-lint, python3-lxml, debootstrap and python3-apt:
 # contrib/ansible, linted (scripts/ansible-lint.sh), run against a libvirt domain
 # (server/tests/suite/libvirt.rs) and a Debian root filesystem (server/tests/suite/ansible.rs,
 # scripts/ansible-root.sh), and its agent rollout against the installed .deb (scripts/packages.sh).
@@ -34,7 +34,7 @@ packages=(qemu-system-x86 busybox-static cpio gzip chromium chromium-driver pyth
     systemd adduser strace libvirt-daemon-system libvirt-clients qemu-guest-agent dbus kmod
     linux-source-6.1 build-essential bc flex bison libelf-dev xz-utils
     prometheus-alertmanager prometheus ansible-core python3-yaml poppler-utils postgresql haproxy
-    ansible ansible-lint python3-lxml debootstrap)
+    ansible ansible-lint python3-lxml debootstrap python3-apt)
 as_root=()
 [ "$(id -u)" -eq 0 ] || as_root=(sudo)
 missing=()
