@@ -84,6 +84,9 @@ EOF
 # be documented too.
 run viewer "$viewer" --include-method GET
 run agent "$agent" --include-path /api/v1/reports
+# Change records take the agent token of the guest's host: the demo's guests are on other
+# hosts, so this fuzzes the refusals (403, 404, 409, 422) and their documentation.
+run agent-changes "$agent" --include-operation-id record_guest_change
 run guest "$guest" --include-path /api/v1/guest-facts
 # How the generated reports fared at the edge: stored, duplicate or refused.
 curl -fsS -H "Authorization: Bearer $viewer" "$base/metrics" |

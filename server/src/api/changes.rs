@@ -109,9 +109,11 @@ struct ChangeSubmission {
     /// The rule of the change made, one of the guest's suggestions now.
     rule: String,
     /// Who made it (a person, or Ansible's user on its controller), at most 200 characters.
+    #[schema(min_length = 1, max_length = 200)]
     by: String,
     /// Anything to keep with it (a ticket, the playbook), at most 2,000 characters.
     #[serde(default)]
+    #[schema(max_length = 2000)]
     note: String,
 }
 
