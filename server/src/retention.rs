@@ -84,7 +84,14 @@ where
     live.forget_silent(now_ms);
     // Before any samples are rolled up: a recorded change is measured from the raw samples of
     // the hour around it, which the shortest raw retention (2 hours) still holds.
-    outcome.changes_settled = fleet::change_records::settle(&db, now_ms).await?;
+    // A failure here is logged, not the pass's: the rollups and the expiry must still run.
+    outcome.changes_settled = match fleet::change_records::settle(&db, now_ms).await {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e, "recorded changes could not be settled");
+            0
+        }
+    };
     let mut keep_reports = Vec::new();
     // Every guest's last kernel or command-line change, read once for the run.
     let last_changes = fleet::last_changes(db.fact_changes(None).await?);

@@ -35,11 +35,11 @@ pub fn parse(text: &str) -> Result<Vec<String>, Vec<(usize, String)>> {
             refused.push((n, format!("{name:?} {why}")));
             continue;
         }
-        if let Some(first) = first_line.get(&name.to_ascii_lowercase()) {
+        if let Some(first) = first_line.get(name) {
             refused.push((n, format!("{name:?} is named already on line {first}")));
             continue;
         }
-        first_line.insert(name.to_ascii_lowercase(), n);
+        first_line.insert(name.to_string(), n);
         hosts.push(name.to_string());
     }
     if hosts.is_empty() && refused.is_empty() {
@@ -174,7 +174,8 @@ mod tests {
                 "hv-01\n# a comment\n\nhv-02.example  # rack 4\n",
                 Ok(vec!["hv-01", "hv-02.example"]),
             ),
-            ("hv-01\nhv 02\n-hv\nhv-01\nHV-01\n", Err(vec![2, 3, 4, 5])),
+            // Names differ in case as the server's host names do: HV-01 is another host.
+            ("hv-01\nhv 02\n-hv\nhv-01\nHV-01\n", Err(vec![2, 3, 4])),
             ("hv-01\nhv;rm -rf /\n", Err(vec![2])),
             ("\n# nothing\n", Err(vec![0])),
             ("h\u{202e}x\n", Err(vec![1])),

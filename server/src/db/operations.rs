@@ -167,6 +167,8 @@ forward! {
         pub async fn record_change(&self, change: &NewChangeRecord<'_>) -> StoreResult<ChangeRecordId>;
         /// The recorded changes of one guest, or of every guest, newest first, at most `limit`.
         pub async fn change_records(&self, guest_id: Option<GuestId>, limit: i64) -> StoreResult<Vec<ChangeRecordRow>>;
+        /// One recorded change, by its id.
+        pub async fn change_record(&self, id: ChangeRecordId) -> StoreResult<Option<ChangeRecordRow>>;
         /// Changes made before `made_before_ms` whose measurement is not settled yet, oldest
         /// first, at most `limit`.
         pub async fn unsettled_change_records(&self, made_before_ms: i64, limit: i64) -> StoreResult<Vec<ChangeRecordRow>>;

@@ -93,6 +93,16 @@ pub enum Unsettled {
     Skip,
 }
 
+/// The change a guest had recorded after `record`, among `records`, for the "after" side not to
+/// reach past it: each change is credited with its own hour, not the next one's saving too.
+fn next_of(record: &ChangeRecordRow, records: &[ChangeRecordRow]) -> Option<i64> {
+    records
+        .iter()
+        .filter(|r| r.guest_id == record.guest_id && r.made_at_ms > record.made_at_ms)
+        .map(|r| r.made_at_ms)
+        .min()
+}
+
 /// The records with what became of them: a settled one from its stored figures, one still in
 /// its hour measured from the samples now, or not, as `unsettled` says.
 pub async fn outcomes(
@@ -111,9 +121,9 @@ pub async fn outcomes(
             None if unsettled == Unsettled::Skip => (Outcome::Measuring, None),
             None => {
                 let previous = previous_of(record, &records);
+                let until = next_of(record, &records).map_or(now_ms, |next| next.min(now_ms) - 1);
                 let change =
-                    measure_change(db, record.guest_id, record.made_at_ms, previous, now_ms)
-                        .await?;
+                    measure_change(db, record.guest_id, record.made_at_ms, previous, until).await?;
                 (Outcome::Measuring, change)
             }
         };
@@ -138,21 +148,17 @@ pub async fn settle(db: &Db, now_ms: i64) -> AppResult<usize> {
     let mut previous: HashMap<GuestId, Vec<ChangeRecordRow>> = HashMap::new();
     for record in &due {
         let guest = record.guest_id;
-        let earlier = match previous.entry(guest) {
-            std::collections::hash_map::Entry::Occupied(e) => previous_of(record, e.get()),
-            std::collections::hash_map::Entry::Vacant(e) => previous_of(
-                record,
-                e.insert(db.change_records(Some(guest), 1_000).await?),
-            ),
+        let others = match previous.entry(guest) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(db.change_records(Some(guest), 1_000).await?)
+            }
         };
-        let change = measure_change(
-            db,
-            guest,
-            record.made_at_ms,
-            earlier,
-            settled_at(record.made_at_ms),
-        )
-        .await?;
+        let earlier = previous_of(record, others);
+        let until = next_of(record, others).map_or(settled_at(record.made_at_ms), |next| {
+            next.min(settled_at(record.made_at_ms)) - 1
+        });
+        let change = measure_change(db, guest, record.made_at_ms, earlier, until).await?;
         db.settle_change_record(record.id, &figures_of(change.as_ref(), now_ms))
             .await?;
     }

@@ -60,14 +60,15 @@ async fn changes_of(s: &Server, id: i64) -> Value {
     .json()
 }
 
-/// An agent token bound to `host`, as `token add --host` or `--hosts-file` makes.
-async fn agent_token_for(s: &Server, host: &str) -> String {
+/// An agent token bound to `host`, as `token add --host` or `--hosts-file` makes, or to none
+/// yet (its first report would bind it).
+async fn agent_token_for(s: &Server, host: Option<&str>) -> String {
     let token = auth::new_token().unwrap();
     s.db.insert_token(
-        host,
+        host.unwrap_or("unbound"),
         TokenRole::Agent,
         &auth::token_hash(&token),
-        Some(host),
+        host,
         0,
     )
     .await
@@ -119,9 +120,10 @@ async fn a_change_is_checked_recorded_measured_and_shown_and_bad_records_change_
 
     // Records refused, each with its reason, and none stored.
     let good = json!({"rule": "remove_nohz_off", "by": "ada via ansible", "note": "CHG-42"});
-    let other_host = agent_token_for(&s, "hv2").await;
+    let other_host = agent_token_for(&s, Some("hv2")).await;
+    let unbound = agent_token_for(&s, None).await;
     let long_by = "x".repeat(201);
-    let cases: [(&str, i64, &str, Value, StatusCode, &str); 8] = [
+    let cases: [(&str, i64, &str, Value, StatusCode, &str); 9] = [
         (
             "a viewer token",
             ticker,
@@ -137,6 +139,14 @@ async fn a_change_is_checked_recorded_measured_and_shown_and_bad_records_change_
             good.clone(),
             StatusCode::FORBIDDEN,
             "runs on host",
+        ),
+        (
+            "a token bound to no host yet",
+            ticker,
+            &unbound,
+            good.clone(),
+            StatusCode::FORBIDDEN,
+            "bound to no host yet",
         ),
         (
             "a guest that is not reported",

@@ -56,6 +56,16 @@ impl Store {
         })
     }
 
+    pub async fn change_record(&self, id: ChangeRecordId) -> StoreResult<Option<ChangeRecordRow>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {COLUMNS} FROM change_records c LEFT JOIN tokens t ON t.id = c.token_id
+             WHERE c.id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
     pub async fn unsettled_change_records(
         &self,
         made_before_ms: i64,
