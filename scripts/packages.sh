@@ -141,6 +141,7 @@ cleanup() {
         done
     fi
     rm -rf "$work"
+    rm -f /var/cache/tickscope-agent.deb
     exit $rc
 }
 trap cleanup EXIT
@@ -422,6 +423,8 @@ done
 pids=("${remaining[@]}")
 dpkg_ -P tickscope-agent >"$work/dpkg-purge-agent.log"
 [ ! -e /usr/bin/tickscope-agent ] || fail "/usr/bin/tickscope-agent is left after dpkg -P"
+# Where the role copies the package: gone, as on a host it never ran on.
+rm -f /var/cache/tickscope-agent.deb
 ansible_dir=$work/ansible
 mkdir -m 700 "$ansible_dir"
 chown tickscope "$ansible_dir"
@@ -454,7 +457,12 @@ fi
 grep -q 'No agent token for host .*pkgtest-notoken' "$work/ansible-notoken.log" ||
     fail "the rollout did not say why it refused pkgtest-notoken: $(tail -n 20 "$work/ansible-notoken.log")"
 [ ! -e /usr/bin/tickscope-agent ] || fail "the rollout installed the agent for a host without a token"
-rollout install --limit "$ROLLOUT_HOST" -e tickscope_agent_service=false --skip-tags tickscope_agent_verify ||
+# --check first, as docs/ansible.md says: on a host without the package it says what it would
+# do and installs nothing.
+rollout check --check --limit "$ROLLOUT_HOST" -e tickscope_agent_service=false --skip-tags tickscope_agent_verify ||
+    fail "the rollout role failed in --check: $(tail -n 30 "$work/ansible-check.log")"
+[ ! -e /usr/bin/tickscope-agent ] || fail "the rollout role installed the agent in --check"
+rollout install -v --limit "$ROLLOUT_HOST" -e tickscope_agent_service=false --skip-tags tickscope_agent_verify ||
     fail "the rollout role failed: $(tail -n 30 "$work/ansible-install.log")"
 [ -x /usr/bin/tickscope-agent ] || fail "the rollout role did not install the agent"
 check_mode /etc/tickscope/agent.env "640 root tickscope-agent"
