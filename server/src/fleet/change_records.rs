@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::changes::{AROUND_CHANGE_MS, measure_change};
+use super::changes::{AROUND_CHANGE_MS, measure_around};
 use crate::analysis::change::Change;
 use crate::db::{ChangeRecordRow, Db, SettledFigures};
 use crate::domain::GuestId;
@@ -103,6 +103,46 @@ fn next_of(record: &ChangeRecordRow, records: &[ChangeRecordRow]) -> Option<i64>
         .min()
 }
 
+/// How long after a record the new boot's facts are looked for: a reboot or restart, and the
+/// facts a guest sends as it comes up (a first set, then one with its measurements).
+pub const BOOT_WITHIN_MS: i64 = 10 * 60 * 1000;
+
+/// Where a recorded change's "after" side starts: at the last new facts the guest sent within
+/// `BOOT_WITHIN_MS` of it (the new boot, as its probe or guest agent saw it come up), if any came
+/// by `until_ms`, else at the record. A playbook records a change before the reboot or restart
+/// that puts it into effect; the boot, and a guest just booted settling, are not what the change
+/// did.
+async fn after_from(db: &Db, record: &ChangeRecordRow, until_ms: i64) -> AppResult<i64> {
+    let within = until_ms.min(record.made_at_ms + BOOT_WITHIN_MS);
+    let boot = db
+        .fact_changes(Some(record.guest_id))
+        .await?
+        .into_iter()
+        .map(|(_, _, at_ms)| at_ms)
+        .filter(|at_ms| *at_ms > record.made_at_ms && *at_ms <= within)
+        .max();
+    Ok(boot.unwrap_or(record.made_at_ms))
+}
+
+/// Measures a recorded change, its "after" side not past `until_ms`.
+async fn measure_record(
+    db: &Db,
+    record: &ChangeRecordRow,
+    previous_ms: Option<i64>,
+    until_ms: i64,
+) -> AppResult<Option<Change>> {
+    let after = after_from(db, record, until_ms).await?;
+    measure_around(
+        db,
+        record.guest_id,
+        record.made_at_ms,
+        after,
+        previous_ms,
+        until_ms,
+    )
+    .await
+}
+
 /// The records with what became of them: a settled one from its stored figures, one still in
 /// its hour measured from the samples now, or not, as `unsettled` says.
 pub async fn outcomes(
@@ -122,8 +162,7 @@ pub async fn outcomes(
             None => {
                 let previous = previous_of(record, &records);
                 let until = next_of(record, &records).map_or(now_ms, |next| next.min(now_ms) - 1);
-                let change =
-                    measure_change(db, record.guest_id, record.made_at_ms, previous, until).await?;
+                let change = measure_record(db, record, previous, until).await?;
                 (Outcome::Measuring, change)
             }
         };
@@ -158,7 +197,7 @@ pub async fn settle(db: &Db, now_ms: i64) -> AppResult<usize> {
         let until = next_of(record, others).map_or(settled_at(record.made_at_ms), |next| {
             next.min(settled_at(record.made_at_ms)) - 1
         });
-        let change = measure_change(db, guest, record.made_at_ms, earlier, until).await?;
+        let change = measure_record(db, record, earlier, until).await?;
         db.settle_change_record(record.id, &figures_of(change.as_ref(), now_ms))
             .await?;
     }

@@ -64,6 +64,20 @@ pub(crate) async fn measure_change(
     previous_ms: Option<i64>,
     now_ms: i64,
 ) -> AppResult<Option<Change>> {
+    measure_around(db, guest, at_ms, at_ms, previous_ms, now_ms).await
+}
+
+/// As [`measure_change`], with the "after" side starting at `after_from_ms` (at or after
+/// `at_ms`, and within its hour): a change recorded before the reboot that puts it into effect
+/// is judged from the new boot on, as a kernel change is.
+pub(crate) async fn measure_around(
+    db: &Db,
+    guest: GuestId,
+    at_ms: i64,
+    after_from_ms: i64,
+    previous_ms: Option<i64>,
+    now_ms: i64,
+) -> AppResult<Option<Change>> {
     // Idle intervals only: the reboot into the new kernel, and any work around it, is not
     // what the change is about.
     let activity = |(samples, readings): (Vec<IntervalRow>, Vec<IdleReading>)| {
@@ -79,8 +93,13 @@ pub(crate) async fn measure_change(
     );
     let to_ms = (at_ms + 1 + AROUND_CHANGE_MS).min(now_ms + 1);
     let after = activity(
-        db.samples_between(guest, at_ms + 1, to_ms, idle::DEFAULT_READING_SPAN_MS)
-            .await?,
+        db.samples_between(
+            guest,
+            after_from_ms.max(at_ms) + 1,
+            to_ms,
+            idle::DEFAULT_READING_SPAN_MS,
+        )
+        .await?,
     );
     let idle_share_after = after.idle_share().unwrap_or(0.0);
     Ok(change::measure(
