@@ -290,6 +290,7 @@ async fn record(
     security(("token" = [])),
     responses(
         (status = 200, description = "Its recorded changes (none for an id no guest has)", body = ChangeList),
+        (status = 404, description = "The id is not a number", body = ErrorBody),
         ReadErrors,
     )
 )]
