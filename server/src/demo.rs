@@ -11,7 +11,6 @@ use tickscope_wire::{Hypervisor, Platform, VmConfig};
 
 use crate::analysis::platform::HYPERV_TIMER_SET;
 use crate::auth::{self, UserRole};
-use crate::clock::now_ms;
 use crate::error::{AppError, AppResult};
 use crate::ingest;
 use crate::state::AppState;
@@ -79,6 +78,8 @@ fn hosts() -> Vec<HostSpec> {
         HostSpec {
             name: "demo-hv-01".into(),
             cpus: 32,
+            // Its agent runs as root and reads KVM's debugfs: every guest's halt polling is counted.
+            reads_kvm_debugfs: true,
             guests: vec![
                 probed(guest("web-01", Qemu, 2, tickless())),
                 guest("web-02", Qemu, 2, tickless()),
@@ -164,6 +165,7 @@ fn hosts() -> Vec<HostSpec> {
         HostSpec {
             name: "demo-hv-02".into(),
             cpus: 16,
+            reads_kvm_debugfs: false,
             guests: vec![
                 guest(
                     "slitaz-justX",
@@ -208,6 +210,7 @@ fn hosts() -> Vec<HostSpec> {
         HostSpec {
             name: "demo-hv-04".into(),
             cpus: 24,
+            reads_kvm_debugfs: false,
             guests: vec![GuestSpec {
                 platform: Some(Platform {
                     kind: "proxmox".into(),
@@ -249,6 +252,7 @@ fn hosts() -> Vec<HostSpec> {
         HostSpec {
             name: "demo-hv-03".into(),
             cpus: 64,
+            reads_kvm_debugfs: false,
             guests: vec![
                 guest("fn-thumbnail", Firecracker, 1, tickless()),
                 guest("fn-resize", Firecracker, 1, tickless()),
@@ -267,8 +271,14 @@ fn hosts() -> Vec<HostSpec> {
 }
 
 /// Fills the server's database with a backfill of reports, then keeps the fleet reporting every
-/// 10 s. Refuses a database that real agents have reported to.
+/// 10 s. Refuses a database that real agents have reported to. The simulation is seeded from the
+/// clock, so that each demo differs a little, as a real fleet's days do.
 pub async fn start(state: &AppState) -> AppResult<()> {
+    start_seeded(state, state.clock.now_ms() as u64).await
+}
+
+/// [`start`] with the simulation's seed given: a test can then go through many seeds.
+pub async fn start_seeded(state: &AppState, seed: u64) -> AppResult<()> {
     let db = &state.db;
     let real_hosts = db.count_hosts_not_like("demo-hv-%").await?;
     if real_hosts > 0 {
@@ -312,7 +322,6 @@ pub async fn start(state: &AppState) -> AppResult<()> {
             .await?;
         token_ids.push(id);
     }
-    let seed = now_ms() as u64;
     let version = format!("{} (demo)", env!("CARGO_PKG_VERSION"));
     let mut fleet = Fleet {
         hosts: hosts

@@ -34,8 +34,8 @@ pub struct GuestSpec {
     pub vm_config: Option<VmConfig>,
     /// Host CPU its I/O thread spends at all hours, in % of a core (an I/O thread that polls).
     pub iothread_cpu_pct: f64,
-    /// Host CPU KVM spends halt-polling its vCPUs while it idles, in % of a core, counted by an
-    /// agent that reads KVM's debugfs; 0 for none or not read.
+    /// Host CPU KVM spends halt-polling its vCPUs while it idles, in % of a core; reported
+    /// where its host's agent reads KVM's debugfs.
     pub halt_poll_cpu_pct: f64,
     /// Who it is on its platform, as its agent reads it.
     pub platform: Option<Platform>,
@@ -46,6 +46,9 @@ pub struct GuestSpec {
 pub struct HostSpec {
     pub name: String,
     pub cpus: u32,
+    /// Whether its agent reads KVM's debugfs (as root): it then counts the halt polling of
+    /// every KVM guest, none for most, as a real agent does.
+    pub reads_kvm_debugfs: bool,
     pub guests: Vec<GuestSpec>,
 }
 
@@ -73,6 +76,7 @@ pub fn random_fleet(
             HostSpec {
                 name: format!("{prefix}-{h:04}"),
                 cpus: drawn_cpus.max(vcpus),
+                reads_kvm_debugfs: false,
                 guests,
             }
         })
@@ -244,6 +248,7 @@ impl SimulatedHost {
 
     /// One guest over one interval; `None` for a VM that just (re)started.
     fn step(&mut self, i: usize, start_ms: i64, end_ms: i64, length_s: f64) -> Option<GuestSample> {
+        let reads_kvm_debugfs = self.spec.reads_kvm_debugfs;
         let rng = &mut self.rng;
         let g = &mut self.guests[i];
         let day_s = 86_400.0;
@@ -300,6 +305,10 @@ impl SimulatedHost {
             }
         });
         let boot_args = g.spec.direct_boot.then(|| g.kernel.cmdline.clone());
+        let uses_kvm = matches!(
+            g.spec.hypervisor,
+            Hypervisor::Qemu | Hypervisor::Firecracker | Hypervisor::CloudHypervisor
+        );
         Some(GuestSample {
             hypervisor: g.spec.hypervisor,
             // QEMU under libvirt, or Proxmox VE's where the VM is one of its.
@@ -318,13 +327,10 @@ impl SimulatedHost {
             vcpu_wakeups,
             wakeups_source: WakeupsSource::VcpuThreads,
             boot_args,
-            uses_kvm: Some(matches!(
-                g.spec.hypervisor,
-                Hypervisor::Qemu | Hypervisor::Firecracker | Hypervisor::CloudHypervisor
-            )),
+            uses_kvm: Some(uses_kvm),
             // What a libvirt Linux domain's command line says: no Hyper-V set, the default HPET.
             cpu_parts,
-            halt_poll_seconds: (g.spec.halt_poll_cpu_pct > 0.0).then_some(polled_s),
+            halt_poll_seconds: (reads_kvm_debugfs && uses_kvm).then_some(polled_s),
             platform: g.spec.platform.clone(),
             vm_config: g.spec.vm_config.clone().or_else(|| {
                 (g.spec.hypervisor == Hypervisor::Qemu).then(|| VmConfig {
@@ -418,6 +424,7 @@ mod tests {
             HostSpec {
                 name: "h".into(),
                 cpus: 32,
+                reads_kvm_debugfs: false,
                 guests,
             },
             7,
