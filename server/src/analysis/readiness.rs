@@ -48,14 +48,9 @@ pub fn readiness(rule: &str, guest: &GuestNow) -> Readiness {
         guest.mode != TickMode::Busy && guest.idle_share.is_some_and(|s| s >= MIN_IDLE_SHARE);
     let mut refusals = Vec::new();
     if !in_plan {
-        let now: Vec<&str> = guest.suggestions.iter().map(|s| s.rule).collect();
-        refusals.push(if now.is_empty() {
-            format!("it no longer needs {rule}: nothing is suggested for it now")
-        } else {
-            format!(
-                "it no longer needs {rule}: what is suggested now is {}",
-                now.join(", ")
-            )
+        refusals.push(match rules_of(guest.suggestions) {
+            None => format!("it no longer needs {rule}: nothing is suggested for it now"),
+            Some(now) => format!("it no longer needs {rule}: what is suggested now is {now}"),
         });
     }
     if !reporting {
@@ -88,6 +83,13 @@ pub fn readiness(rule: &str, guest: &GuestNow) -> Readiness {
             format!("not now: {}", refusals.join("; "))
         },
     }
+}
+
+/// The rules of `suggestions`, as a list to read (`remove_nohz_off, disable_hpet`); `None` for
+/// none: what a refusal names as the guest's suggestions now.
+pub fn rules_of(suggestions: &[Suggestion]) -> Option<String> {
+    let rules: Vec<&str> = suggestions.iter().map(|s| s.rule).collect();
+    (!rules.is_empty()).then(|| rules.join(", "))
 }
 
 #[cfg(test)]

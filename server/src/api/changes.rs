@@ -12,6 +12,7 @@ use utoipa_axum::routes;
 
 use super::body::json_body;
 use super::errors::{DeliveryErrors, ReadErrors};
+use super::guest_path::{guest_id, reported_guest};
 use crate::analysis::change::Change;
 use crate::analysis::readiness::{self, GuestNow, Readiness};
 use crate::auth::{AgentToken, Viewer};
@@ -33,23 +34,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(readiness_of))
         .routes(routes!(record, of_guest))
         .routes(routes!(all))
-}
-
-fn guest_id(id: Result<Path<i64>, PathRejection>) -> AppResult<GuestId> {
-    let Path(id) = id.map_err(|_| AppError::NotFound("a guest id is a number".into()))?;
-    Ok(GuestId(id))
-}
-
-async fn active_guest(
-    state: &AppState,
-    id: GuestId,
-    now_ms: i64,
-) -> AppResult<std::sync::Arc<AnalysedGuest>> {
-    state
-        .fleet
-        .guest(id, now_ms)
-        .await?
-        .ok_or_else(|| AppError::NotFound(format!("no guest {id} is reported now")))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -95,7 +79,7 @@ async fn readiness_of(
     let id = guest_id(id)?;
     let Query(query) = query.map_err(|e| AppError::BadRequest(e.body_text()))?;
     let now = state.clock.now_ms();
-    let guest = active_guest(&state, id, now).await?;
+    let guest = reported_guest(&state, id, now).await?;
     Ok(Json(readiness::readiness(
         &query.rule,
         &guest_now(&guest, now),
@@ -218,7 +202,7 @@ async fn record(
     let by = checked_text("by", &submission.by, MAX_BY_CHARS, true)?;
     let note = checked_text("note", &submission.note, MAX_NOTE_CHARS, false)?;
     let now = state.clock.now_ms();
-    let guest = active_guest(&state, id, now).await?;
+    let guest = reported_guest(&state, id, now).await?;
     let host = state.db.agent_token_host(token_id).await?;
     if host.as_deref() != Some(guest.host.as_str()) {
         return Err(AppError::Forbidden(format!(
@@ -236,15 +220,10 @@ async fn record(
         .iter()
         .find(|s| s.rule == submission.rule)
     else {
-        let now_rules: Vec<&str> = guest.verdict.suggestions.iter().map(|s| s.rule).collect();
         return Err(AppError::Conflict(format!(
             "guest {id} has no suggestion {:?} now (it has: {}); record a change before the reboot or restart that puts it into effect",
             submission.rule,
-            if now_rules.is_empty() {
-                "none".to_string()
-            } else {
-                now_rules.join(", ")
-            }
+            readiness::rules_of(&guest.verdict.suggestions).unwrap_or_else(|| "none".into())
         )));
     };
     let made = NewChangeRecord {
@@ -299,13 +278,8 @@ async fn of_guest(
     _viewer: Viewer,
     id: Result<Path<i64>, PathRejection>,
 ) -> AppResult<Json<ChangeList>> {
-    let id = guest_id(id)?;
-    let now = state.clock.now_ms();
-    let rows = state.db.change_records(Some(id), MAX_LIST).await?;
-    let changes = change_records::outcomes(&state.db, rows, now, Unsettled::Measure).await?;
-    Ok(Json(ChangeList {
-        changes: changes.into_iter().map(ChangeJson::from).collect(),
-    }))
+    // One guest's list measures its unsettled changes so far: a few, for one guest.
+    listed(&state, Some(guest_id(id)?), Unsettled::Measure).await
 }
 
 /// The fleet's recorded changes, newest first (at most 500), each with what it did; one still
@@ -322,9 +296,18 @@ async fn of_guest(
     )
 )]
 async fn all(State(state): State<AppState>, _viewer: Viewer) -> AppResult<Json<ChangeList>> {
+    listed(&state, None, Unsettled::Skip).await
+}
+
+/// The newest [`MAX_LIST`] changes, of one guest or of all, with what each did.
+async fn listed(
+    state: &AppState,
+    guest: Option<GuestId>,
+    unsettled: Unsettled,
+) -> AppResult<Json<ChangeList>> {
     let now = state.clock.now_ms();
-    let rows = state.db.change_records(None, MAX_LIST).await?;
-    let changes = change_records::outcomes(&state.db, rows, now, Unsettled::Skip).await?;
+    let rows = state.db.change_records(guest, MAX_LIST).await?;
+    let changes = change_records::outcomes(&state.db, rows, now, unsettled).await?;
     Ok(Json(ChangeList {
         changes: changes.into_iter().map(ChangeJson::from).collect(),
     }))

@@ -15,6 +15,7 @@ use utoipa_axum::routes;
 
 use super::cursor;
 use super::errors::ReadErrors;
+use super::guest_path::{guest_id, reported_guest};
 use crate::analysis::change::Change;
 use crate::analysis::cost::{self, CostModel};
 use tickscope_wire::Platform;
@@ -509,14 +510,9 @@ async fn one(
     _viewer: Viewer,
     id: Result<Path<i64>, PathRejection>,
 ) -> AppResult<Json<GuestJson>> {
-    let Path(id) = id.map_err(|_| AppError::NotFound("a guest id is a number".into()))?;
-    let id = GuestId(id);
+    let id = guest_id(id)?;
     let now = state.clock.now_ms();
-    let guest = state
-        .fleet
-        .guest(id, now)
-        .await?
-        .ok_or_else(|| AppError::NotFound(format!("no guest {id}")))?;
+    let guest = reported_guest(&state, id, now).await?;
     let change = state.fleet.change(id, now).await?;
     let history =
         fleet::History::load(&state.db, guest.id, now - fleet::WASTE_SO_FAR_MS, now + 1).await?;

@@ -8,6 +8,7 @@ mod errors;
 mod exports;
 mod facts;
 mod fleet;
+mod guest_path;
 mod guests;
 mod health;
 mod hosts;
