@@ -74,14 +74,36 @@ fn change_of(made_at_ms: i64, f: &SettledFigures) -> Option<Change> {
     })
 }
 
-/// The change a guest had recorded before `record`, among `records`, for the "before" side not
-/// to reach back past it.
-fn previous_of(record: &ChangeRecordRow, records: &[ChangeRecordRow]) -> Option<i64> {
-    records
-        .iter()
-        .filter(|r| r.guest_id == record.guest_id && r.made_at_ms < record.made_at_ms)
-        .map(|r| r.made_at_ms)
-        .max()
+/// Each guest's records, by when they were made: the changes around a record, looked up in
+/// log time. The "before" side of a record does not reach back past the change before it, and
+/// its "after" side not past the next one: each change is credited with its own hour, not the
+/// next one's saving too.
+struct Neighbours(HashMap<GuestId, Vec<i64>>);
+
+impl Neighbours {
+    fn of(records: &[ChangeRecordRow]) -> Neighbours {
+        let mut made: HashMap<GuestId, Vec<i64>> = HashMap::new();
+        for r in records {
+            made.entry(r.guest_id).or_default().push(r.made_at_ms);
+        }
+        for times in made.values_mut() {
+            times.sort_unstable();
+        }
+        Neighbours(made)
+    }
+
+    /// When the guest's change before `record` and the one after it were made, if any.
+    fn around(&self, record: &ChangeRecordRow) -> (Option<i64>, Option<i64>) {
+        let Some(times) = self.0.get(&record.guest_id) else {
+            return (None, None);
+        };
+        let before = times.partition_point(|&t| t < record.made_at_ms);
+        let after = times.partition_point(|&t| t <= record.made_at_ms);
+        (
+            before.checked_sub(1).map(|i| times[i]),
+            times.get(after).copied(),
+        )
+    }
 }
 
 /// How the records still in their hour are read.
@@ -91,16 +113,6 @@ pub enum Unsettled {
     Measure,
     /// Left without figures: the fleet's many (the plan page counts them as measuring).
     Skip,
-}
-
-/// The change a guest had recorded after `record`, among `records`, for the "after" side not to
-/// reach past it: each change is credited with its own hour, not the next one's saving too.
-fn next_of(record: &ChangeRecordRow, records: &[ChangeRecordRow]) -> Option<i64> {
-    records
-        .iter()
-        .filter(|r| r.guest_id == record.guest_id && r.made_at_ms > record.made_at_ms)
-        .map(|r| r.made_at_ms)
-        .min()
 }
 
 /// How long after a record the new boot's facts are looked for: a reboot or restart, and the
@@ -152,6 +164,7 @@ pub async fn outcomes(
     unsettled: Unsettled,
 ) -> AppResult<Vec<RecordedChange>> {
     let mut out = Vec::with_capacity(records.len());
+    let neighbours = Neighbours::of(&records);
     for record in &records {
         let (outcome, measured) = match record.settled.settled_ms {
             Some(_) => match change_of(record.made_at_ms, &record.settled) {
@@ -160,8 +173,8 @@ pub async fn outcomes(
             },
             None if unsettled == Unsettled::Skip => (Outcome::Measuring, None),
             None => {
-                let previous = previous_of(record, &records);
-                let until = next_of(record, &records).map_or(now_ms, |next| next.min(now_ms) - 1);
+                let (previous, next) = neighbours.around(record);
+                let until = next.map_or(now_ms, |next| next.min(now_ms) - 1);
                 let change = measure_record(db, record, previous, until).await?;
                 (Outcome::Measuring, change)
             }
@@ -184,17 +197,18 @@ pub async fn settle(db: &Db, now_ms: i64) -> AppResult<usize> {
             SETTLE_PER_PASS,
         )
         .await?;
-    let mut previous: HashMap<GuestId, Vec<ChangeRecordRow>> = HashMap::new();
+    // Each guest's other records, read once per pass.
+    let mut of_guest: HashMap<GuestId, Neighbours> = HashMap::new();
     for record in &due {
         let guest = record.guest_id;
-        let others = match previous.entry(guest) {
+        let neighbours = match of_guest.entry(guest) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(db.change_records(Some(guest), 1_000).await?)
-            }
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(Neighbours::of(
+                &db.change_records(Some(guest), 1_000).await?,
+            )),
         };
-        let earlier = previous_of(record, others);
-        let until = next_of(record, others).map_or(settled_at(record.made_at_ms), |next| {
+        let (earlier, next) = neighbours.around(record);
+        let until = next.map_or(settled_at(record.made_at_ms), |next| {
             next.min(settled_at(record.made_at_ms)) - 1
         });
         let change = measure_record(db, record, earlier, until).await?;
@@ -227,4 +241,54 @@ pub fn tally(changes: &[RecordedChange]) -> HashMap<String, RuleTally> {
         }
     }
     by_rule
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ChangeRecordId;
+
+    fn record(id: i64, guest: i64, made_at_ms: i64) -> ChangeRecordRow {
+        ChangeRecordRow {
+            id: ChangeRecordId(id),
+            guest_id: GuestId(guest),
+            rule: "remove_nohz_off".into(),
+            kind: "boot_parameter".into(),
+            title: String::new(),
+            made_at_ms,
+            recorded_ms: made_at_ms,
+            made_by: "ansible".into(),
+            token_name: None,
+            note: String::new(),
+            projected_cpu_pct: None,
+            settled: SettledFigures::default(),
+        }
+    }
+
+    #[test]
+    fn a_records_neighbours_are_its_own_guests_changes_just_before_and_after() {
+        // Guest 1 changed at 100, 300 and 200 (listed newest first or not), guest 2 at 250.
+        let records = [
+            record(1, 1, 300),
+            record(2, 2, 250),
+            record(3, 1, 100),
+            record(4, 1, 200),
+        ];
+        let neighbours = Neighbours::of(&records);
+        for (made_at_ms, guest, expected) in [
+            (100, 1, (None, Some(200))),
+            (200, 1, (Some(100), Some(300))),
+            (300, 1, (Some(200), None)),
+            // Another guest's changes are not its neighbours.
+            (250, 2, (None, None)),
+            // A guest not in the list has none.
+            (250, 3, (None, None)),
+        ] {
+            assert_eq!(
+                neighbours.around(&record(0, guest, made_at_ms)),
+                expected,
+                "guest {guest} at {made_at_ms}"
+            );
+        }
+    }
 }
