@@ -13,7 +13,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::common::ansible::{install_collection, playbook};
+use crate::common::ansible::ChangeRun;
 use crate::common::processes::{Processes, add_token, repo_root, start_server};
 use crate::common::{fleet_report, guest, report};
 
@@ -85,46 +85,19 @@ fn the_boot_parameter_playbook_edits_grub_in_a_debian_root_asks_first_and_record
         .into_body()
         .read_to_string()
         .unwrap();
-    std::fs::write(w.join("plan.yml"), &plan).unwrap();
-    std::fs::write(
-        w.join("mine.yml"),
-        format!(
-            "all:\n  vars:\n    ansible_become: false\n  hosts:\n    ticker-1:\n      ansible_connection: community.general.chroot\n      ansible_host: {}\n      ansible_python_interpreter: /usr/bin/python3\n",
-            root.display()
-        ),
-    )
-    .unwrap();
-    std::fs::write(
-        w.join("vars.yml"),
-        json!({
-            "tickscope_server_url": url,
-            "tickscope_viewer_token": viewer,
-            "tickscope_agent_tokens": {"hv1": agent},
-            "tickscope_update_grub": false,
-            "tickscope_reboot": false,
-        })
-        .to_string(),
-    )
-    .unwrap();
-    let collections = install_collection(&w.join("collections"));
-    let args = [
-        "-i",
-        "plan.yml",
-        "-i",
-        "mine.yml",
-        "-e",
-        "@vars.yml",
-        "--limit",
-        "ticker-1",
-    ];
-    let run = |extra: &[&str]| {
-        playbook(
-            &collections,
-            w,
-            "boot_parameters",
-            &[&args[..], extra].concat(),
-        )
-    };
+    let own = format!(
+        "all:\n  vars:\n    ansible_become: false\n  hosts:\n    ticker-1:\n      ansible_connection: community.general.chroot\n      ansible_host: {}\n      ansible_python_interpreter: /usr/bin/python3\n",
+        root.display()
+    );
+    let vars = json!({
+        "tickscope_server_url": url,
+        "tickscope_viewer_token": viewer,
+        "tickscope_agent_tokens": {"hv1": agent},
+        "tickscope_update_grub": false,
+        "tickscope_reboot": false,
+    });
+    let change = ChangeRun::prepare(w, &plan, &own, &vars, "ticker-1");
+    let run = |extra: &[&str]| change.run("boot_parameters", extra);
     let read = |p: &Path| std::fs::read_to_string(p).unwrap();
 
     // --check: nothing written, nothing recorded.

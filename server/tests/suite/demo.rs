@@ -108,7 +108,7 @@ fn check_the_cast(guests: &[Arc<AnalysedGuest>]) {
         );
     }
     // The plan puts each cause's guests in groups of their own.
-    let plan = tickscope_server::fleet::plan(&guests);
+    let plan = tickscope_server::fleet::plan(guests);
     for name in ["win-fileserver", "cache-01", "db-replica"] {
         let cause = guest(name).verdict.cause;
         let group = plan

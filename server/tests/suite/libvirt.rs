@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::ansible::{install_collection, playbook};
+use common::ansible::ChangeRun;
 use common::processes::{Processes, add_token, agent_binary, repo_root, start_server};
 
 const URI: &str = "qemu:///system";
@@ -827,56 +827,31 @@ fn the_libvirt_playbook_takes_the_hpet_out_keeps_the_old_xml_restarts_and_record
         .read_to_string()
         .unwrap();
     let w = work.path();
-    std::fs::write(w.join("plan.yml"), &plan).unwrap();
-    std::fs::write(
-        w.join("mine.yml"),
-        "all:\n  vars:\n    ansible_become: false\n  hosts:\n    libvirt-host:\n      ansible_connection: local\n      ansible_python_interpreter: /usr/bin/python3\n",
-    )
-    .unwrap();
+    let own = "all:\n  vars:\n    ansible_become: false\n  hosts:\n    libvirt-host:\n      ansible_connection: local\n      ansible_python_interpreter: /usr/bin/python3\n";
     let backups = w.join("backups");
-    std::fs::write(
-        w.join("vars.yml"),
-        serde_json::json!({
-            "tickscope_server_url": server.url,
-            "tickscope_viewer_token": server.viewer,
-            "tickscope_agent_tokens": {"libvirt-host": token},
-            "tickscope_libvirt_backup_dir": backups,
-            // The test initramfs has no ACPI daemon: it never shuts down cleanly, and is
-            // stopped after this long, as a hung guest would be.
-            "tickscope_libvirt_shutdown_timeout_s": 6,
-        })
-        .to_string(),
-    )
-    .unwrap();
-    let collections = install_collection(&w.join("collections"));
-    let args = [
-        "-i",
-        "plan.yml",
-        "-i",
-        "mine.yml",
-        "-e",
-        "@vars.yml",
-        "--limit",
-        &domain.name,
-    ];
+    let vars = serde_json::json!({
+        "tickscope_server_url": server.url,
+        "tickscope_viewer_token": server.viewer,
+        "tickscope_agent_tokens": {"libvirt-host": token},
+        "tickscope_libvirt_backup_dir": backups,
+        // The test initramfs has no ACPI daemon: it never shuts down cleanly, and is stopped
+        // after this long, as a hung guest would be.
+        "tickscope_libvirt_shutdown_timeout_s": 6,
+    });
+    let change = ChangeRun::prepare(w, &plan, own, &vars, &domain.name);
     let inactive = || virsh_ok(&["dumpxml", "--inactive", &domain.name]);
     let hpet_off = "<timer name='hpet' present='no'/>";
 
     // --check first: nothing changes, nothing is recorded.
     let before = inactive();
-    let (ok, out) = playbook(
-        &collections,
-        w,
-        "libvirt_domain",
-        &[&args[..], &["--check"]].concat(),
-    );
+    let (ok, out) = change.run("libvirt_domain", &["--check"]);
     assert!(ok, "{out}");
     assert_eq!(inactive(), before, "--check changed the definition: {out}");
     let changes = |s: &Server| s.get(&format!("/api/v1/guests/{id}/changes"))["changes"].clone();
     assert_eq!(changes(&server), serde_json::json!([]), "{out}");
 
     let pid_before = qemu_pid(&domain);
-    let (ok, out) = playbook(&collections, w, "libvirt_domain", &args);
+    let (ok, out) = change.run("libvirt_domain", &[]);
     assert!(ok, "{out}");
     eprintln!("{out}");
     let after = inactive();
@@ -920,7 +895,7 @@ fn the_libvirt_playbook_takes_the_hpet_out_keeps_the_old_xml_restarts_and_record
         .unwrap();
     assert!(!has_rule(&g, "disable_hpet"), "{g:#}");
     // Run again: the server refuses the guest, and nothing is touched.
-    let (ok, out) = playbook(&collections, w, "libvirt_domain", &args);
+    let (ok, out) = change.run("libvirt_domain", &[]);
     assert!(!ok, "a guest no longer planned was not refused: {out}");
     assert!(out.contains("no longer needs disable_hpet"), "{out}");
     assert_eq!(inactive(), after);

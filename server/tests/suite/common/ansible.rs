@@ -44,3 +44,54 @@ pub fn playbook(collections: &str, work: &Path, name: &str, args: &[&str]) -> (b
     );
     (out.status.success(), text)
 }
+
+/// What an admin runs a change playbook with, written into a work directory: the plan's
+/// inventory as the server exports it, their own inventory (how each host is reached), and
+/// the variables (the server, its tokens), with the collection installed beside them.
+pub struct ChangeRun {
+    collections: String,
+    work: std::path::PathBuf,
+    args: Vec<String>,
+}
+
+impl ChangeRun {
+    /// Writes `plan.yml`, `mine.yml` and `vars.yml` into `work`; the playbooks run on `limit`.
+    pub fn prepare(
+        work: &Path,
+        plan_inventory: &str,
+        own_inventory: &str,
+        vars: &serde_json::Value,
+        limit: &str,
+    ) -> ChangeRun {
+        std::fs::write(work.join("plan.yml"), plan_inventory).unwrap();
+        std::fs::write(work.join("mine.yml"), own_inventory).unwrap();
+        std::fs::write(work.join("vars.yml"), vars.to_string()).unwrap();
+        let args = [
+            "-i",
+            "plan.yml",
+            "-i",
+            "mine.yml",
+            "-e",
+            "@vars.yml",
+            "--limit",
+            limit,
+        ];
+        ChangeRun {
+            collections: install_collection(&work.join("collections")),
+            work: work.to_path_buf(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    /// Runs playbook `name` with `extra` arguments (`--check`); whether it succeeded, and its
+    /// output.
+    pub fn run(&self, name: &str, extra: &[&str]) -> (bool, String) {
+        let args: Vec<&str> = self
+            .args
+            .iter()
+            .map(String::as_str)
+            .chain(extra.iter().copied())
+            .collect();
+        playbook(&self.collections, &self.work, name, &args)
+    }
+}
