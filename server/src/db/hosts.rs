@@ -19,13 +19,17 @@ pub struct HostRow {
     pub blind_spots_json: String,
 }
 
-/// The hosts that want someone, and how many there are in all (see
-/// `Db::hosts_outstanding`).
+/// What the pages count over every host, and the silent hosts they list first (see
+/// `Db::hosts_outstanding`): counted in the database, so that a page costs the hosts it shows,
+/// not every host that ever reported (retired hosts stay silent for good).
 #[derive(Debug, Clone)]
 pub struct HostsOutstanding {
     pub all: i64,
-    /// Silent or perhaps blind.
-    pub rows: Vec<HostRow>,
+    pub silent: i64,
+    /// Hosts whose agent says it cannot see something.
+    pub blind: i64,
+    /// The first of the silent hosts, most recently silent first, then by name byte by byte.
+    pub silent_rows: Vec<HostRow>,
 }
 
 impl HostRow {

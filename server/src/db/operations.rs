@@ -131,10 +131,10 @@ forward! {
         pub async fn host(&self, id: HostId) -> StoreResult<Option<HostRow>>;
         /// The hosts of `ids` that exist, in no promised order.
         pub async fn hosts_by_id(&self, ids: &[HostId]) -> StoreResult<Vec<HostRow>>;
-        /// How many hosts ever reported, and those that want someone: silent (last report before
-        /// `silent_before_ms`) or perhaps blind (their agent names something it cannot see; the
-        /// caller reads the list).
-        pub async fn hosts_outstanding(&self, silent_before_ms: i64) -> StoreResult<HostsOutstanding>;
+        /// How many hosts ever reported, how many are silent (last report before
+        /// `silent_before_ms`) and how many blind (their agent names something it cannot see),
+        /// and the first `limit` silent ones, most recently silent first.
+        pub async fn hosts_outstanding(&self, silent_before_ms: i64, limit: i64) -> StoreResult<HostsOutstanding>;
         /// Up to `limit` hosts that reported since `silent_before_ms`, by name byte by byte,
         /// after `after_name`.
         pub async fn reporting_hosts_by_name(&self, silent_before_ms: i64, after_name: Option<&str>, limit: i64) -> StoreResult<Vec<HostRow>>;

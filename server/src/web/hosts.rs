@@ -95,7 +95,8 @@ pub(super) struct HostLines {
 }
 
 /// Every host that ever reported with its active guests' totals: silent hosts first (they need
-/// someone), then by waste as the ranking does, then by name; only the first `limit` are
+/// someone), the most recently silent first (the news; one silent for months is likely
+/// retired), then by waste as the ranking does, then by name; only the first `limit` are
 /// formatted. `/hosts` shows them all; the overview reads [`top_host_lines`].
 pub(super) async fn host_lines(
     state: &AppState,
@@ -109,11 +110,15 @@ pub(super) async fn host_lines(
     // Sorted by what the index keeps; only the lines shown are made.
     let wasted = |h: &HostRow| index.host_wasted_cpu_pct(h.id);
     let mut order: Vec<&HostRow> = hosts.iter().collect();
-    order.sort_by(|a, b| {
-        silent(b)
-            .cmp(&silent(a))
-            .then_with(|| wasted(b).total_cmp(&wasted(a)))
-            .then_with(|| a.name.cmp(&b.name))
+    order.sort_by(|a, b| match (silent(a), silent(b)) {
+        (true, true) => b
+            .last_report_ms
+            .cmp(&a.last_report_ms)
+            .then_with(|| a.name.cmp(&b.name)),
+        (false, false) => wasted(b)
+            .total_cmp(&wasted(a))
+            .then_with(|| a.name.cmp(&b.name)),
+        (a_silent, b_silent) => b_silent.cmp(&a_silent),
     });
     Ok(HostLines {
         all: hosts.len(),
@@ -128,9 +133,9 @@ pub(super) async fn host_lines(
 }
 
 /// The first `limit` of [`host_lines`], in the same order, reading the rows it shows rather
-/// than every host's: the silent and blind ones (few, and counted), then the reporting hosts
-/// with waste in the index's order, then those without by name. Tested against
-/// [`host_lines`] (`server/tests/suite/fleet_state.rs`).
+/// than every host's: the first silent ones (every host silent and blind is counted in the
+/// database), then the reporting hosts with waste in the index's order, then those without by
+/// name. Tested against [`host_lines`] (`server/tests/suite/fleet_state.rs`).
 pub(super) async fn top_host_lines(
     state: &AppState,
     index: &FleetIndex,
@@ -140,20 +145,15 @@ pub(super) async fn top_host_lines(
     let model = state.cost_model();
     // `now - last_report_ms > SILENT_AFTER_MS`, as `host_lines` has it.
     let silent_before_ms = now - SILENT_AFTER_MS;
-    let outstanding = state.db.hosts_outstanding(silent_before_ms).await?;
+    let outstanding = state
+        .db
+        .hosts_outstanding(silent_before_ms, i64::try_from(limit).unwrap_or(i64::MAX))
+        .await?;
     let wasted = |id: HostId| index.host_wasted_cpu_pct(id);
-    let mut silent: Vec<&HostRow> = outstanding
-        .rows
-        .iter()
-        .filter(|h| h.last_report_ms < silent_before_ms)
-        .collect();
-    silent.sort_by(|a, b| {
-        wasted(b.id)
-            .total_cmp(&wasted(a.id))
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    let silent_ids: HashSet<HostId> = silent.iter().map(|h| h.id).collect();
-    let mut shown: Vec<HostRow> = silent.iter().take(limit).map(|&h| h.clone()).collect();
+    // Every silent host when fewer than `limit` are; when more, they fill the lines and no
+    // reporting host is looked at.
+    let silent_ids: HashSet<HostId> = outstanding.silent_rows.iter().map(|h| h.id).collect();
+    let mut shown: Vec<HostRow> = outstanding.silent_rows;
     // The reporting hosts with waste, most first: the index's order, a row read per line.
     let mut by_waste = index
         .host_ids_by_waste()
@@ -218,8 +218,8 @@ pub(super) async fn top_host_lines(
     }
     Ok(HostLines {
         all: usize::try_from(outstanding.all).unwrap_or(0),
-        silent: silent.len(),
-        blind: outstanding.rows.iter().filter(|h| h.is_blind()).count(),
+        silent: usize::try_from(outstanding.silent).unwrap_or(0),
+        blind: usize::try_from(outstanding.blind).unwrap_or(0),
         lines: shown
             .iter()
             .map(|h| HostLine::new(h, index.host(h.id, &model).as_ref(), &model.currency, now))

@@ -172,12 +172,14 @@ async fn the_overviews_host_lines_are_the_first_of_the_hosts_page() {
                 .await
                 .unwrap();
         if silent {
-            // Stored ten minutes ago, past the live fleet: as if its agent went quiet.
+            // Stored a quarter of an hour ago or more, past the live fleet: as if its agent
+            // went quiet, each at its own time (the most recently silent is listed first).
+            let silent_for_ms = (30 - n as i64) * 60 * 1000;
             let valid = ingest::validate(serde_json::from_value(r).unwrap(), now).unwrap();
             s.db.store_lone_report(
                 &valid,
                 token,
-                now - 10 * 60 * 1000,
+                now - silent_for_ms,
                 ingest::samples::sample_spans,
             )
             .await
@@ -195,6 +197,19 @@ async fn the_overviews_host_lines_are_the_first_of_the_hosts_page() {
         lines_seen.push(all.len());
     }
     assert_eq!(lines_seen.last(), Some(&16));
+    // The silent hosts come first, the most recently silent first: hv-j (its last report 17
+    // minutes ago), hv-d (23) and hv-k (24); not by name (d, j, k) nor by waste then name.
+    let hosts = s.page("/hosts", &login).await;
+    let at = |name: &str| {
+        hosts
+            .body
+            .find(&format!(">{name}</a>"))
+            .unwrap_or_else(|| panic!("{name} is not on /hosts"))
+    };
+    assert!(
+        at("hv-j") < at("hv-d") && at("hv-d") < at("hv-k") && at("hv-k") < at("hv-e"),
+        "silent hosts out of order"
+    );
     let overview = s.page("/", &login).await;
     assert!(overview.body.contains("All 16 hosts"), "{}", overview.body);
     assert!(

@@ -33,20 +33,37 @@ impl Store {
             .await?)
     }
 
-    pub async fn hosts_outstanding(&self, silent_before_ms: i64) -> StoreResult<HostsOutstanding> {
-        let all: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM hosts")
-            .fetch_one(&self.pool)
-            .await?;
-        // What an agent writes when it sees everything is `[]`; anything else is read.
+    pub async fn hosts_outstanding(
+        &self,
+        silent_before_ms: i64,
+        limit: i64,
+    ) -> StoreResult<HostsOutstanding> {
+        // What an agent writes when it sees everything is `[]` (ingest stores the list as
+        // serde_json writes it); anything else names something.
+        let (all, silent, blind): (i64, i64, i64) = sqlx::query_as(
+            "SELECT COUNT(*),
+                    COUNT(*) FILTER (WHERE last_report_ms < $1),
+                    COUNT(*) FILTER (WHERE blind_spots_json <> '[]')
+             FROM hosts",
+        )
+        .bind(silent_before_ms)
+        .fetch_one(&self.pool)
+        .await?;
         let sql = format!(
-            "SELECT {HOST_COLUMNS} FROM hosts
-             WHERE last_report_ms < $1 OR blind_spots_json <> '[]'"
+            "SELECT {HOST_COLUMNS} FROM hosts WHERE last_report_ms < $1
+             ORDER BY last_report_ms DESC, name{BYTEWISE} LIMIT $2"
         );
-        let rows = sqlx::query_as(&sql)
+        let silent_rows = sqlx::query_as(&sql)
             .bind(silent_before_ms)
+            .bind(limit)
             .fetch_all(&self.pool)
             .await?;
-        Ok(HostsOutstanding { all, rows })
+        Ok(HostsOutstanding {
+            all,
+            silent,
+            blind,
+            silent_rows,
+        })
     }
 
     pub async fn reporting_hosts_by_name(
