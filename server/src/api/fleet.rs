@@ -62,8 +62,7 @@ async fn history(
         })?,
     };
     let now = state.clock.now_ms();
-    let changes = state.fleet.changes(now).await;
     Ok(Json(
-        trend::history(&state.fleet, &changes, &state.trend, &state.db, range, now).await?,
+        trend::history(&state.fleet, &state.trend, &state.db, range, now).await?,
     ))
 }

@@ -379,14 +379,14 @@ async fn list(
         .transpose()?;
     let now = state.clock.now_ms();
     let published = state.fleet.published();
-    // Only guests still reporting count towards what was realised.
-    let changes = state.fleet.changes(now).await;
-    let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
+    // Only guests still reporting count towards what was realised (kept as changes are
+    // measured: no walk of them).
+    let kept = published.realised(now);
     let model = state.cost_model();
     let realised = Realised {
-        guests: changes.len(),
-        saved_cpu_pct: saved,
-        saved_cost_per_year: cost::money_per_year(saved, &model),
+        guests: kept.guests,
+        saved_cpu_pct: kept.saved_cpu_pct,
+        saved_cost_per_year: cost::money_per_year(kept.saved_cpu_pct, &model),
     };
     // The page is walked from the kept order, one guest past it to tell whether another page
     // follows: its cost is the page's, not the fleet's (issue 28).

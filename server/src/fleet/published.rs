@@ -23,8 +23,38 @@ pub struct Published {
     orderings: Orderings,
     /// The held guests' last kernel or command-line changes, measured.
     changes: imbl::HashMap<GuestId, Change>,
+    /// The same changes by when they were made: a range's changes are read without the others.
+    changes_by_time: imbl::OrdSet<(i64, GuestId)>,
+    /// How many of the changes are of held guests, and what they save: kept as guests and
+    /// changes come and go, so that the realised saving costs no walk of the changes.
+    realised_held: Realised,
     /// Counts and sums over the ranked guests, kept up to date with the ranking.
     index: FleetIndex,
+}
+
+/// The measured changes of a set of guests: how many, and what they save together, in % of
+/// one core (negative: they cost more than they save).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Realised {
+    pub guests: usize,
+    pub saved_cpu_pct: f64,
+}
+
+impl Realised {
+    fn add(&mut self, change: &Change) {
+        self.guests += 1;
+        self.saved_cpu_pct += change.saved_cpu_pct;
+    }
+
+    fn take(&mut self, change: &Change) {
+        self.guests = self.guests.saturating_sub(1);
+        // Back to exactly nothing with the last one, whatever rounding the sums left.
+        self.saved_cpu_pct = if self.guests == 0 {
+            0.0
+        } else {
+            self.saved_cpu_pct - change.saved_cpu_pct
+        };
+    }
 }
 
 impl Published {
@@ -59,6 +89,32 @@ impl Published {
     pub fn held_change(&self, guest_id: GuestId) -> Option<Option<Change>> {
         self.orderings.get(guest_id)?;
         Some(self.change(guest_id))
+    }
+
+    /// The changes of the guests active at `now_ms`: how many, and what they save. It costs
+    /// the guests held but no longer active (few: see [`Published::index`]), not the changes.
+    pub fn realised(&self, now_ms: i64) -> Realised {
+        let since_ms = now_ms - ACTIVE_WITHIN_MS;
+        let mut realised = self.realised_held;
+        for id in self.index.seen_before(since_ms) {
+            if let Some(change) = self.changes.get(&id) {
+                realised.take(change);
+            }
+        }
+        realised
+    }
+
+    /// The changes made in [from_ms, to_ms) of the guests active at `now_ms`, oldest first
+    /// (then by guest): what a chart of that range marks, read without the others.
+    pub fn changes_between(
+        &self,
+        from_ms: i64,
+        to_ms: i64,
+        now_ms: i64,
+    ) -> impl Iterator<Item = (&Arc<AnalysedGuest>, Change)> + '_ {
+        self.changes_by_time
+            .range((from_ms, GuestId(i64::MIN))..(to_ms, GuestId(i64::MIN)))
+            .filter_map(move |(_, id)| Some((self.guest(*id, now_ms)?, *self.changes.get(id)?)))
     }
 
     /// The last kernel or command-line change of each guest active at `now_ms`, measured.
@@ -118,8 +174,14 @@ impl Published {
     /// Puts a guest's new analysis in place of its previous one, wherever that was (a guest
     /// that moved here from another host leaves that host's entries).
     pub(super) fn put(&mut self, guest: &Arc<AnalysedGuest>) {
-        if let Some(old) = self.orderings.put(guest) {
-            self.index.remove(&old);
+        match self.orderings.put(guest) {
+            Some(old) => self.index.remove(&old),
+            // Newly held: its change, if it has one, now counts.
+            None => {
+                if let Some(change) = self.changes.get(&guest.id) {
+                    self.realised_held.add(change);
+                }
+            }
         }
         self.index.add(guest);
     }
@@ -129,6 +191,9 @@ impl Published {
         for id in guests {
             if let Some(old) = self.orderings.remove(*id) {
                 self.index.remove(&old);
+                if let Some(change) = self.changes.get(id) {
+                    self.realised_held.take(change);
+                }
             }
         }
     }
@@ -136,12 +201,129 @@ impl Published {
     /// Forgets the measured changes of `guests`.
     pub(super) fn forget_changes<'a>(&mut self, guests: impl IntoIterator<Item = &'a GuestId>) {
         for guest in guests {
-            self.changes.remove(guest);
+            self.forget_change(*guest);
         }
     }
 
     /// Sets measured changes.
     pub(super) fn set_changes(&mut self, changes: &HashMap<GuestId, Change>) {
-        self.changes.extend(changes.iter().map(|(g, c)| (*g, *c)));
+        for (&guest, change) in changes {
+            self.forget_change(guest);
+            self.changes_by_time.insert((change.at_ms, guest));
+            if self.orderings.get(guest).is_some() {
+                self.realised_held.add(change);
+            }
+            self.changes.insert(guest, *change);
+        }
+    }
+
+    fn forget_change(&mut self, guest: GuestId) {
+        let Some(old) = self.changes.remove(&guest) else {
+            return;
+        };
+        self.changes_by_time.remove(&(old.at_ms, guest));
+        if self.orderings.get(guest).is_some() {
+            self.realised_held.take(&old);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::analysis::test_window;
+
+    const NOW_MS: i64 = 10_000_000;
+
+    /// Guest `id`, last seen `seen_ago_ms` before [`NOW_MS`] (past the active limit: held, not
+    /// active).
+    fn guest(id: i64, seen_ago_ms: i64) -> Arc<AnalysedGuest> {
+        let window = test_window(1, 5.3, 650.0, None);
+        Arc::new(AnalysedGuest {
+            last_seen_ms: NOW_MS - seen_ago_ms,
+            ..AnalysedGuest::example(id, &window)
+        })
+    }
+
+    fn change(at_ms: i64, saved_cpu_pct: f64) -> Change {
+        Change {
+            at_ms,
+            cpu_before_pct: 5.0,
+            cpu_after_pct: 5.0 - saved_cpu_pct,
+            wakeups_before: 250.0,
+            wakeups_after: 30.0,
+            idle_share_after: 1.0,
+            saved_cpu_pct,
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Put { id: i64, silent: bool },
+        Drop(i64),
+        Set { id: i64, at_ms: i64, saved: f64 },
+        Forget(i64),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let id = 0..8_i64;
+        prop_oneof![
+            (id.clone(), any::<bool>()).prop_map(|(id, silent)| Step::Put { id, silent }),
+            id.clone().prop_map(Step::Drop),
+            (id.clone(), 0..5_i64, -2.0..6.0_f64).prop_map(|(id, at, saved)| Step::Set {
+                id,
+                at_ms: at * 1_000,
+                saved
+            }),
+            id.prop_map(Step::Forget),
+        ]
+    }
+
+    proptest! {
+        /// Whatever order guests and their changes come and go in, the kept count and saving
+        /// are those of the active guests' changes, and a range's marks are its changes.
+        #[test]
+        fn the_kept_realised_saving_and_marks_are_the_active_guests_changes(
+            steps in proptest::collection::vec(step(), 0..60)
+        ) {
+            let mut published = Published::default();
+            for step in steps {
+                match step {
+                    Step::Put { id, silent } => {
+                        let ago = if silent { ACTIVE_WITHIN_MS + 1 } else { 0 };
+                        published.put(&guest(id, ago));
+                    }
+                    Step::Drop(id) => published.drop_guests(&[GuestId(id)]),
+                    Step::Set { id, at_ms, saved } => {
+                        published.set_changes(&HashMap::from([(GuestId(id), change(at_ms, saved))]));
+                    }
+                    Step::Forget(id) => published.forget_changes(&[GuestId(id)]),
+                }
+                let changes = published.changes(NOW_MS);
+                let kept = published.realised(NOW_MS);
+                prop_assert_eq!(kept.guests, changes.len());
+                let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
+                prop_assert!((kept.saved_cpu_pct - saved).abs() < 1e-9, "{} != {}", kept.saved_cpu_pct, saved);
+                // Each range: its changes, oldest first.
+                for (from_ms, to_ms) in [(0, 5_000), (1_000, 3_000), (2_000, 2_001), (4_000, 4_000)] {
+                    let marks: Vec<(i64, GuestId)> = published
+                        .changes_between(from_ms, to_ms, NOW_MS)
+                        .map(|(g, c)| (c.at_ms, g.id))
+                        .collect();
+                    let mut expected: Vec<(i64, GuestId)> = changes
+                        .iter()
+                        .filter(|(_, c)| (from_ms..to_ms).contains(&c.at_ms))
+                        .map(|(g, c)| (c.at_ms, *g))
+                        .collect();
+                    expected.sort();
+                    prop_assert_eq!(marks, expected);
+                }
+            }
+        }
     }
 }

@@ -3,11 +3,9 @@
 //! last 30 days of them kept here, read again only from the newest one on, so that a page
 //! costs the points it shows, not a query over the fleet's history.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::live::LiveFleet;
-use crate::analysis::change::Change;
 use crate::analysis::cost::CostModel;
 use serde::Serialize;
 
@@ -74,18 +72,16 @@ impl FleetTrend {
 /// The fleet's point as of `now_ms`, from what the pages count (the fleet's totals kept up to
 /// date, and the changes measured so far).
 pub async fn point_now(fleet: &LiveFleet, now_ms: i64) -> FleetPoint {
-    let totals = fleet
-        .published()
-        .index(now_ms)
-        .totals(&CostModel::default());
-    let changes = fleet.changes(now_ms).await;
+    let published = fleet.published();
+    let totals = published.index(now_ms).totals(&CostModel::default());
+    let realised = published.realised(now_ms);
     FleetPoint {
         at_ms: FleetPoint::at(now_ms),
         guests: totals.guests as i64,
         ticking: totals.ticking as i64,
         wasted_cpu_pct: totals.wasted_cores * 100.0,
-        saved_cpu_pct: changes.values().map(|c| c.saved_cpu_pct).sum(),
-        changes: changes.len() as i64,
+        saved_cpu_pct: realised.saved_cpu_pct,
+        changes: realised.guests as i64,
     }
 }
 
@@ -121,11 +117,9 @@ pub struct ChangeMark {
     pub saved_cpu_pct: f64,
 }
 
-/// The fleet over `range` as of `now_ms`; `changes` are the active guests' measured changes
-/// (`LiveFleet::changes`), which the overview reads once for its own figure too.
+/// The fleet over `range` as of `now_ms`, with the active guests' changes made in it.
 pub async fn history(
     fleet: &LiveFleet,
-    changes: &HashMap<GuestId, Change>,
     trend: &FleetTrend,
     db: &Db,
     range: Range,
@@ -134,19 +128,16 @@ pub async fn history(
     let (from_ms, to_ms) = window(range, now_ms);
     let points = trend.points(db, now_ms).await?;
     let published = fleet.published();
-    let mut changes: Vec<ChangeMark> = changes
-        .iter()
-        .filter(|(_, c)| (from_ms..to_ms).contains(&c.at_ms))
-        .filter_map(|(&id, c)| {
-            Some(ChangeMark {
-                at_ms: c.at_ms,
-                guest_id: id,
-                guest: published.guest(id, now_ms)?.name.clone(),
-                saved_cpu_pct: c.saved_cpu_pct,
-            })
+    // Kept by time: the range's changes are read, oldest first, not every guest's.
+    let changes: Vec<ChangeMark> = published
+        .changes_between(from_ms, to_ms, now_ms)
+        .map(|(g, c)| ChangeMark {
+            at_ms: c.at_ms,
+            guest_id: g.id,
+            guest: g.name.clone(),
+            saved_cpu_pct: c.saved_cpu_pct,
         })
         .collect();
-    changes.sort_by_key(|c| (c.at_ms, c.guest_id));
     Ok(FleetHistory {
         range: range.key(),
         from_ms,

@@ -160,23 +160,22 @@ pub async fn overview(
     let index = published.index(now);
     let totals = index.totals(&state.cost_model());
     let hosts = hosts::top_host_lines(&state, &index, now, OVERVIEW_TOP).await?;
-    // Only guests still reporting count towards what was realised.
-    let changes = state.fleet.changes(now).await;
-    let saved: f64 = changes.values().map(|c| c.saved_cpu_pct).sum();
-    let realised = if changes.is_empty() {
+    // Only guests still reporting count towards what was realised (kept as changes are
+    // measured: no walk of them).
+    let kept = published.realised(now);
+    let realised = if kept.guests == 0 {
         String::new()
     } else {
         format!(
             "{} of a core saved so far, measured on {} guest(s) after their kernel or command line changed ({:.2} {} a year).",
-            view::pct(saved),
-            changes.len(),
-            cost::money_per_year(saved, &state.cost_model()),
+            view::pct(kept.saved_cpu_pct),
+            kept.guests,
+            cost::money_per_year(kept.saved_cpu_pct, &state.cost_model()),
             state.cost_model().currency
         )
     };
     // The fleet's points are kept in memory: the chart costs the buckets it draws.
-    let history =
-        trend::history(&state.fleet, &changes, &state.trend, &state.db, range, now).await?;
+    let history = trend::history(&state.fleet, &state.trend, &state.db, range, now).await?;
     let silences = silences_in_force(&state.db, now).await?;
     let rules = state.db.alert_rules().await?;
     // Only what the page shows is read: at 30,000 guests, reading every open alert to show ten
