@@ -164,7 +164,8 @@ pub async fn outcomes(
     unsettled: Unsettled,
 ) -> AppResult<Vec<RecordedChange>> {
     let mut out = Vec::with_capacity(records.len());
-    let neighbours = Neighbours::of(&records);
+    // Only records measured here need their neighbours: none on the plan page's many.
+    let mut neighbours: Option<Neighbours> = None;
     for record in &records {
         let (outcome, measured) = match record.settled.settled_ms {
             Some(_) => match change_of(record.made_at_ms, &record.settled) {
@@ -173,7 +174,9 @@ pub async fn outcomes(
             },
             None if unsettled == Unsettled::Skip => (Outcome::Measuring, None),
             None => {
-                let (previous, next) = neighbours.around(record);
+                let (previous, next) = neighbours
+                    .get_or_insert_with(|| Neighbours::of(&records))
+                    .around(record);
                 let until = next.map_or(now_ms, |next| next.min(now_ms) - 1);
                 let change = measure_record(db, record, previous, until).await?;
                 (Outcome::Measuring, change)

@@ -6,7 +6,6 @@
 //! `crate::intake`). Kernel-change measurements follow in the background; a reader that must
 //! see those for what it just stored (a test) asks with [`LiveFleet::caught_up`].
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::analysed::AnalysedGuest;
@@ -152,8 +151,10 @@ impl LiveFleet {
         self.current.ranked(now_ms)
     }
 
-    /// The active guests' last kernel or command-line changes, measured, by guest.
-    pub async fn changes(&self, now_ms: i64) -> HashMap<GuestId, Change> {
+    /// The active guests' last kernel or command-line changes, measured, by guest (for the
+    /// tests: see [`super::published::Published::changes`]).
+    #[cfg(feature = "test-support")]
+    pub async fn changes(&self, now_ms: i64) -> std::collections::HashMap<GuestId, Change> {
         self.current.changes(now_ms)
     }
 

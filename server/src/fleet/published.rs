@@ -117,7 +117,10 @@ impl Published {
             .filter_map(move |(_, id)| Some((self.guest(*id, now_ms)?, *self.changes.get(id)?)))
     }
 
-    /// The last kernel or command-line change of each guest active at `now_ms`, measured.
+    /// The last kernel or command-line change of each guest active at `now_ms`, measured: a
+    /// walk of them all, which the tests hold [`Published::realised`] and
+    /// [`Published::changes_between`] to; readers use those.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn changes(&self, now_ms: i64) -> HashMap<GuestId, Change> {
         self.changes
             .iter()

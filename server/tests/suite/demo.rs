@@ -22,7 +22,7 @@ async fn demo_fills_an_empty_database_with_a_ranked_fleet() {
         let db = open_test_db(dir.path()).await;
         // Yesterday, so that the backfill and the ranking are in the past of the wall clock.
         let at_ms = midnight - 86_400_000 + hour * 3_600_000 + 1_234_567;
-        let clock = std::sync::Arc::new(tickscope_server::clock::ManualClock::new(at_ms));
+        let clock = Arc::new(tickscope_server::clock::ManualClock::new(at_ms));
         let state = AppState::with_clock(db, Options::default(), clock)
             .await
             .unwrap();

@@ -314,7 +314,8 @@ impl FleetState {
     }
 
     /// The last kernel or command-line change of each active guest, measured (see
-    /// [`changes::changes`]).
+    /// [`changes::changes`]; for the tests: see [`Published::changes`]).
+    #[cfg(feature = "test-support")]
     pub fn changes(&self, now_ms: i64) -> HashMap<GuestId, Change> {
         self.published().changes(now_ms)
     }
