@@ -3,7 +3,7 @@ use sqlx::FromRow;
 use tickscope_wire::Hypervisor;
 
 use super::process_totals::ProcessTotals;
-use crate::domain::{GuestId, HostId, HypervisorName};
+use crate::domain::{GuestId, HostId, HypervisorName, ReportId};
 
 /// What the agent last said of a guest's VM process: its names, its size, how it runs.
 #[derive(Debug, Clone, PartialEq, FromRow)]
@@ -161,6 +161,34 @@ where
                 part("vhost_cpu_s")?,
             ),
             halt_poll_s: part("halt_poll_s")?.map(|s| s as f32),
+        })
+    }
+}
+
+/// A sample as a follower reads it: with the host and the report it came with (see
+/// `Db::samples_of_reports_after`).
+#[derive(Debug, Clone)]
+pub struct ReportedSample {
+    pub host_id: HostId,
+    pub report_id: ReportId,
+    pub sample: IntervalRow,
+}
+
+impl<'r, R: sqlx::Row> FromRow<'r, R> for ReportedSample
+where
+    &'r str: sqlx::ColumnIndex<R>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    f64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    GuestId: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    HostId: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    ReportId: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
+        Ok(ReportedSample {
+            host_id: row.try_get("host_id")?,
+            report_id: row.try_get("report_id")?,
+            sample: IntervalRow::from_row(row)?,
         })
     }
 }

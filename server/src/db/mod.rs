@@ -59,8 +59,8 @@ pub use facts::{
     DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow, IDLE_READINGS_KEPT_MS, StoredFacts,
 };
 pub use guests::{
-    GONE_AFTER_MISSED_REPORTS, GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow,
-    VmAsReported,
+    GONE_AFTER_MISSED_REPORTS, GuestRow, GuestScope, IdleReading, IntervalRow, ReportedSample,
+    SampleRow, VmAsReported,
 };
 pub use history::{GuestFactsSpanRow, GuestRollupRow, StoredHistories};
 pub use hosts::{HostRow, HostsOutstanding};

@@ -12,7 +12,7 @@ use super::alerts::{
 use super::change_records::{ChangeRecordRow, NewChangeRecord, SettledFigures};
 use super::error::StoreResult;
 use super::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow};
-use super::guests::{GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow};
+use super::guests::{GuestRow, GuestScope, IdleReading, IntervalRow, ReportedSample, SampleRow};
 use super::history::StoredHistories;
 use super::hosts::{HostRow, HostsOutstanding};
 #[cfg(feature = "test-support")]
@@ -91,6 +91,12 @@ forward! {
         /// received since `reach_ms` before the window began), by guest, oldest first.
         pub async fn window_idle_readings(&self, scope: GuestScope<'_>, window_ms: i64, reach_ms: i64) -> StoreResult<Vec<IdleReading>>;
         pub async fn guest_host_id(&self, guest_id: GuestId) -> StoreResult<Option<HostId>>;
+        /// The newest report stored of each of `hosts` (those that have one).
+        pub async fn newest_reports(&self, hosts: &[HostId]) -> StoreResult<Vec<(HostId, ReportId)>>;
+        /// The samples of the reports of `hosts` stored after report `after` (ids are given in the
+        /// order a host's reports commit: each report's transaction holds its host's row), by
+        /// guest, oldest first; with their hosts and reports.
+        pub async fn samples_of_reports_after(&self, hosts: &[HostId], after: ReportId) -> StoreResult<Vec<ReportedSample>>;
         /// A guest's newest samples, newest stored first.
         pub async fn recent_samples(&self, guest_id: GuestId, limit: i64) -> StoreResult<Vec<SampleRow>>;
         /// A guest's samples received in [from_ms, to_ms), oldest first, and the idle readings

@@ -17,8 +17,10 @@ use super::analysed::{
 };
 use crate::analysis::platform::VmSetup;
 use crate::analysis::{self, Window, idle};
-use crate::db::{Db, FactsRow, GuestRow, GuestScope, IdleReading, IntervalRow, StoredGuest};
-use crate::domain::{GuestId, HostId};
+use crate::db::{
+    Db, FactsRow, GuestRow, GuestScope, IdleReading, IntervalRow, ReportedSample, StoredGuest,
+};
+use crate::domain::{GuestId, HostId, ReportId};
 use crate::error::AppResult;
 
 /// How far before a guest's newest sample its idle readings can still cover a sample of its
@@ -66,6 +68,36 @@ impl GuestInputs {
                 });
             }
             self.set_facts(&facts.source, facts.received_ms, &facts.facts_json);
+        }
+        self.prune();
+    }
+
+    /// Takes in what a follower read of the guest's host (see [`load_new`]): the row now, the
+    /// samples of the reports stored since its last read, and the window's readings and newest
+    /// facts as [`load`] reads them. A sample already held (this server stored its report, or
+    /// the last read overlapped this one) is not taken twice; facts already parsed are kept.
+    pub fn catch_up(
+        &mut self,
+        row: GuestRow,
+        samples: impl IntoIterator<Item = IntervalRow>,
+        readings: Vec<IdleReading>,
+        facts: &[FactsRow],
+    ) {
+        self.row = row;
+        for sample in samples {
+            if !self.samples.iter().rev().any(|s| same_sample(s, &sample)) {
+                insert_sorted(&mut self.samples, sample, |s| s.received_ms);
+            }
+        }
+        self.readings = readings;
+        let mut parsed = std::mem::take(&mut self.facts);
+        for f in facts {
+            match parsed.remove(&f.source) {
+                Some(held) if held.received_ms == f.received_ms => {
+                    self.facts.insert(f.source.clone(), held);
+                }
+                _ => self.set_facts(&f.source, f.received_ms, &f.facts_json),
+            }
         }
         self.prune();
     }
@@ -140,6 +172,15 @@ impl GuestInputs {
     }
 }
 
+/// Whether two samples are one sample read twice: a guest has one sample a report, and no two
+/// reports of a host arrive in the same millisecond with the same figures.
+fn same_sample(a: &IntervalRow, b: &IntervalRow) -> bool {
+    a.received_ms == b.received_ms
+        && a.length_ms == b.length_ms
+        && a.host_cpu_s == b.host_cpu_s
+        && a.vcpu_wakeups == b.vcpu_wakeups
+}
+
 /// Inserts `item` after every element whose key is not greater: items arrive almost always in
 /// order, so this is a push.
 fn insert_sorted<T, K: Ord>(items: &mut Vec<T>, item: T, key: impl Fn(&T) -> K) {
@@ -160,6 +201,42 @@ pub async fn load(db: &Db, scope: GuestScope<'_>) -> AppResult<Vec<GuestInputs>>
         db.latest_facts(scope.host_ids()),
     )?;
     Ok(assemble(rows, samples, readings, facts))
+}
+
+/// What a follower reads of some hosts another server stored reports of: their guests' rows,
+/// the samples of the reports stored after `after` (a few a guest, where a whole read is the
+/// window's), and the window's readings and newest facts, as [`load`] reads them; the four
+/// reads at once, as there.
+pub struct NewInputs {
+    pub rows: Vec<GuestRow>,
+    pub samples: Vec<ReportedSample>,
+    pub readings: Vec<IdleReading>,
+    pub facts: Vec<FactsRow>,
+}
+
+/// Reads [`NewInputs`] of `hosts`' active guests (active since `active_since_ms`).
+pub async fn load_new(
+    db: &Db,
+    hosts: &[HostId],
+    after: ReportId,
+    active_since_ms: i64,
+) -> AppResult<NewInputs> {
+    let scope = GuestScope::Hosts {
+        host_ids: hosts,
+        active_since_ms,
+    };
+    let (rows, samples, readings, facts) = tokio::try_join!(
+        db.guests_in(scope),
+        db.samples_of_reports_after(hosts, after),
+        db.window_idle_readings(scope, ANALYSIS_WINDOW_MS, idle::DEFAULT_READING_SPAN_MS),
+        db.latest_facts(Some(hosts)),
+    )?;
+    Ok(NewInputs {
+        rows,
+        samples,
+        readings,
+        facts,
+    })
 }
 
 /// Puts each guest's rows together.

@@ -121,7 +121,12 @@ impl LiveFleet {
     pub async fn stored_elsewhere(&self, hosts: Option<Vec<HostId>>, now_ms: i64) -> AppResult<()> {
         let hosts = match hosts {
             Some(hosts) => {
-                self.current.reload_hosts(&self.db, &hosts, now_ms).await?;
+                let reread = self.current.reload_hosts(&self.db, &hosts, now_ms).await?;
+                tracing::debug!(
+                    caught_up = reread.caught_up,
+                    whole = reread.whole,
+                    "read again the hosts another server stored reports of"
+                );
                 hosts
             }
             None => self.current.reload_all(&self.db, now_ms).await?,

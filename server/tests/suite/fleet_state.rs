@@ -109,6 +109,111 @@ async fn the_state_kept_up_to_date_is_the_state_analysed_from_scratch() {
     );
 }
 
+/// A follower that holds a host catches it up with the samples of the reports stored since its
+/// last read (`FleetState::reload_hosts`), not its guests' whole windows: also when it stored
+/// some of the host's reports itself meanwhile (those samples it holds already), when a guest
+/// leaves, and when the kernel changes; a host with a guest it does not hold is read whole.
+/// What it holds is always what analysing the stored windows from scratch gives.
+#[tokio::test]
+async fn a_follower_catches_up_with_the_reports_stored_since_its_last_read() {
+    use tickscope_server::db::StoreOutcome;
+    use tickscope_server::domain::TokenRole;
+    use tickscope_server::fleet::state::Reread;
+    use tickscope_server::ingest;
+    let s = server().await;
+    let second_token = hv2_token(&s).await;
+    post_two_hosts_report(&s, &second_token, 1).await;
+    let host_ids: Vec<_> = s.db.hosts().await.unwrap().iter().map(|h| h.id).collect();
+    assert_eq!(host_ids.len(), 2);
+    let follower = FleetState::default();
+    let now = tickscope_server::clock::now_ms();
+    let first = follower.reload_hosts(&s.db, &host_ids, now).await.unwrap();
+    assert_eq!(
+        first,
+        Reread {
+            caught_up: 0,
+            whole: 2
+        }
+    );
+    // The follower's own agent of hv1: the reports it stores itself, and applies as its intake
+    // does.
+    let own_secret = auth::new_token().unwrap();
+    let own_token =
+        s.db.insert_token(
+            "own",
+            TokenRole::Agent,
+            &auth::token_hash(&own_secret),
+            Some("hv1"),
+            0,
+        )
+        .await
+        .unwrap();
+    for seq in 2..=9 {
+        let (first, mut second) = two_hosts_report(seq);
+        if seq >= 6 {
+            // A guest hv2 has not had: the follower must read hv2 whole, once.
+            second["guests"].as_array_mut().unwrap().push(guest(
+                "newcomer",
+                2,
+                4.0,
+                900.0,
+                Some("nohz=off"),
+            ));
+        }
+        for (token, report) in [(&s.agent_token, &first), (&second_token, &second)] {
+            let reply = s.post_report(Some(token), report).await;
+            assert_eq!(reply.status, 200, "{}", reply.body);
+        }
+        if seq % 3 == 0 {
+            let mut own = fleet_report(seq);
+            own["agent"]["run_id"] = json!("run-own");
+            own["guests"][0]["host_cpu_seconds"] = json!(0.05 + seq as f64 / 1000.0);
+            let received_ms = tickscope_server::clock::now_ms() + 1;
+            let valid =
+                ingest::validate(serde_json::from_value(own).unwrap(), received_ms).unwrap();
+            let stored =
+                s.db.store_lone_report(
+                    &valid,
+                    own_token,
+                    received_ms,
+                    ingest::samples::sample_spans,
+                )
+                .await
+                .unwrap();
+            let StoreOutcome::Stored {
+                host_id,
+                host_reports,
+                guests,
+                ..
+            } = stored
+            else {
+                panic!("report {seq} of the follower's own was not stored");
+            };
+            follower.apply(host_id, host_reports, &guests, received_ms);
+        }
+        let now = tickscope_server::clock::now_ms() + 2;
+        let reread = follower.reload_hosts(&s.db, &host_ids, now).await.unwrap();
+        let whole = usize::from(seq == 6);
+        assert_eq!(
+            reread,
+            Reread {
+                caught_up: 2 - whole,
+                whole
+            },
+            "after report {seq}"
+        );
+        let from_scratch = ranking(&FleetState::load(&s.db, now).await.unwrap(), now);
+        assert_eq!(ranking(&follower, now), from_scratch, "after report {seq}");
+    }
+    let names: Vec<String> = ranking(&follower, tickscope_server::clock::now_ms())
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(names.contains(&"newcomer".to_string()) && !names.contains(&"leaving".to_string()));
+}
+
 /// The host ids of a page's host table, in its order.
 fn host_links(html: &str) -> Vec<String> {
     let table = &html[html.find("<table class=\"hosts\">").expect("a host table")..];

@@ -7,10 +7,10 @@ use super::dialect::{BYTEWISE, DB, IdList, Store, id_list, in_id_list, recent_ro
 use super::process_totals::totals_columns;
 use crate::db::error::StoreResult;
 use crate::db::guests::{
-    GONE_AFTER_MISSED_REPORTS, GuestRow, GuestScope, IdleReading, IntervalRow, SampleRow,
-    interval_columns,
+    GONE_AFTER_MISSED_REPORTS, GuestRow, GuestScope, IdleReading, IntervalRow, ReportedSample,
+    SampleRow, interval_columns,
 };
-use crate::domain::{GuestId, HostId};
+use crate::domain::{GuestId, HostId, ReportId};
 
 /// A value a scope's condition binds: a number, or a list of ids as one parameter.
 pub(super) enum ScopeBind {
@@ -154,6 +154,45 @@ impl Store {
                 .fetch_optional(&self.pool)
                 .await?,
         )
+    }
+
+    pub async fn newest_reports(&self, hosts: &[HostId]) -> StoreResult<Vec<(HostId, ReportId)>> {
+        // One probe of `reports_host` per host, from its end.
+        let sql = format!(
+            "SELECT h.id, (SELECT MAX(r.id) FROM reports r WHERE r.host_id = h.id)
+             FROM hosts h WHERE {}",
+            in_id_list("h.id", 1)
+        );
+        let newest: Vec<(HostId, Option<ReportId>)> = sqlx::query_as(&sql)
+            .bind(id_list(hosts.iter().map(|id| id.0)))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(newest
+            .into_iter()
+            .filter_map(|(host, report)| Some((host, report?)))
+            .collect())
+    }
+
+    pub async fn samples_of_reports_after(
+        &self,
+        hosts: &[HostId],
+        after: ReportId,
+    ) -> StoreResult<Vec<ReportedSample>> {
+        // Each host's new reports are a range of `reports_host`, their samples a lookup of
+        // `samples_report` each: what changed, not the guests' windows.
+        let sql = format!(
+            "SELECT r.host_id, r.id AS report_id, {}
+             FROM reports r JOIN samples s ON s.report_id = r.id
+             WHERE {} AND r.id > $2
+             ORDER BY s.guest_id, s.received_ms, s.id",
+            interval_columns("s"),
+            in_id_list("r.host_id", 1)
+        );
+        Ok(sqlx::query_as(&sql)
+            .bind(id_list(hosts.iter().map(|id| id.0)))
+            .bind(after)
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     pub async fn recent_samples(

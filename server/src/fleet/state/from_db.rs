@@ -6,16 +6,39 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use super::kept::{FIRST_FIGURES_WITHIN_MS, FleetState};
-use crate::db::{Db, GuestScope};
-use crate::domain::{GuestId, HostId};
+use crate::db::{Db, FactsRow, GuestRow, GuestScope, IdleReading, IntervalRow, ReportedSample};
+use crate::domain::{GuestId, HostId, ReportId};
 use crate::error::AppResult;
 use crate::fleet::analysed::ACTIVE_WITHIN_MS;
 use crate::fleet::changes;
 use crate::fleet::inputs::{self, GuestInputs};
 
-/// Hosts read again in one statement per table: each statement reads their guests' windows,
-/// about 600 samples a host of 20 guests.
+/// Hosts read again in one statement per table: a whole read's statements read their guests'
+/// windows, about 600 samples a host of 20 guests.
 const HOSTS_READ_AT_ONCE: usize = 256;
+
+/// A host whose newest read report was read longer ago than this is read whole: a catch-up
+/// would read every report since (a host that reported here meanwhile, say), which a whole
+/// read bounds by the window.
+const CATCH_UP_WITHIN_MS: i64 = 5 * 60 * 1000;
+
+/// How [`FleetState::reload_hosts`] read its hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reread {
+    /// Caught up with the samples of the reports stored since their last read.
+    pub caught_up: usize,
+    /// Read whole.
+    pub whole: usize,
+}
+
+/// What a catch-up read of one host.
+#[derive(Default)]
+struct NewOfHost {
+    rows: Vec<GuestRow>,
+    samples: Vec<ReportedSample>,
+    readings: Vec<IdleReading>,
+    facts: Vec<FactsRow>,
+}
 
 impl FleetState {
     /// Reads and analyses every active guest, host by host, and measures their changes: a
@@ -75,46 +98,153 @@ impl FleetState {
         let hosts: Vec<HostId> = by_host.keys().copied().collect();
         // Published once, when every host is in: each host published on its own copied the
         // kept orders' paths again for every guest (2.5 s of a start at 100,000 guests).
-        self.replace_hosts(by_host, now_ms);
+        self.replace_hosts(by_host, &HashMap::new(), now_ms);
         Ok(hosts)
     }
 
     /// Reads one host's active guests from the database and analyses them as of `now_ms`.
     pub async fn reload_host(&self, db: &Db, host_id: HostId, now_ms: i64) -> AppResult<()> {
-        self.reload_hosts(db, &[host_id], now_ms).await
+        self.reload_hosts(db, &[host_id], now_ms).await.map(|_| ())
     }
 
     /// Reads some hosts' active guests from the database, in one statement per table (a few
-    /// hundred hosts at a time), and analyses each host as of `now_ms`. A host with no active
-    /// guest left holds none.
-    pub async fn reload_hosts(&self, db: &Db, host_ids: &[HostId], now_ms: i64) -> AppResult<()> {
-        for chunk in host_ids.chunks(HOSTS_READ_AT_ONCE) {
+    /// hundred hosts at a time), and analyses each host as of `now_ms`. A host held here whose
+    /// newest read report is known is caught up with the samples of the reports stored since
+    /// (a follower's read of what another server stored: a report's samples, not its guests'
+    /// windows); the others are read whole. A host with no active guest left holds none.
+    pub async fn reload_hosts(
+        &self,
+        db: &Db,
+        host_ids: &[HostId],
+        now_ms: i64,
+    ) -> AppResult<Reread> {
+        let (known, mut whole) = self.split_by_newest_read(host_ids, now_ms);
+        for chunk in known.chunks(HOSTS_READ_AT_ONCE) {
+            whole.extend(self.catch_up_hosts(db, chunk, now_ms).await?);
+        }
+        let reread = Reread {
+            caught_up: host_ids.len() - whole.len(),
+            whole: whole.len(),
+        };
+        for chunk in whole.chunks(HOSTS_READ_AT_ONCE) {
+            // Read before the windows: every report up to these is in what they read (a
+            // report committed meanwhile may be read again by the next catch-up, which takes
+            // a sample once).
+            let newest: HashMap<HostId, ReportId> =
+                db.newest_reports(chunk).await?.into_iter().collect();
             let scope = GuestScope::Hosts {
                 host_ids: chunk,
                 active_since_ms: now_ms - ACTIVE_WITHIN_MS,
             };
             let none_yet = chunk.iter().map(|&host_id| (host_id, Vec::new())).collect();
             let by_host = read_by_host(db, scope, none_yet).await?;
-            self.replace_hosts(by_host, now_ms);
+            self.replace_hosts(by_host, &newest, now_ms);
         }
-        Ok(())
+        Ok(reread)
     }
 
-    /// Puts hosts read from the database in place of what is held of them; readers see them
-    /// all at once, as a batch of reports.
-    fn replace_hosts(&self, by_host: HashMap<HostId, Vec<GuestInputs>>, now_ms: i64) {
+    /// `host_ids` split into those held with a newest read report recent enough to catch up
+    /// from, and those to read whole.
+    fn split_by_newest_read(
+        &self,
+        host_ids: &[HostId],
+        now_ms: i64,
+    ) -> (Vec<(HostId, ReportId)>, Vec<HostId>) {
+        let hosts = self.lock();
+        let mut known = Vec::new();
+        let mut whole = Vec::new();
+        for &host_id in host_ids {
+            match hosts.by_id.get(&host_id).and_then(|h| h.samples_through) {
+                Some((report, read_ms)) if now_ms - read_ms <= CATCH_UP_WITHIN_MS => {
+                    known.push((host_id, report));
+                }
+                _ => whole.push(host_id),
+            }
+        }
+        (known, whole)
+    }
+
+    /// Catches `hosts` up with the reports stored after the newest each has read, in four
+    /// statements; returns the hosts that must be read whole instead (a guest read that is not
+    /// held here, or a new sample of a guest not read).
+    async fn catch_up_hosts(
+        &self,
+        db: &Db,
+        hosts: &[(HostId, ReportId)],
+        now_ms: i64,
+    ) -> AppResult<Vec<HostId>> {
+        let ids: Vec<HostId> = hosts.iter().map(|(host_id, _)| *host_id).collect();
+        // One bound for the statement, each host's own applied below: the hosts of a notice
+        // read theirs at about the same time.
+        let Some(after) = hosts.iter().map(|(_, report)| *report).min() else {
+            return Ok(Vec::new());
+        };
+        let new = inputs::load_new(db, &ids, after, now_ms - ACTIVE_WITHIN_MS).await?;
+        let mut by_host: HashMap<HostId, NewOfHost> = ids
+            .iter()
+            .map(|&host_id| (host_id, NewOfHost::default()))
+            .collect();
+        let mut host_of: HashMap<GuestId, HostId> = HashMap::new();
+        for row in new.rows {
+            host_of.insert(row.id, row.host_id);
+            if let Some(host) = by_host.get_mut(&row.host_id) {
+                host.rows.push(row);
+            }
+        }
+        for sample in new.samples {
+            if let Some(host) = by_host.get_mut(&sample.host_id) {
+                host.samples.push(sample);
+            }
+        }
+        for reading in new.readings {
+            let host = host_of.get(&reading.guest_id);
+            if let Some(host) = host.and_then(|h| by_host.get_mut(h)) {
+                host.readings.push(reading);
+            }
+        }
+        for facts in new.facts {
+            let host = host_of.get(&facts.guest_id);
+            if let Some(host) = host.and_then(|h| by_host.get_mut(h)) {
+                host.facts.push(facts);
+            }
+        }
+        let _held = self.hold_back();
+        Ok(by_host
+            .into_iter()
+            .filter(|(host_id, new)| !self.catch_up(*host_id, new, now_ms))
+            .map(|(host_id, _)| host_id)
+            .collect())
+    }
+
+    /// Puts hosts read from the database in place of what is held of them, with the newest
+    /// report each had stored before the read (`newest`); readers see them all at once, as a
+    /// batch of reports.
+    fn replace_hosts(
+        &self,
+        by_host: HashMap<HostId, Vec<GuestInputs>>,
+        newest: &HashMap<HostId, ReportId>,
+        now_ms: i64,
+    ) {
         let _held = self.hold_back();
         for (host_id, guests) in by_host {
-            self.replace_inputs(host_id, guests, now_ms);
+            let through = newest.get(&host_id).map(|report| (*report, now_ms));
+            self.replace_inputs(host_id, guests, through, now_ms);
         }
     }
 
-    fn replace_inputs(&self, host_id: HostId, guests: Vec<GuestInputs>, now_ms: i64) {
+    fn replace_inputs(
+        &self,
+        host_id: HostId,
+        guests: Vec<GuestInputs>,
+        samples_through: Option<(ReportId, i64)>,
+        now_ms: i64,
+    ) {
         let mut guard = self.lock();
         let hosts = &mut *guard;
         let host = hosts.by_id.entry(host_id).or_default();
         host.inputs.clear();
         host.identities.clear();
+        host.samples_through = samples_through;
         let mut name = None;
         for guest in guests {
             host.reports_stored = host.reports_stored.max(guest.row.host_reports);
@@ -125,6 +255,70 @@ impl FleetState {
             hosts.names.insert(name, host_id);
         }
         self.analyse_host(hosts, host_id, now_ms);
+    }
+
+    /// Catches one host up with what [`FleetState::catch_up_hosts`] read of it and analyses it
+    /// as of `now_ms`; `false` (nothing changed) when it must be read whole.
+    fn catch_up(&self, host_id: HostId, new: &NewOfHost, now_ms: i64) -> bool {
+        let mut guard = self.lock();
+        let hosts = &mut *guard;
+        let Some(host) = hosts.by_id.get_mut(&host_id) else {
+            return false;
+        };
+        let Some((through, _)) = host.samples_through else {
+            return false;
+        };
+        let read: HashSet<GuestId> = new.rows.iter().map(|row| row.id).collect();
+        let samples: Vec<&ReportedSample> = new
+            .samples
+            .iter()
+            .filter(|s| s.report_id > through)
+            .collect();
+        if new
+            .rows
+            .iter()
+            .any(|row| !host.inputs.contains_key(&row.id))
+            || samples.iter().any(|s| !read.contains(&s.sample.guest_id))
+        {
+            return false;
+        }
+        // Those not read are gone from the host or silent, as a whole read would leave them.
+        host.inputs.retain(|id, _| read.contains(id));
+        host.identities.retain(|_, id| read.contains(id));
+        let mut samples_of: HashMap<GuestId, Vec<IntervalRow>> = HashMap::new();
+        for s in &samples {
+            samples_of
+                .entry(s.sample.guest_id)
+                .or_default()
+                .push(s.sample.clone());
+        }
+        let mut readings_of: HashMap<GuestId, Vec<IdleReading>> = HashMap::new();
+        for r in &new.readings {
+            readings_of.entry(r.guest_id).or_default().push(r.clone());
+        }
+        let mut facts_of: HashMap<GuestId, Vec<FactsRow>> = HashMap::new();
+        for f in &new.facts {
+            facts_of.entry(f.guest_id).or_default().push(f.clone());
+        }
+        for row in &new.rows {
+            host.reports_stored = host.reports_stored.max(row.host_reports);
+            let Some(inputs) = host.inputs.get_mut(&row.id) else {
+                continue;
+            };
+            inputs.catch_up(
+                row.clone(),
+                samples_of.remove(&row.id).unwrap_or_default(),
+                readings_of.remove(&row.id).unwrap_or_default(),
+                facts_of.get(&row.id).map_or(&[][..], Vec::as_slice),
+            );
+        }
+        let newest = samples.iter().map(|s| s.report_id).max();
+        host.samples_through = Some((newest.map_or(through, |n| n.max(through)), now_ms));
+        if let Some(row) = new.rows.last() {
+            hosts.names.insert(row.host_name.clone(), host_id);
+        }
+        self.analyse_host(hosts, host_id, now_ms);
+        true
     }
 
     /// Measures the last kernel or command-line change of each of a host's active guests, from

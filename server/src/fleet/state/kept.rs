@@ -10,7 +10,7 @@ use tickscope_wire::Hypervisor;
 
 use crate::analysis::change::Change;
 use crate::db::{GONE_AFTER_MISSED_REPORTS, StoredFacts, StoredGuest};
-use crate::domain::{GuestId, HostId};
+use crate::domain::{GuestId, HostId, ReportId};
 use crate::fleet::analysed::{ACTIVE_WITHIN_MS, AnalysedGuest};
 use crate::fleet::changes::SettledChanges;
 use crate::fleet::inputs::{self, GuestInputs};
@@ -76,6 +76,11 @@ pub(super) struct HostState {
     /// The host's count of stored reports: a guest whose last report is
     /// [`GONE_AFTER_MISSED_REPORTS`] behind it is gone.
     pub(super) reports_stored: i64,
+    /// The newest report of the host all of whose samples (within the window) are held, and
+    /// when that was read: a follower then reads only the samples of the reports after it
+    /// (`from_db`). Report ids are given in the order a host's reports commit, each report's
+    /// transaction holding its host's row. `None`: the host is read whole.
+    pub(super) samples_through: Option<(ReportId, i64)>,
     /// The guests of its last analysis, as ranked.
     pub(super) analysed: Vec<GuestId>,
     /// Its guests' last kernel or command-line changes, measured.

@@ -17,9 +17,12 @@
 //!   lock held for one pointer's clone, and reads it for as long as it likes.
 //!
 //! `kept` holds the state and what changes it in memory; `from_db` what it reads from the
-//! database.
+//! database, a follower's read of the hosts another server stored reports of included: a host
+//! it holds is caught up with the samples of the reports stored since its last read, not read
+//! whole again.
 
 mod from_db;
 mod kept;
 
+pub use from_db::Reread;
 pub use kept::{Applied, FIRST_FIGURES_WITHIN_MS, FleetState, Footprint, HeldBack};
