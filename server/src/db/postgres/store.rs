@@ -43,7 +43,16 @@ impl PgDb {
             // As SQLite's busy timeout: a request that cannot get a connection in 5 s is
             // answered "retry later" rather than left waiting.
             .acquire_timeout(Duration::from_secs(5))
-            .connect_with(options.application_name("tickscope-server"))
+            // No JIT compilation: the server's statements are short lookups, but an estimate
+            // over PostgreSQL's `jit_above_cost` (stale statistics, the generic plan of a
+            // prepared statement) compiles one at each run: 15-50 ms of the database's CPU
+            // for a follower's read of a few hosts' newest facts, which runs in about 2 ms
+            // without (docs/performance.md, issue 28's sixth part).
+            .connect_with(
+                options
+                    .application_name("tickscope-server")
+                    .options([("jit", "off")]),
+            )
             .await?;
         MIGRATOR.run(&pool).await?;
         PostgresStore::new(pool.clone()).migrate().await?;

@@ -1,7 +1,7 @@
 //! Guest facts and idle readings. Reads that need no order of their own come by id, so that
 //! the order does not depend on the plan (PostgreSQL's hash plans give none).
 
-use super::dialect::{Conn, JOIN_IN_ORDER, Store, id_list, in_id_list};
+use super::dialect::{Conn, Store, id_list, in_id_list, looked_up_for_each};
 use crate::db::error::StoreResult;
 use crate::db::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow, StoredFacts};
 use crate::db::facts::{IDLE_READING_MIN_GAP_MS, IDLE_READINGS_KEPT_MS, MAX_EVENTS_PER_SOURCE};
@@ -238,11 +238,16 @@ impl Store {
         let sql = format!(
             "SELECT f.guest_id, f.source, f.received_ms, f.facts_json,
                     g.vm_process_since_ms AS process_since_ms
-             FROM guests g {JOIN_IN_ORDER} guest_facts f ON f.guest_id = g.id
+             FROM guests g {}
              WHERE {}
-               AND f.id = (SELECT MAX(f2.id) FROM guest_facts f2
-                           WHERE f2.guest_id = f.guest_id AND f2.source = f.source)
              ORDER BY f.id",
+            looked_up_for_each(
+                "guest_facts",
+                "f",
+                "f.guest_id = g.id
+                 AND f.id = (SELECT MAX(f2.id) FROM guest_facts f2
+                             WHERE f2.guest_id = g.id AND f2.source = f.source)"
+            ),
             in_id_list("g.host_id", 1)
         );
         Ok(sqlx::query_as(&sql)
@@ -294,11 +299,16 @@ impl Store {
     ) -> StoreResult<Vec<(GuestId, String, i64)>> {
         let sql = format!(
             "SELECT f.guest_id, f.source, f.first_received_ms
-             FROM guests g {JOIN_IN_ORDER} guest_facts f ON f.guest_id = g.id
+             FROM guests g {}
              WHERE g.host_id = $1
-               AND EXISTS (SELECT 1 FROM guest_facts e
-                           WHERE e.guest_id = f.guest_id AND e.source = f.source AND e.id < f.id)
-             ORDER BY f.guest_id, f.first_received_ms, f.id"
+             ORDER BY f.guest_id, f.first_received_ms, f.id",
+            looked_up_for_each(
+                "guest_facts",
+                "f",
+                "f.guest_id = g.id
+                 AND EXISTS (SELECT 1 FROM guest_facts e
+                             WHERE e.guest_id = g.id AND e.source = f.source AND e.id < f.id)"
+            )
         );
         Ok(sqlx::query_as(&sql)
             .bind(host_id)

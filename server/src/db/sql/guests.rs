@@ -3,7 +3,9 @@
 use sqlx::Database;
 use sqlx::query::QueryAs;
 
-use super::dialect::{BYTEWISE, DB, IdList, Store, id_list, in_id_list, recent_rows_of_each_guest};
+use super::dialect::{
+    BYTEWISE, DB, IdList, Store, id_list, in_id_list, looked_up_for_each, recent_rows_of_each_guest,
+};
 use super::process_totals::totals_columns;
 use crate::db::error::StoreResult;
 use crate::db::guests::{
@@ -50,12 +52,16 @@ pub(super) fn scope_condition(scope: &GuestScope<'_>, first: usize) -> (String, 
             format!("g.last_seen_ms >= ${a} AND {}", present(b)),
             vec![Int(since_ms), Int(gone)],
         ),
+        // Some hosts' guests are found by host; `+ 0` keeps the activity test off
+        // `guests_last_seen`. PostgreSQL's generic plan of this prepared statement, not
+        // knowing how recent `$b` is, otherwise ANDs a bitmap of every active guest's entry
+        // (30,000 index entries for a follower's read of six hosts: 4 ms instead of 1).
         GuestScope::Hosts {
             host_ids,
             active_since_ms,
         } => (
             format!(
-                "{} AND g.last_seen_ms >= ${b} AND {}",
+                "{} AND g.last_seen_ms + 0 >= ${b} AND {}",
                 in_id_list("g.host_id", a),
                 present(c)
             ),
@@ -178,14 +184,15 @@ impl Store {
         hosts: &[HostId],
         after: ReportId,
     ) -> StoreResult<Vec<ReportedSample>> {
-        // Each host's new reports are a range of `reports_host`, their samples a lookup of
-        // `samples_report` each: what changed, not the guests' windows.
+        // Each host's new reports are a range of `reports_host` (PostgreSQL's), their samples a
+        // lookup of `samples_report` each: what changed, not the guests' windows.
         let sql = format!(
             "SELECT r.host_id, r.id AS report_id, {}
-             FROM reports r JOIN samples s ON s.report_id = r.id
+             FROM reports r {}
              WHERE {} AND r.id > $2
              ORDER BY s.guest_id, s.received_ms, s.id",
             interval_columns("s"),
+            looked_up_for_each("samples", "s", "s.report_id = r.id"),
             in_id_list("r.host_id", 1)
         );
         Ok(sqlx::query_as(&sql)

@@ -35,13 +35,21 @@ pub(super) const USER_NAME_CONFLICT: &str = "(name)";
 /// character (SQLite's `LIKE` as it is).
 pub(super) const NAME_NOT_LIKE_PARAM_1: &str = "name NOT LIKE $1";
 
+/// `{table} {alias}` joined to each row of the tables before it: the rows that meet
+/// `condition` (which names them by `{alias}`), looked up for one outer row at a time. `CROSS
+/// JOIN` fixes the order: the tables before it outside.
+pub(super) fn looked_up_for_each(table: &str, alias: &str, condition: &str) -> String {
+    format!("CROSS JOIN {table} {alias} ON {condition}")
+}
+
 /// `{table} {alias}` joined to each guest `g`, holding the rows of that guest received after
-/// `g.last_seen_ms - $1`, where `{table}` is indexed by (guest_id, received_ms). `CROSS JOIN`
-/// fixes the order: guests outside, each one's rows looked up in the index.
+/// `g.last_seen_ms - $1`, where `{table}` is indexed by (guest_id, received_ms), looked up guest
+/// by guest.
 pub(super) fn recent_rows_of_each_guest(table: &str, alias: &str) -> String {
-    format!(
-        "CROSS JOIN {table} {alias} ON {alias}.guest_id = g.id
-                                    AND {alias}.received_ms > g.last_seen_ms - $1"
+    looked_up_for_each(
+        table,
+        alias,
+        &format!("{alias}.guest_id = g.id AND {alias}.received_ms > g.last_seen_ms - $1"),
     )
 }
 
