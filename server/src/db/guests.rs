@@ -167,30 +167,12 @@ where
 
 /// A sample as a follower reads it: with the host and the report it came with (see
 /// `Db::samples_of_reports_after`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, FromRow)]
 pub struct ReportedSample {
     pub host_id: HostId,
     pub report_id: ReportId,
+    #[sqlx(flatten)]
     pub sample: IntervalRow,
-}
-
-impl<'r, R: sqlx::Row> FromRow<'r, R> for ReportedSample
-where
-    &'r str: sqlx::ColumnIndex<R>,
-    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    f64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    bool: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    GuestId: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    HostId: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    ReportId: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
-        Ok(ReportedSample {
-            host_id: row.try_get("host_id")?,
-            report_id: row.try_get("report_id")?,
-            sample: IntervalRow::from_row(row)?,
-        })
-    }
 }
 
 /// A guest's own idle fraction, as one facts delivery reported it.

@@ -203,10 +203,11 @@ pub async fn load(db: &Db, scope: GuestScope<'_>) -> AppResult<Vec<GuestInputs>>
     Ok(assemble(rows, samples, readings, facts))
 }
 
-/// What a follower reads of some hosts another server stored reports of: their guests' rows,
-/// the samples of the reports stored after `after` (a few a guest, where a whole read is the
-/// window's), and the window's readings and newest facts, as [`load`] reads them; the four
-/// reads at once, as there.
+/// What a follower reads of some hosts another server stored reports of (or of one of them,
+/// once sorted by host): their guests' rows, the samples of the reports stored after `after`
+/// (a few a guest, where a whole read is the window's), and the window's readings and newest
+/// facts, as [`load`] reads them; the four reads at once, as there.
+#[derive(Default)]
 pub struct NewInputs {
     pub rows: Vec<GuestRow>,
     pub samples: Vec<ReportedSample>,

@@ -6,12 +6,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use super::kept::{FIRST_FIGURES_WITHIN_MS, FleetState};
-use crate::db::{Db, FactsRow, GuestRow, GuestScope, IdleReading, IntervalRow, ReportedSample};
+use crate::db::{Db, FactsRow, GuestScope, IdleReading, IntervalRow, ReportedSample};
 use crate::domain::{GuestId, HostId, ReportId};
 use crate::error::AppResult;
 use crate::fleet::analysed::ACTIVE_WITHIN_MS;
 use crate::fleet::changes;
-use crate::fleet::inputs::{self, GuestInputs};
+use crate::fleet::inputs::{self, GuestInputs, NewInputs};
 
 /// Hosts read again in one statement per table: a whole read's statements read their guests'
 /// windows, about 600 samples a host of 20 guests.
@@ -29,15 +29,6 @@ pub struct Reread {
     pub caught_up: usize,
     /// Read whole.
     pub whole: usize,
-}
-
-/// What a catch-up read of one host.
-#[derive(Default)]
-struct NewOfHost {
-    rows: Vec<GuestRow>,
-    samples: Vec<ReportedSample>,
-    readings: Vec<IdleReading>,
-    facts: Vec<FactsRow>,
 }
 
 impl FleetState {
@@ -180,9 +171,9 @@ impl FleetState {
             return Ok(Vec::new());
         };
         let new = inputs::load_new(db, &ids, after, now_ms - ACTIVE_WITHIN_MS).await?;
-        let mut by_host: HashMap<HostId, NewOfHost> = ids
+        let mut by_host: HashMap<HostId, NewInputs> = ids
             .iter()
-            .map(|&host_id| (host_id, NewOfHost::default()))
+            .map(|&host_id| (host_id, NewInputs::default()))
             .collect();
         let mut host_of: HashMap<GuestId, HostId> = HashMap::new();
         for row in new.rows {
@@ -211,8 +202,7 @@ impl FleetState {
         let _held = self.hold_back();
         Ok(by_host
             .into_iter()
-            .filter(|(host_id, new)| !self.catch_up(*host_id, new, now_ms))
-            .map(|(host_id, _)| host_id)
+            .filter_map(|(host_id, new)| (!self.catch_up(host_id, new, now_ms)).then_some(host_id))
             .collect())
     }
 
@@ -259,7 +249,7 @@ impl FleetState {
 
     /// Catches one host up with what [`FleetState::catch_up_hosts`] read of it and analyses it
     /// as of `now_ms`; `false` (nothing changed) when it must be read whole.
-    fn catch_up(&self, host_id: HostId, new: &NewOfHost, now_ms: i64) -> bool {
+    fn catch_up(&self, host_id: HostId, new: NewInputs, now_ms: i64) -> bool {
         let mut guard = self.lock();
         let hosts = &mut *guard;
         let Some(host) = hosts.by_id.get_mut(&host_id) else {
@@ -268,16 +258,18 @@ impl FleetState {
         let Some((through, _)) = host.samples_through else {
             return false;
         };
-        let read: HashSet<GuestId> = new.rows.iter().map(|row| row.id).collect();
-        let samples: Vec<&ReportedSample> = new
-            .samples
-            .iter()
+        let NewInputs {
+            rows,
+            samples,
+            readings,
+            facts,
+        } = new;
+        let read: HashSet<GuestId> = rows.iter().map(|row| row.id).collect();
+        let samples: Vec<ReportedSample> = samples
+            .into_iter()
             .filter(|s| s.report_id > through)
             .collect();
-        if new
-            .rows
-            .iter()
-            .any(|row| !host.inputs.contains_key(&row.id))
+        if rows.iter().any(|row| !host.inputs.contains_key(&row.id))
             || samples.iter().any(|s| !read.contains(&s.sample.guest_id))
         {
             return false;
@@ -285,37 +277,39 @@ impl FleetState {
         // Those not read are gone from the host or silent, as a whole read would leave them.
         host.inputs.retain(|id, _| read.contains(id));
         host.identities.retain(|_, id| read.contains(id));
+        let newest = samples.iter().map(|s| s.report_id).max();
         let mut samples_of: HashMap<GuestId, Vec<IntervalRow>> = HashMap::new();
-        for s in &samples {
+        for s in samples {
             samples_of
                 .entry(s.sample.guest_id)
                 .or_default()
-                .push(s.sample.clone());
+                .push(s.sample);
         }
         let mut readings_of: HashMap<GuestId, Vec<IdleReading>> = HashMap::new();
-        for r in &new.readings {
-            readings_of.entry(r.guest_id).or_default().push(r.clone());
+        for r in readings {
+            readings_of.entry(r.guest_id).or_default().push(r);
         }
         let mut facts_of: HashMap<GuestId, Vec<FactsRow>> = HashMap::new();
-        for f in &new.facts {
-            facts_of.entry(f.guest_id).or_default().push(f.clone());
+        for f in facts {
+            facts_of.entry(f.guest_id).or_default().push(f);
         }
-        for row in &new.rows {
+        let name = rows.last().map(|row| row.host_name.clone());
+        for row in rows {
             host.reports_stored = host.reports_stored.max(row.host_reports);
-            let Some(inputs) = host.inputs.get_mut(&row.id) else {
+            let id = row.id;
+            let Some(inputs) = host.inputs.get_mut(&id) else {
                 continue;
             };
             inputs.catch_up(
-                row.clone(),
-                samples_of.remove(&row.id).unwrap_or_default(),
-                readings_of.remove(&row.id).unwrap_or_default(),
-                facts_of.get(&row.id).map_or(&[][..], Vec::as_slice),
+                row,
+                samples_of.remove(&id).unwrap_or_default(),
+                readings_of.remove(&id).unwrap_or_default(),
+                facts_of.get(&id).map_or(&[][..], Vec::as_slice),
             );
         }
-        let newest = samples.iter().map(|s| s.report_id).max();
         host.samples_through = Some((newest.map_or(through, |n| n.max(through)), now_ms));
-        if let Some(row) = new.rows.last() {
-            hosts.names.insert(row.host_name.clone(), host_id);
+        if let Some(name) = name {
+            hosts.names.insert(name, host_id);
         }
         self.analyse_host(hosts, host_id, now_ms);
         true
