@@ -15,7 +15,8 @@ the same pages are read idle. Prints a table per fleet and whether the targets w
 
 With CAPACITY_SERVERS=2 (and CAPACITY_POSTGRES): two servers on the one PostgreSQL database,
 each with a simulator of its half of the hosts (`sim-a-*`, `sim-b-*`) and a prober of its own,
-both at once; the table sums the servers' CPU, takes the worse server's pages and the worse
+both at once, taking turns (together they read the pages and scrape `/metrics` as often as
+one server's prober does alone: the same users, spread over two servers); the table sums the servers' CPU, takes the worse server's pages and the worse
 simulator's percentiles (and shows each), and compares the guests both servers list at the end
 of the ingest. Idle is server 1 alone, restarted.
 
@@ -407,20 +408,27 @@ class Probe:
         self.api_note = ""
 
 
-def probe_pages(base, session, api_token, guest_id, seconds, every_s, watch):
+def probe_pages(base, session, api_token, guest_id, seconds, every_s, watch, turns=1, turn=0):
     """Every page once per round, one after another, a round every `every_s` seconds, for
-    `seconds`; `watch()` is called between requests (memory sampling)."""
+    `seconds`; `watch()` is called between requests (memory sampling). With `turns` probers
+    taking turns (this one `turn`, from 0), each reads every `turns` rounds and scrapes every
+    `turns` scrapes, starting `turn` rounds and scrapes late: together they read what one
+    prober reads alone."""
     probe = Probe()
     api_path = dict(PAGES)["GET /api/v1/guests?limit=100"]
-    end = time.monotonic() + seconds
-    next_round = time.monotonic()
-    next_scrape = time.monotonic()
+    start = time.monotonic()
+    end = start + seconds
+    every_s *= turns
+    scrape_every_s = METRICS_EVERY_S * turns
+    next_round = start + turn * every_s / turns
+    next_scrape = start + turn * METRICS_EVERY_S
+    time.sleep(max(0.0, min(next_round, end) - time.monotonic()))
     while time.monotonic() < end:
         for name, path in PAGES:
             if name == "GET /metrics":
                 if time.monotonic() < next_scrape:
                     continue
-                next_scrape = time.monotonic() + METRICS_EVERY_S
+                next_scrape = time.monotonic() + scrape_every_s
                 headers = {"Authorization": f"Bearer {api_token}", "Accept-Encoding": "gzip",
                            "Accept": "application/openmetrics-text;version=1.0.0"}
             elif name.startswith("GET /api/"):
@@ -648,12 +656,16 @@ def run_fleet(guests, config, binaries, processes):
         watch = Watch(*[s.pid for s in servers])
         # The simulators stop by themselves `measure` seconds from now; the probers stop a
         # little before, so that their last requests are made while every host still reports.
-        # One prober a server, at once (threads: they wait on the network, not on Python).
+        # One prober a server, at once (threads: they wait on the network, not on Python),
+        # taking turns: the servers share one prober's reads and scrapes, as users behind a
+        # load balancer and one Prometheus scraping its address would. (Until 2026-12-06 each
+        # server had a whole prober's: two servers served twice the pages and scrapes.)
         busy = [None] * n_servers
 
         def probe(i):
             busy[i] = probe_pages(servers[i].base, sessions[i], api_token, guest_id,
-                                  max(1.0, measure - 1.0), config["every_s"], watch)
+                                  max(1.0, measure - 1.0), config["every_s"], watch,
+                                  turns=n_servers, turn=i)
 
         if n_servers == 1:
             probe(0)
