@@ -3,8 +3,9 @@
 //! sent in the transaction that stored them, so heard exactly once it is committed).
 //!
 //! A host announced is read again by the one writer, between this server's own reports
-//! ([`crate::intake::Intake::stored_elsewhere`]); however often it was announced meanwhile, it
-//! is read once. A listener whose connection was lost may have missed announcements: once it
+//! ([`crate::intake::Intake::stored_elsewhere`]), with the others announced within a quarter
+//! of a second of it ([`crate::intake::GATHER_ELSEWHERE`]); however often it was announced
+//! meanwhile, it is read once. A listener whose connection was lost may have missed announcements: once it
 //! listens again, every active guest is read again. A connection lost without a word (a
 //! network cut) would leave the listener waiting for ever, so every server pings the channel
 //! every [`PING_EVERY`]; a listener that hears nothing for [`SILENT_FOR`] listens anew.
@@ -89,7 +90,8 @@ async fn follow(state: AppState) {
                 }
                 Heard::Notice(notice) => match notice.change {
                     ClusterChange::Hosts(hosts) => {
-                        state.intake.stored_elsewhere(Some(&hosts)).await
+                        state.intake.stored_elsewhere(Some(&hosts));
+                        Ok(())
                     }
                     ClusterChange::Setting(name) => state.setting_saved_elsewhere(&name).await,
                     // Heard: the listener is alive, which is all a ping says.
@@ -106,9 +108,7 @@ async fn follow(state: AppState) {
 
 /// Announcements may have been missed: every active guest and every setting is read again.
 async fn missed_some(state: &AppState) {
-    if let Err(e) = state.intake.stored_elsewhere(None).await {
-        tracing::warn!(error = %e, "cannot read the fleet again");
-    }
+    state.intake.stored_elsewhere(None);
     settings_saved_elsewhere(state).await;
 }
 

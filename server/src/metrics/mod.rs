@@ -115,6 +115,8 @@ pub struct Metrics {
     refusals: Family<RefusalLabels, Counter>,
     connections_refused: Counter,
     warnings_held_back: Counter,
+    follower_reads: Counter,
+    follower_hosts: Counter,
 }
 
 impl Default for Metrics {
@@ -128,6 +130,8 @@ impl Default for Metrics {
             refusals: Family::default(),
             connections_refused: Counter::default(),
             warnings_held_back: Counter::default(),
+            follower_reads: Counter::default(),
+            follower_hosts: Counter::default(),
         };
         // Known outcomes are 0 until they happen, instead of absent: `rate()` and alerts on
         // them then work from the first scrape.
@@ -207,6 +211,21 @@ impl Metrics {
         self.warnings_held_back.inc_by(lines);
     }
 
+    /// What other servers on the database stored was read again: `hosts` of them, or every
+    /// active guest (`None`).
+    pub fn read_elsewhere(&self, hosts: Option<usize>) {
+        self.follower_reads.inc();
+        if let Some(hosts) = hosts {
+            self.follower_hosts.inc_by(hosts as u64);
+        }
+    }
+
+    /// How many reads of what other servers stored there were, and how many hosts they read
+    /// (for tests).
+    pub fn read_elsewhere_so_far(&self) -> (u64, u64) {
+        (self.follower_reads.get(), self.follower_hosts.get())
+    }
+
     /// How many requests were refused for `budget`, of every kind of credential (for tests).
     pub fn refusals_of(&self, budget: &'static str) -> u64 {
         crate::budgets::CREDENTIAL_KINDS
@@ -280,6 +299,16 @@ impl Metrics {
             "tickscope_log_warnings_held_back",
             "Warnings not written to the log because their credential had written its share that minute (each written line says how many of its credential's were held back before it)",
             self.warnings_held_back.clone(),
+        );
+        registry.register(
+            "tickscope_follower_reads",
+            "Reads of what other servers on the database stored (PostgreSQL): of the hosts they announced within a quarter of a second together, or of every active guest after announcements may have been missed",
+            self.follower_reads.clone(),
+        );
+        registry.register(
+            "tickscope_follower_hosts_read",
+            "Hosts those reads read again (hosts read over reads: how many one read takes)",
+            self.follower_hosts.clone(),
         );
     }
 }

@@ -469,6 +469,40 @@ fn two_servers_on_one_postgresql_share_the_fleet_and_one_holds_the_lease() {
         );
         std::thread::sleep(POLL);
     }
+
+    // Each read what the other stored, more than one host a read at times (the hosts
+    // announced within a quarter of a second are read together), and says so to Prometheus.
+    for url in urls {
+        let (reads, hosts) = follower_reads(url, &viewer);
+        assert!(reads > 0, "{url} says it read nothing the other stored");
+        assert!(
+            hosts >= reads,
+            "{url} read {hosts} hosts in {reads} reads: a read takes one at least"
+        );
+    }
+}
+
+/// What `url`'s `/metrics` says of its reads of what the other servers stored: how many, and
+/// the hosts they read.
+fn follower_reads(url: &str, viewer: &str) -> (u64, u64) {
+    let body = ureq::get(format!("{url}/metrics"))
+        .header("Authorization", &format!("Bearer {viewer}"))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    let value = |name: &str| {
+        body.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {name} in {url}/metrics"))
+            .parse::<u64>()
+            .unwrap()
+    };
+    (
+        value("tickscope_follower_reads_total"),
+        value("tickscope_follower_hosts_read_total"),
+    )
 }
 
 /// The fewest intervals any guest listed at `url` has in its window.
