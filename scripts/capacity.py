@@ -534,6 +534,22 @@ def guests_listed(base, api_token):
     return body.get("matching"), totals.get("guests"), totals.get("hosts")
 
 
+def follower_reads(base, api_token):
+    """(reads, hosts read) of what other servers stored, from the server's `/metrics`; None
+    where a server does not count them."""
+    answer = request(base, "GET", "/metrics", headers={"Authorization": f"Bearer {api_token}"})
+    if answer.status != 200:
+        raise StepFailed(f"GET /metrics on {base} answered {answer.status}")
+    counts = {}
+    for line in answer.text().splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("tickscope_follower_reads_total", "tickscope_follower_hosts_read_total"):
+            counts[name] = int(float(value))
+    if len(counts) < 2:
+        return None
+    return counts["tickscope_follower_reads_total"], counts["tickscope_follower_hosts_read_total"]
+
+
 def guest_ids(base, api_token):
     """Every guest id `GET /api/v1/guests` lists, walked 1000 a page with the cursor."""
     ids, cursor = set(), None
@@ -685,6 +701,7 @@ def run_fleet(guests, config, binaries, processes):
             # The fleets the servers show while every host still reports, read one right after
             # the other.
             result["listed_busy"] = [guests_listed(s.base, api_token) for s in servers]
+            result["follower_reads"] = [follower_reads(s.base, api_token) for s in servers]
         result["busy_each"] = busy
         result["busy"] = busy[0]
         result["server_cpu_each"] = [(e[0] - c) / elapsed for e, c in zip(ends, cpu0)]
@@ -870,6 +887,10 @@ def report(r, config):
             f"server {i + 1} {m:,} guests matching ({g:,} guests, {h:,} hosts in its totals)"
             for i, (m, g, h) in enumerate(r["listed_busy"]))
         print(f"fleets at the end of the ingest (GET /api/v1/guests?limit=1): {listed}")
+        print("reads of what the other server stored, warm-up included (/metrics): " + "; ".join(
+            f"server {i + 1} " + (f"{reads:,} reads of {hosts:,} hosts, {hosts / max(reads, 1):.1f} a read"
+                                  if (reads, hosts) != (None, None) else "not counted")
+            for i, (reads, hosts) in enumerate(c or (None, None) for c in r["follower_reads"])))
         agree = all(o == 0 for o in r["only_on"])
         print(
             "fleets 2 s after the simulators stopped (every id, 1000 a page): "
