@@ -418,10 +418,10 @@ def probe_pages(base, session, api_token, guest_id, seconds, every_s, watch, tur
     api_path = dict(PAGES)["GET /api/v1/guests?limit=100"]
     start = time.monotonic()
     end = start + seconds
+    next_round = start + turn * every_s
+    next_scrape = start + turn * METRICS_EVERY_S
     every_s *= turns
     scrape_every_s = METRICS_EVERY_S * turns
-    next_round = start + turn * every_s / turns
-    next_scrape = start + turn * METRICS_EVERY_S
     time.sleep(max(0.0, min(next_round, end) - time.monotonic()))
     while time.monotonic() < end:
         for name, path in PAGES:
@@ -888,9 +888,9 @@ def report(r, config):
             for i, (m, g, h) in enumerate(r["listed_busy"]))
         print(f"fleets at the end of the ingest (GET /api/v1/guests?limit=1): {listed}")
         print("reads of what the other server stored, warm-up included (/metrics): " + "; ".join(
-            f"server {i + 1} " + (f"{reads:,} reads of {hosts:,} hosts, {hosts / max(reads, 1):.1f} a read"
-                                  if (reads, hosts) != (None, None) else "not counted")
-            for i, (reads, hosts) in enumerate(c or (None, None) for c in r["follower_reads"])))
+            f"server {i + 1} " + (f"{c[0]:,} reads of {c[1]:,} hosts, {c[1] / max(c[0], 1):.1f} a read"
+                                  if c else "not counted")
+            for i, c in enumerate(r["follower_reads"])))
         agree = all(o == 0 for o in r["only_on"])
         print(
             "fleets 2 s after the simulators stopped (every id, 1000 a page): "

@@ -528,6 +528,11 @@ mod tests {
             .count()
     }
 
+    #[track_caller]
+    fn assert_nothing_read_yet(queue: &mut mpsc::Receiver<Job>) {
+        assert_eq!(reads_queued(queue), 0, "read before the gathering time");
+    }
+
     /// What a read taken now would read, as the writer takes it.
     fn take(intake: &Intake) -> Elsewhere {
         std::mem::take(&mut *intake.elsewhere.lock().unwrap())
@@ -543,19 +548,11 @@ mod tests {
         let step = GATHER_ELSEWHERE / 5;
         intake.stored_elsewhere(Some(&[HostId(1)]));
         tokio::time::sleep(step).await;
-        assert_eq!(
-            reads_queued(&mut queue),
-            0,
-            "read before the gathering time"
-        );
+        assert_nothing_read_yet(&mut queue);
         intake.stored_elsewhere(Some(&[HostId(2), HostId(1)]));
         tokio::time::sleep(step * 3).await;
         intake.stored_elsewhere(Some(&[HostId(3)]));
-        assert_eq!(
-            reads_queued(&mut queue),
-            0,
-            "read before the gathering time"
-        );
+        assert_nothing_read_yet(&mut queue);
         tokio::time::sleep(step * 2).await;
         assert_eq!(reads_queued(&mut queue), 1);
         let taken = take(&intake);
@@ -569,11 +566,7 @@ mod tests {
         intake.stored_elsewhere(Some(&[HostId(2)]));
         intake.stored_elsewhere(None);
         tokio::time::sleep(step * 4).await;
-        assert_eq!(
-            reads_queued(&mut queue),
-            0,
-            "read before the gathering time"
-        );
+        assert_nothing_read_yet(&mut queue);
         tokio::time::sleep(step * 2).await;
         assert_eq!(reads_queued(&mut queue), 1);
         let taken = take(&intake);

@@ -220,12 +220,6 @@ impl Metrics {
         }
     }
 
-    /// How many reads of what other servers stored there were, and how many hosts they read
-    /// (for tests).
-    pub fn read_elsewhere_so_far(&self) -> (u64, u64) {
-        (self.follower_reads.get(), self.follower_hosts.get())
-    }
-
     /// How many requests were refused for `budget`, of every kind of credential (for tests).
     pub fn refusals_of(&self, budget: &'static str) -> u64 {
         crate::budgets::CREDENTIAL_KINDS
