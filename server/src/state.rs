@@ -28,7 +28,7 @@ use crate::http::admission::{Admission, AdmissionLimits, AdmissionSettings, Requ
 use crate::http::listener::Proxies;
 use crate::http::spending::Credential;
 use crate::ingest::ValidReport;
-use crate::intake::{GuestLimits, Intake};
+use crate::intake::{DEFAULT_FOLLOW_EVERY_S, GATHER_ELSEWHERE, GuestLimits, Intake, Pace};
 use crate::lease::Lease;
 use crate::logging::WarningBudget;
 use crate::metrics::Metrics;
@@ -126,6 +126,10 @@ impl AppState {
                 fleet.clone(),
                 clock.clone(),
                 GuestLimits::of(&budgets),
+                Pace {
+                    gather: GATHER_ELSEWHERE,
+                    every: options.follow_every,
+                },
                 metrics.clone(),
             ),
             fleet,
@@ -274,6 +278,9 @@ pub struct Options {
     pub secure_cookies: bool,
     /// The server itself serves HTTPS: responses carry HSTS.
     pub tls: bool,
+    /// A host another server on the database stores reports of is read here at most this
+    /// often (`serve --follow-every`; see `intake::elsewhere`).
+    pub follow_every: StdDuration,
 }
 
 impl Default for Options {
@@ -292,6 +299,7 @@ impl Default for Options {
             cost: CostModel::default(),
             secure_cookies: false,
             tls: false,
+            follow_every: StdDuration::from_secs(DEFAULT_FOLLOW_EVERY_S),
         }
     }
 }
@@ -319,6 +327,7 @@ impl FromRef<AppState> for AlertContext {
             notifier: state.notifier.clone(),
             clock: state.clock.clone(),
             lease: state.lease.clone(),
+            intake: state.intake.clone(),
             reach: Reach {
                 allowed: state.options.receiver_networks.clone(),
             },

@@ -7,6 +7,7 @@ use super::client::Reach;
 use crate::clock::SharedClock;
 use crate::db::Db;
 use crate::fleet::LiveFleet;
+use crate::intake::Intake;
 use crate::lease::Lease;
 use crate::metrics::Metrics;
 
@@ -24,6 +25,9 @@ pub struct AlertContext {
     pub clock: SharedClock,
     /// The evaluation and the senders run only while this server holds the lease.
     pub lease: Lease,
+    /// Brings the fleet up to date with what other servers on the database stored, before the
+    /// first evaluation of each time this server takes the lease.
+    pub intake: Intake,
     /// The addresses notifications may be sent to.
     pub reach: Reach,
 }

@@ -25,10 +25,19 @@ pub fn spawn(
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut caught_up = false;
         loop {
             ticker.tick().await;
             if !evaluating.lease.held() {
+                caught_up = false;
                 continue;
+            }
+            // A follower reads the others' hosts at most every so often: the first evaluation
+            // as holder waits until it has read all they announced, so that it never judges
+            // their guests on older figures than the last holder did.
+            if !caught_up {
+                evaluating.intake.catch_up_with_others().await;
+                caught_up = true;
             }
             match evaluate(&evaluating, evaluating.clock.now_ms()).await {
                 // Alertmanager hears of a change at once, not at the next resend.

@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::budgets::Budgets;
 use crate::db::{Db, DbUrl};
 use crate::http::listener::Proxies;
+use crate::intake::DEFAULT_FOLLOW_EVERY_S;
 
 #[derive(Parser)]
 #[command(
@@ -123,6 +124,11 @@ pub struct ServeArgs {
     /// before the connection is closed.
     #[arg(long, env = "TICKSCOPE_WRITE_TIMEOUT", default_value_t = 30)]
     pub write_timeout: u64,
+    /// With other servers on the same PostgreSQL: seconds between two reads here of a host
+    /// they store reports of, at most; what this server shows of their hosts is at most that
+    /// old. 0 reads each report (each costs about what storing it cost there); up to 60.
+    #[arg(long, env = "TICKSCOPE_FOLLOW_EVERY", default_value_t = DEFAULT_FOLLOW_EVERY_S)]
+    pub follow_every: u64,
     /// What one credential and one input may spend (docs/security.md).
     #[command(flatten)]
     pub budgets: Budgets,

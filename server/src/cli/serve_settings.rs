@@ -12,6 +12,7 @@ use crate::alerts::client::Reach;
 use crate::analysis::cost::CostModel;
 use crate::http::admission::AdmissionLimits;
 use crate::http::listener::{ConnectionLimits, Proxies};
+use crate::intake::MOST_FOLLOW_EVERY_S;
 use crate::retention::Retention;
 use crate::state::Options;
 
@@ -71,6 +72,9 @@ impl ServeSettings {
                  be at least 1"
             );
         }
+        if args.follow_every > MOST_FOLLOW_EVERY_S {
+            anyhow::bail!("--follow-every must be at most {MOST_FOLLOW_EVERY_S} seconds");
+        }
         args.budgets.check().map_err(|e| anyhow::anyhow!("{e}"))?;
         if args.proxies.proxy_protocol && args.proxies.trusted.is_empty() {
             anyhow::bail!(
@@ -102,6 +106,7 @@ impl ServeSettings {
             ingest_per_second: args.ingest_rate,
             ingest_burst: args.ingest_burst,
             budgets: args.budgets,
+            follow_every: Duration::from_secs(args.follow_every),
             proxies: args.proxies.clone(),
             receiver_networks: args.alertmanager.allow_networks.clone(),
             admission: AdmissionLimits {
@@ -235,6 +240,7 @@ mod tests {
             Duration::from_secs(30)
         );
         assert!(settings.connections.max_connections >= 1);
+        assert_eq!(settings.options.follow_every, Duration::from_secs(20));
     }
 
     #[test]
@@ -256,7 +262,7 @@ mod tests {
 
     #[test]
     fn flags_that_cannot_work_are_refused_by_name() {
-        let cases: [(&[&str], &str); 5] = [
+        let cases: [(&[&str], &str); 6] = [
             (
                 &["--price-per-kwh", "NaN"],
                 "--price-per-kwh must be zero or more",
@@ -267,6 +273,10 @@ mod tests {
             ),
             (&["--body-timeout", "0"], "--body-timeout"),
             (&["--proxy-protocol"], "--trusted-proxies only"),
+            (
+                &["--follow-every", "61"],
+                "--follow-every must be at most 60",
+            ),
             (
                 &["--keep-raw-hours", "1"],
                 "raw samples must be kept at least",

@@ -9,7 +9,9 @@
 //! an agent's 200 means "stored", and a page read after it shows it. One writer also means the
 //! fleet is updated in commit order, so it never needs to read back what it was just told.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+mod elsewhere;
+
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use tickscope_wire::Hypervisor;
@@ -28,6 +30,8 @@ use crate::ingest::facts::{ValidFacts, uuid_forms};
 pub use crate::ingest::host_guests::GuestLimits;
 use crate::ingest::host_guests::HostAllowances;
 use crate::metrics::Metrics;
+pub use elsewhere::Pace;
+use elsewhere::{Elsewhere, Taken};
 
 /// Most reports in one transaction: large enough that a burst of a thousand hosts costs a
 /// handful of commits, small enough that one batch's transaction stays short.
@@ -41,28 +45,25 @@ const QUEUE_JOBS: usize = 4_096;
 /// How long the announcements of other servers' writes are gathered before they are read:
 /// each read then takes the hosts of a quarter of a second at once (at 30,000 guests on two
 /// servers, about 19 where it took 1.6 a read; docs/performance.md), in the same four
-/// statements and under one copy of the kept orders' paths. The others' guests are still
-/// listed here within about a second of their report.
+/// statements and under one copy of the kept orders' paths.
 pub const GATHER_ELSEWHERE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// How often at most a host another server stores reports of is read here, unless `serve
+/// --follow-every` says otherwise: every other report of an agent reporting every 10 s, so a
+/// second server costs about half of what reading every report did (docs/scaling.md), and
+/// what it shows of the other's hosts is at most 20 s older than there.
+pub const DEFAULT_FOLLOW_EVERY_S: u64 = 20;
+/// The most `--follow-every` may be: well within the 5 minutes a read may catch a host up by
+/// its new samples rather than read it whole.
+pub const MOST_FOLLOW_EVERY_S: u64 = 60;
 
 /// Hands reports and facts to the writer.
 #[derive(Clone)]
 pub struct Intake {
     jobs: mpsc::Sender<Job>,
+    /// What other servers stored and this one has not read yet; the writer takes it when a
+    /// wake-up it asked for comes (a [`Job::Reload`]).
     elsewhere: Arc<Mutex<Elsewhere>>,
-}
-
-/// What other servers on the database stored and this one has not read yet. However often
-/// they announce a host meanwhile, it is read once: one [`Job::Reload`] waits in the queue at
-/// most, and takes everything gathered here when its turn comes.
-#[derive(Default)]
-struct Elsewhere {
-    hosts: BTreeSet<HostId>,
-    /// Announcements may have been missed (the listener's connection was lost): read every
-    /// active guest again.
-    everything: bool,
-    /// A [`Job::Reload`] is in the queue and has not taken what is gathered here yet.
-    queued: bool,
 }
 
 enum Job {
@@ -73,10 +74,13 @@ enum Job {
         reply: oneshot::Sender<AppResult<StoreOutcome>>,
     },
     Facts(Box<FactsJob>),
-    /// Read again what other servers stored (see [`Elsewhere`]). In the writer's queue, so
-    /// that it never overlaps this server's own reports: what it reads includes every report
-    /// applied before it, and every report after it applies on top.
+    /// Read again what other servers stored that is due now (see [`Elsewhere`]). In the
+    /// writer's queue, so that it never overlaps this server's own reports: what it reads
+    /// includes every report applied before it, and every report after it applies on top.
     Reload,
+    /// Read again everything other servers stored that is not read yet, due or not, then say
+    /// so (see [`Intake::catch_up_with_others`]).
+    CatchUp(oneshot::Sender<()>),
 }
 
 struct FactsJob {
@@ -89,21 +93,23 @@ struct FactsJob {
 
 impl Intake {
     /// Starts the writer; a report that would bring its host more guests than `limits` allow
-    /// is refused before it is stored.
+    /// is refused before it is stored, and what other servers store is read as `pace` says.
     pub fn start(
         db: Db,
         fleet: LiveFleet,
         clock: SharedClock,
         limits: GuestLimits,
+        pace: Pace,
         metrics: Arc<Metrics>,
     ) -> Intake {
         let (jobs, queue) = mpsc::channel(QUEUE_JOBS);
-        let elsewhere = Arc::new(Mutex::new(Elsewhere::default()));
+        let elsewhere = Arc::new(Mutex::new(Elsewhere::new(pace)));
         let writer = Writer {
             db,
             fleet,
             clock,
             elsewhere: elsewhere.clone(),
+            wake: jobs.downgrade(),
             limits,
             allowances: Arc::new(Mutex::new(HostAllowances::default())),
             metrics,
@@ -113,25 +119,24 @@ impl Intake {
     }
 
     /// Has the fleet read `hosts` again (another server stored reports or facts of theirs), or
-    /// every active guest (`None`: announcements may have been missed), [`GATHER_ELSEWHERE`]
-    /// after the first announcement not yet read, with every one heard meanwhile. Returns at
-    /// once.
+    /// every active guest (`None`: announcements may have been missed), when the pace says
+    /// (see [`elsewhere`]): gathered with the others heard meanwhile, and a host at most every
+    /// so often. Returns at once.
     pub fn stored_elsewhere(&self, hosts: Option<&[HostId]>) {
-        let queue = {
-            let mut elsewhere = self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
-            match hosts {
-                Some(hosts) => elsewhere.hosts.extend(hosts.iter().copied()),
-                None => elsewhere.everything = true,
-            }
-            !std::mem::replace(&mut elsewhere.queued, true)
-        };
-        if queue {
-            let jobs = self.jobs.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(GATHER_ELSEWHERE).await;
-                // Refused only once the writer is gone: nothing is read any more then.
-                let _ = jobs.send(Job::Reload).await;
-            });
+        let wake = lock(&self.elsewhere).announced(hosts, tokio::time::Instant::now());
+        if let Some(at) = wake {
+            wake_writer_at(&self.jobs.downgrade(), at);
+        }
+    }
+
+    /// Returns once the fleet has read everything other servers on the database announced so
+    /// far, however recently it read their hosts: the server that takes the lease evaluates
+    /// the alerts on what they stored up to then, not on what it read up to `every` ago.
+    pub async fn catch_up_with_others(&self) {
+        let (done, caught_up) = oneshot::channel();
+        if self.send(Job::CatchUp(done)).await.is_ok() {
+            // The writer is gone only when the server stops: nothing is evaluated then.
+            let _ = caught_up.await;
         }
     }
 
@@ -180,6 +185,32 @@ impl Intake {
     }
 }
 
+fn lock(elsewhere: &Mutex<Elsewhere>) -> std::sync::MutexGuard<'_, Elsewhere> {
+    elsewhere.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What other servers stored that is due to be read now; the next read's wake-up is set.
+fn due_elsewhere(elsewhere: &Mutex<Elsewhere>, wake: &mpsc::WeakSender<Job>) -> Taken {
+    let (taken, next) = lock(elsewhere).take_due(tokio::time::Instant::now());
+    if let Some(at) = next {
+        wake_writer_at(wake, at);
+    }
+    taken
+}
+
+/// Queues a [`Job::Reload`] at `at`. The wake-up does not keep the writer's queue open: a
+/// server that stops does not wait for it.
+fn wake_writer_at(jobs: &mpsc::WeakSender<Job>, at: tokio::time::Instant) {
+    let jobs = jobs.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep_until(at).await;
+        if let Some(jobs) = jobs.upgrade() {
+            // Refused only once the writer is gone: nothing is read any more then.
+            let _ = jobs.send(Job::Reload).await;
+        }
+    });
+}
+
 /// The writer is gone (the server is stopping): nothing more is stored.
 fn stopped() -> AppError {
     AppError::Unavailable {
@@ -194,6 +225,8 @@ struct Writer {
     fleet: LiveFleet,
     clock: SharedClock,
     elsewhere: Arc<Mutex<Elsewhere>>,
+    /// Queues the reads of what other servers stored when they are due.
+    wake: mpsc::WeakSender<Job>,
     limits: GuestLimits,
     /// Each host's new guests still allowed.
     allowances: Arc<Mutex<HostAllowances>>,
@@ -201,6 +234,24 @@ struct Writer {
 }
 
 impl Writer {
+    /// Reads again what other servers stored that was taken for a read.
+    async fn read_elsewhere(&self, taken: Taken) {
+        let hosts = match taken {
+            Taken::Nothing => return,
+            Taken::Hosts(hosts) => Some(hosts),
+            Taken::Everything => None,
+        };
+        let (fleet, now_ms) = (self.fleet.clone(), self.clock.now_ms());
+        self.metrics.read_elsewhere(hosts.as_ref().map(Vec::len));
+        contained(async move {
+            if let Err(e) = fleet.stored_elsewhere(hosts, now_ms).await {
+                // Read again with the host's next report, here or elsewhere.
+                tracing::warn!(error = %e, "what another server stored could not be read");
+            }
+        })
+        .await;
+    }
+
     async fn write_forever(self, mut queue: mpsc::Receiver<Job>) {
         let mut next: Option<Job> = None;
         loop {
@@ -216,22 +267,16 @@ impl Writer {
                     contained(write_facts(self.db.clone(), self.fleet.clone(), job)).await;
                 }
                 Job::Reload => {
-                    let taken = {
-                        let mut elsewhere =
-                            self.elsewhere.lock().unwrap_or_else(|e| e.into_inner());
-                        std::mem::take(&mut *elsewhere)
-                    };
-                    let (fleet, now_ms) = (self.fleet.clone(), self.clock.now_ms());
-                    let hosts: Option<Vec<HostId>> =
-                        (!taken.everything).then(|| taken.hosts.into_iter().collect());
-                    self.metrics.read_elsewhere(hosts.as_ref().map(Vec::len));
-                    contained(async move {
-                        if let Err(e) = fleet.stored_elsewhere(hosts, now_ms).await {
-                            // Read again with the host's next report, here or elsewhere.
-                            tracing::warn!(error = %e, "what another server stored could not be read");
-                        }
-                    })
-                    .await;
+                    self.read_elsewhere(due_elsewhere(&self.elsewhere, &self.wake))
+                        .await;
+                }
+                Job::CatchUp(done) => {
+                    let (taken, next) = lock(&self.elsewhere).take_all(tokio::time::Instant::now());
+                    if let Some(at) = next {
+                        wake_writer_at(&self.wake, at);
+                    }
+                    self.read_elsewhere(taken).await;
+                    let _ = done.send(());
                 }
                 Job::Report { .. } => {
                     // Whatever else is waiting joins the batch, up to its limits or a job of
@@ -336,7 +381,7 @@ const ALLOWANCES_KEPT: usize = 10_000;
 fn batch_guests(job: &Job) -> usize {
     match job {
         Job::Report { report, .. } => report.guests.len().max(1),
-        Job::Facts(_) | Job::Reload => 0,
+        Job::Facts(_) | Job::Reload | Job::CatchUp(_) => 0,
     }
 }
 
@@ -521,6 +566,20 @@ fn unavailable(uuid: &str) -> AppError {
 mod tests {
     use super::*;
 
+    const PACE: Pace = Pace {
+        gather: GATHER_ELSEWHERE,
+        every: std::time::Duration::from_secs(20),
+    };
+
+    fn intake() -> (Intake, mpsc::Receiver<Job>) {
+        let (jobs, queue) = mpsc::channel(16);
+        let intake = Intake {
+            jobs,
+            elsewhere: Arc::new(Mutex::new(Elsewhere::new(PACE))),
+        };
+        (intake, queue)
+    }
+
     /// The queue's jobs so far: how many are reads of what other servers stored.
     fn reads_queued(queue: &mut mpsc::Receiver<Job>) -> usize {
         std::iter::from_fn(|| queue.try_recv().ok())
@@ -528,51 +587,62 @@ mod tests {
             .count()
     }
 
-    #[track_caller]
-    fn assert_nothing_read_yet(queue: &mut mpsc::Receiver<Job>) {
-        assert_eq!(reads_queued(queue), 0, "read before the gathering time");
+    /// Takes a read as the writer does.
+    fn take(intake: &Intake) -> Taken {
+        due_elsewhere(&intake.elsewhere, &intake.jobs.downgrade())
     }
 
-    /// What a read taken now would read, as the writer takes it.
-    fn take(intake: &Intake) -> Elsewhere {
-        std::mem::take(&mut *intake.elsewhere.lock().unwrap())
+    fn hosts(ids: &[i64]) -> Taken {
+        Taken::Hosts(ids.iter().copied().map(HostId).collect())
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_hosts_others_announce_within_the_gathering_time_are_read_at_once() {
-        let (jobs, mut queue) = mpsc::channel(16);
-        let intake = Intake {
-            jobs,
-            elsewhere: Arc::default(),
-        };
+    async fn what_others_announce_is_gathered_and_a_host_read_at_most_every_so_often() {
+        let (intake, mut queue) = intake();
         let step = GATHER_ELSEWHERE / 5;
         intake.stored_elsewhere(Some(&[HostId(1)]));
         tokio::time::sleep(step).await;
-        assert_nothing_read_yet(&mut queue);
         intake.stored_elsewhere(Some(&[HostId(2), HostId(1)]));
         tokio::time::sleep(step * 3).await;
         intake.stored_elsewhere(Some(&[HostId(3)]));
-        assert_nothing_read_yet(&mut queue);
-        tokio::time::sleep(step * 2).await;
-        assert_eq!(reads_queued(&mut queue), 1);
-        let taken = take(&intake);
         assert_eq!(
-            taken.hosts,
-            BTreeSet::from([HostId(1), HostId(2), HostId(3)])
+            reads_queued(&mut queue),
+            0,
+            "read before the gathering time"
         );
-        assert!(!taken.everything);
-
-        // Announced after the writer took the others: gathered for a read of its own.
-        intake.stored_elsewhere(Some(&[HostId(2)]));
-        intake.stored_elsewhere(None);
-        tokio::time::sleep(step * 4).await;
-        assert_nothing_read_yet(&mut queue);
         tokio::time::sleep(step * 2).await;
         assert_eq!(reads_queued(&mut queue), 1);
-        let taken = take(&intake);
-        assert!(taken.everything);
+        assert_eq!(take(&intake), hosts(&[1, 2, 3]));
+
+        // Host 1's next report: read 20 s after its last read, not before.
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        intake.stored_elsewhere(Some(&[HostId(1)]));
+        tokio::time::sleep(std::time::Duration::from_secs(9)).await;
+        assert_eq!(
+            reads_queued(&mut queue),
+            0,
+            "read before its least interval"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(1) + step).await;
+        assert_eq!(reads_queued(&mut queue), 1);
+        assert_eq!(take(&intake), hosts(&[1]));
+
+        intake.stored_elsewhere(None);
+        tokio::time::sleep(GATHER_ELSEWHERE + step).await;
+        assert_eq!(reads_queued(&mut queue), 1);
+        assert_eq!(take(&intake), Taken::Everything);
         // Nothing more was announced: nothing more is read.
-        tokio::time::sleep(GATHER_ELSEWHERE * 4).await;
+        tokio::time::sleep(PACE.every * 2).await;
         assert_eq!(reads_queued(&mut queue), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wake_up_set_does_not_keep_a_stopping_writer_waiting() {
+        let (intake, mut queue) = intake();
+        intake.stored_elsewhere(Some(&[HostId(1)]));
+        drop(intake);
+        let started = tokio::time::Instant::now();
+        assert!(queue.recv().await.is_none(), "the queue stayed open");
+        assert_eq!(started.elapsed(), std::time::Duration::ZERO);
     }
 }
