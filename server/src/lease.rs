@@ -13,6 +13,8 @@
 //!
 //! On SQLite one server owns the file: it always holds the lease.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -31,6 +33,8 @@ pub const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Clone)]
 pub struct Lease {
     held: watch::Receiver<bool>,
+    /// How many times this server took the lease: each taking is a term of its own.
+    takings: Arc<AtomicU64>,
 }
 
 impl Lease {
@@ -39,7 +43,10 @@ impl Lease {
         let (keep, held) = watch::channel(true);
         // The sender lives on: a dropped one would end `wait_held`'s waits.
         std::mem::forget(keep);
-        Lease { held }
+        Lease {
+            held,
+            takings: Arc::new(AtomicU64::new(1)),
+        }
     }
 
     /// Starts keeping the lease on `db`: always held on SQLite; on PostgreSQL taken when free,
@@ -62,13 +69,20 @@ impl Lease {
             log_taken();
         }
         let (held_tx, held) = watch::channel(taken);
-        tokio::spawn(keep(db.clone(), first, held_tx));
-        Lease { held }
+        let takings = Arc::new(AtomicU64::new(u64::from(taken)));
+        tokio::spawn(keep(db.clone(), first, held_tx, takings.clone()));
+        Lease { held, takings }
     }
 
     /// Whether this server holds the lease now.
     pub fn held(&self) -> bool {
         *self.held.borrow()
+    }
+
+    /// Which of this server's terms holds the lease now (the first taking is 1), or `None` when
+    /// it stands by: a lease lost and taken again between two looks is a new term.
+    pub fn term(&self) -> Option<u64> {
+        self.held().then(|| self.takings.load(Ordering::Acquire))
     }
 
     /// Waits until this server holds the lease.
@@ -85,7 +99,12 @@ impl Lease {
 
 /// Takes the lease whenever it is free and holds it while the session lives, for ever; `held`
 /// starts true when `session` holds it already.
-async fn keep(db: Db, mut session: Option<LeaseSession>, held: watch::Sender<bool>) {
+async fn keep(
+    db: Db,
+    mut session: Option<LeaseSession>,
+    held: watch::Sender<bool>,
+    takings: Arc<AtomicU64>,
+) {
     loop {
         let mut s = match session.take() {
             Some(s) => s,
@@ -115,6 +134,7 @@ async fn keep(db: Db, mut session: Option<LeaseSession>, held: watch::Sender<boo
             if !taken {
                 continue;
             }
+            takings.fetch_add(1, Ordering::Release);
             held.send_replace(true);
             log_taken();
         }

@@ -25,19 +25,23 @@ pub fn spawn(
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut caught_up = false;
+        let mut caught_up_in: Option<u64> = None;
         loop {
             ticker.tick().await;
-            if !evaluating.lease.held() {
-                caught_up = false;
+            let Some(term) = evaluating.lease.term() else {
                 continue;
-            }
+            };
             // A follower reads the others' hosts at most every so often: the first evaluation
-            // as holder waits until it has read all they announced, so that it never judges
-            // their guests on older figures than the last holder did.
-            if !caught_up {
+            // of each term waits until it has read all they announced, so that it does not
+            // judge their guests on older figures than the last holder did.
+            if caught_up_in != Some(term) {
                 evaluating.intake.catch_up_with_others().await;
-                caught_up = true;
+                // The catch-up waited its turn behind the writer's queue: the lease may have
+                // moved meanwhile, and another server may evaluate now.
+                if evaluating.lease.term() != Some(term) {
+                    continue;
+                }
+                caught_up_in = Some(term);
             }
             match evaluate(&evaluating, evaluating.clock.now_ms()).await {
                 // Alertmanager hears of a change at once, not at the next resend.

@@ -166,6 +166,14 @@ impl Elsewhere {
         (taken, next.and_then(|at| self.wake(at)))
     }
 
+    /// A read of `hosts` failed: they are not counted as read, so the next announcement of
+    /// each is read a gathering time after it, as a host never read.
+    pub fn read_failed(&mut self, hosts: &[HostId]) {
+        for host_id in hosts {
+            self.read_at.remove(host_id);
+        }
+    }
+
     /// `at`, unless a wake-up set comes by then.
     fn wake(&mut self, at: Instant) -> Option<Instant> {
         if self.wakes.first().is_some_and(|&set| set <= at) {
@@ -308,6 +316,25 @@ mod tests {
         elsewhere.announced(None, at(21_000));
         assert_eq!(elsewhere.take_all(at(21_000)), (Taken::Everything, None));
         assert_eq!(elsewhere.take_all(at(21_100)), (Taken::Nothing, None));
+    }
+
+    #[test]
+    fn a_host_whose_read_failed_is_read_at_its_next_announcement() {
+        let mut elsewhere = Elsewhere::new(PACE);
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        elsewhere.announced(Some(&[HostId(1), HostId(2)]), at(0));
+        assert_eq!(elsewhere.take_due(at(250)), (hosts(&[1, 2]), None));
+        elsewhere.read_failed(&[HostId(1)]);
+        assert_eq!(
+            elsewhere.announced(Some(&[HostId(1)]), at(1_000)),
+            Some(at(1_250))
+        );
+        assert_eq!(elsewhere.announced(Some(&[HostId(2)]), at(1_000)), None);
+        assert_eq!(
+            elsewhere.take_due(at(1_250)),
+            (hosts(&[1]), Some(at(20_250)))
+        );
     }
 
     #[test]

@@ -243,9 +243,14 @@ impl Writer {
         };
         let (fleet, now_ms) = (self.fleet.clone(), self.clock.now_ms());
         self.metrics.read_elsewhere(hosts.as_ref().map(Vec::len));
+        let elsewhere = self.elsewhere.clone();
         contained(async move {
-            if let Err(e) = fleet.stored_elsewhere(hosts, now_ms).await {
-                // Read again with the host's next report, here or elsewhere.
+            if let Err(e) = fleet.stored_elsewhere(hosts.clone(), now_ms).await {
+                // Read again with the host's next report, here or elsewhere, a gathering time
+                // after it rather than the least interval after this read.
+                if let Some(hosts) = &hosts {
+                    lock(&elsewhere).read_failed(hosts);
+                }
                 tracing::warn!(error = %e, "what another server stored could not be read");
             }
         })
