@@ -189,9 +189,14 @@ fn lock(elsewhere: &Mutex<Elsewhere>) -> std::sync::MutexGuard<'_, Elsewhere> {
     elsewhere.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// What other servers stored that is due to be read now; the next read's wake-up is set.
-fn due_elsewhere(elsewhere: &Mutex<Elsewhere>, wake: &mpsc::WeakSender<Job>) -> Taken {
-    let (taken, next) = lock(elsewhere).take_due(tokio::time::Instant::now());
+/// What other servers stored that `take` takes now (what is due, or all of it); the next
+/// read's wake-up is set.
+fn take_elsewhere(
+    elsewhere: &Mutex<Elsewhere>,
+    wake: &mpsc::WeakSender<Job>,
+    take: fn(&mut Elsewhere, tokio::time::Instant) -> (Taken, Option<tokio::time::Instant>),
+) -> Taken {
+    let (taken, next) = take(&mut lock(elsewhere), tokio::time::Instant::now());
     if let Some(at) = next {
         wake_writer_at(wake, at);
     }
@@ -272,14 +277,15 @@ impl Writer {
                     contained(write_facts(self.db.clone(), self.fleet.clone(), job)).await;
                 }
                 Job::Reload => {
-                    self.read_elsewhere(due_elsewhere(&self.elsewhere, &self.wake))
-                        .await;
+                    self.read_elsewhere(take_elsewhere(
+                        &self.elsewhere,
+                        &self.wake,
+                        Elsewhere::take_due,
+                    ))
+                    .await;
                 }
                 Job::CatchUp(done) => {
-                    let (taken, next) = lock(&self.elsewhere).take_all(tokio::time::Instant::now());
-                    if let Some(at) = next {
-                        wake_writer_at(&self.wake, at);
-                    }
+                    let taken = take_elsewhere(&self.elsewhere, &self.wake, Elsewhere::take_all);
                     self.read_elsewhere(taken).await;
                     let _ = done.send(());
                 }
@@ -594,7 +600,11 @@ mod tests {
 
     /// Takes a read as the writer does.
     fn take(intake: &Intake) -> Taken {
-        due_elsewhere(&intake.elsewhere, &intake.jobs.downgrade())
+        take_elsewhere(
+            &intake.elsewhere,
+            &intake.jobs.downgrade(),
+            Elsewhere::take_due,
+        )
     }
 
     fn hosts(ids: &[i64]) -> Taken {
