@@ -13,8 +13,6 @@
 //!
 //! On SQLite one server owns the file: it always holds the lease.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -32,21 +30,18 @@ pub const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 /// A cheap handle on whether this server holds the lease now.
 #[derive(Clone)]
 pub struct Lease {
-    held: watch::Receiver<bool>,
-    /// How many times this server took the lease: each taking is a term of its own.
-    takings: Arc<AtomicU64>,
+    /// The term this server holds the lease in (its first taking is 1, each taking after a
+    /// loss the next), or `None` while it stands by.
+    held: watch::Receiver<Option<u64>>,
 }
 
 impl Lease {
     /// A lease always held: the only server on its database.
     pub fn always_held() -> Lease {
-        let (keep, held) = watch::channel(true);
+        let (keep, held) = watch::channel(Some(1));
         // The sender lives on: a dropped one would end `wait_held`'s waits.
         std::mem::forget(keep);
-        Lease {
-            held,
-            takings: Arc::new(AtomicU64::new(1)),
-        }
+        Lease { held }
     }
 
     /// Starts keeping the lease on `db`: always held on SQLite; on PostgreSQL taken when free,
@@ -68,27 +63,26 @@ impl Lease {
         if taken {
             log_taken();
         }
-        let (held_tx, held) = watch::channel(taken);
-        let takings = Arc::new(AtomicU64::new(u64::from(taken)));
-        tokio::spawn(keep(db.clone(), first, held_tx, takings.clone()));
-        Lease { held, takings }
+        let (held_tx, held) = watch::channel(taken.then_some(1));
+        tokio::spawn(keep(db.clone(), first, held_tx));
+        Lease { held }
     }
 
     /// Whether this server holds the lease now.
     pub fn held(&self) -> bool {
-        *self.held.borrow()
+        self.held.borrow().is_some()
     }
 
     /// Which of this server's terms holds the lease now (the first taking is 1), or `None` when
     /// it stands by: a lease lost and taken again between two looks is a new term.
     pub fn term(&self) -> Option<u64> {
-        self.held().then(|| self.takings.load(Ordering::Acquire))
+        *self.held.borrow()
     }
 
     /// Waits until this server holds the lease.
     pub async fn wait_held(&self) {
         let mut held = self.held.clone();
-        let _ = held.wait_for(|&h| h).await;
+        let _ = held.wait_for(Option::is_some).await;
     }
 
     /// `held` or `standby`, as `/readyz` says it.
@@ -97,14 +91,11 @@ impl Lease {
     }
 }
 
-/// Takes the lease whenever it is free and holds it while the session lives, for ever; `held`
-/// starts true when `session` holds it already.
-async fn keep(
-    db: Db,
-    mut session: Option<LeaseSession>,
-    held: watch::Sender<bool>,
-    takings: Arc<AtomicU64>,
-) {
+/// Takes the lease whenever it is free and holds it while the session lives, for ever, each
+/// taking a new term in `held`; `held` starts at term 1 when `session` holds it already.
+async fn keep(db: Db, mut session: Option<LeaseSession>, held: watch::Sender<Option<u64>>) {
+    // This server's terms so far.
+    let mut terms = held.borrow().unwrap_or(0);
     loop {
         let mut s = match session.take() {
             Some(s) => s,
@@ -122,7 +113,7 @@ async fn keep(
                 }
             },
         };
-        if !*held.borrow() {
+        if held.borrow().is_none() {
             // A standby: try until taken or the session fails.
             let taken = loop {
                 match tokio::time::timeout(CHECK_TIMEOUT, s.try_take()).await {
@@ -134,8 +125,8 @@ async fn keep(
             if !taken {
                 continue;
             }
-            takings.fetch_add(1, Ordering::Release);
-            held.send_replace(true);
+            terms += 1;
+            held.send_replace(Some(terms));
             log_taken();
         }
         // The holder: check until a check fails, then stand down at once.
@@ -156,7 +147,7 @@ async fn keep(
                 }
             }
         }
-        held.send_replace(false);
+        held.send_replace(None);
         // Dropping the session closes it: if the database still thinks it alive, this lets
         // the lock go at once rather than after the keepalives.
         drop(s);
