@@ -9,6 +9,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each part's time, so that a slow run says where it went (CI has a budget: docs/testing.md).
+started=$SECONDS
+mark=$SECONDS
+took() {
+    echo "test.sh: $1: $((SECONDS - mark)) s ($((SECONDS - started)) s so far)" >&2
+    mark=$SECONDS
+}
+
 # chromium and chromium-driver: the browser tests (server/tests/suite/browser.rs).
 # python3-venv and curl: schemathesis against the OpenAPI document (scripts/schemathesis.sh).
 # systemd (systemd-analyze), adduser and strace: the Debian packages' test (scripts/packages.sh).
@@ -57,6 +65,7 @@ python3 scripts/module-cycles.py agent/src
 python3 scripts/module-cycles.py wire/src
 # The Ansible collection: ansible-lint (production profile) and every playbook's syntax.
 scripts/ansible-lint.sh
+took "packages checked, module layers, ansible-lint"
 
 scripts/guest-assets.sh >/dev/null
 # Starts libvirtd and what it needs, adds the agent's test user, keeps the virtio modules.
@@ -65,16 +74,24 @@ scripts/guest-assets.sh >/dev/null
 "${as_root[@]}" scripts/ansible-root.sh >/dev/null
 # A kernel built without NO_HZ for the real-guest tests: minutes the first time, then cached.
 scripts/periodic-kernel.sh >/dev/null
+took "guest kernels, libvirt, root filesystem"
 # The real-guest test runs the agent binary, which belongs to another package of the workspace.
-cargo build --workspace --bins
+# (The server's binary is built with its test suite, which runs it: built here too, it would be
+# built with the features of a build without dev-dependencies, so that its dependencies, tokio,
+# sqlx and axum among them, were compiled twice, three minutes on two cores.)
+cargo build -p tickscope-agent --bins
+took "the agent's build"
 # The server's integration tests are one binary (server/tests/suite): the tests that boot guests
 # (its modules real_guests and libvirt) run apart from the rest and one at a time, so that no
 # other test shares the machine with them. The skip applies to that binary only.
 cargo test --workspace --exclude tickscope-server -- --include-ignored
 cargo test -p tickscope-server --lib --bins -- --include-ignored
 cargo test -p tickscope-server --doc
+took "the builds and unit tests"
 cargo test -p tickscope-server --test suite -- --include-ignored --skip real_guests:: --skip libvirt::
+took "the suite on SQLite"
 cargo test -p tickscope-server --test suite -- --include-ignored --test-threads=1 real_guests:: libvirt::
+took "the real guests and libvirt"
 # The same suite on PostgreSQL: each test makes a database of its own on a throwaway cluster
 # (server/tests/suite/common/database.rs). The guest-booting tests measure guests, not storage:
 # they run on SQLite only, as do the Ansible runs (their server is a process on SQLite).
@@ -83,5 +100,8 @@ trap 'scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir"' EXIT
 pg_url=$(scripts/postgres.sh start "$pg_dir")
 TICKSCOPE_TEST_POSTGRES=$pg_url \
     cargo test -p tickscope-server --test suite -- --include-ignored --skip real_guests:: --skip libvirt:: --skip ansible::
+took "the suite on PostgreSQL"
 scripts/schemathesis.sh
+took "schemathesis"
 scripts/packages.sh
+took "the Debian packages"

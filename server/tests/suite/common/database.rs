@@ -54,8 +54,9 @@ pub struct TestDb {
 }
 
 impl TestDb {
-    /// A new, empty database: `name` in `dir` for SQLite, a new database on the PostgreSQL
-    /// server otherwise.
+    /// A new database no other test uses: `name` in `dir` for SQLite (an empty file), a new
+    /// database on the PostgreSQL server otherwise (with the schema already in place: see
+    /// [`postgres_template`]).
     pub async fn new(dir: &Path, name: &str) -> TestDb {
         let url = match postgres_base() {
             Some(base) => fresh_postgres_database(&base).await,
@@ -94,9 +95,39 @@ pub async fn open_test_db(dir: &Path) -> Db {
     TestDb::new(dir, "t.db").await.open().await
 }
 
-/// Creates a database no other test uses on the server at `base` and returns its URL. The
-/// databases stay until the throwaway cluster is deleted (`scripts/test.sh` deletes it).
+/// Creates a database no other test uses on the server at `base`, a copy of
+/// [`postgres_template`], and returns its URL. The databases stay until the throwaway cluster
+/// is deleted (`scripts/test.sh` deletes it).
 async fn fresh_postgres_database(base: &str) -> String {
+    let base = base.trim_end_matches('/');
+    let template = postgres_template(base).await;
+    create_postgres_database(base, Some(template)).await
+}
+
+/// A database made once per run of the suite and brought up to date as a server opens one
+/// (its migrations and the session store's). Each test's database is copied from it: a copy
+/// costs a few files, where running every migration again cost most of a test on PostgreSQL
+/// (the hostile-input property tests make 600 databases). The server still runs its
+/// migrations on the copy, finding each applied, as on any restart; the migrations from an
+/// empty database run here once per run, and from an empty file in every SQLite test.
+async fn postgres_template(base: &str) -> &'static str {
+    static TEMPLATE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+    TEMPLATE
+        .get_or_init(|| async {
+            let url = create_postgres_database(base, None).await;
+            let db = Db::connect(&url.parse().unwrap(), 1)
+                .await
+                .unwrap_or_else(|e| panic!("cannot migrate the template database {url}: {e}"));
+            // A database is copied only while no one is connected to it.
+            db.close().await;
+            url.rsplit('/').next().unwrap().to_string()
+        })
+        .await
+}
+
+/// Creates a new database on the server at `base`, a copy of `template` if given, and returns
+/// its URL.
+async fn create_postgres_database(base: &str, template: Option<&str>) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let name = format!(
         "t_{}_{}_{}",
@@ -104,12 +135,12 @@ async fn fresh_postgres_database(base: &str) -> String {
         NEXT.fetch_add(1, Ordering::Relaxed),
         tickscope_server::clock::now_ms()
     );
-    let base = base.trim_end_matches('/');
     let mut admin = sqlx::PgConnection::connect(&format!("{base}/postgres"))
         .await
         .unwrap_or_else(|e| panic!("TICKSCOPE_TEST_POSTGRES: cannot connect to {base}: {e}"));
-    // The name is made here of digits and underscores: nothing to quote.
-    sqlx::query(&format!("CREATE DATABASE {name}"))
+    // The names are made here of digits and underscores: nothing to quote.
+    let template = template.map_or(String::new(), |t| format!(" TEMPLATE {t}"));
+    sqlx::query(&format!("CREATE DATABASE {name}{template}"))
         .execute(&mut admin)
         .await
         .unwrap();
