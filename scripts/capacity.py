@@ -160,6 +160,16 @@ def self_test():
          ["y WARN b", "z ERROR c"]),
         ("worst", worst([None, 3.0, 1.0]), 3.0),
         ("worst of nothing", worst([None]), None),
+        ("follower reads", parse_follower_reads(
+            "tickscope_follower_reads_total 4\ntickscope_follower_hosts_read_total 40\n"
+            + READ_SECONDS + "_sum 0.2\n" + READ_SECONDS + "_count 4\n"
+            + READ_SECONDS + '_bucket{le="0.032"} 2\n' + READ_SECONDS + '_bucket{le="0.064"} 3\n'
+            + READ_SECONDS + '_bucket{le="0.128"} 4\n' + READ_SECONDS + '_bucket{le="+Inf"} 4\n'),
+         (4, 40, 50.0, 128.0)),
+        ("follower reads without durations", parse_follower_reads(
+            "tickscope_follower_reads_total 1\ntickscope_follower_hosts_read_total 2\n"),
+         (1, 2, None, None)),
+        ("no follower reads", parse_follower_reads("tickscope_ingest_samples_total 1\n"), None),
     ]
     failed = [(what, got, want) for what, got, want in cases if got != want]
     for what, got, want in failed:
@@ -534,20 +544,38 @@ def guests_listed(base, api_token):
     return body.get("matching"), totals.get("guests"), totals.get("hosts")
 
 
+READ_SECONDS = "tickscope_follower_read_duration_seconds"
+
+
 def follower_reads(base, api_token):
-    """(reads, hosts read) of what other servers stored, from the server's `/metrics`; None
-    where a server does not count them."""
+    """(reads, hosts read, mean read ms, p99 read ms) of what other servers stored, from the
+    server's `/metrics` (the p99 as the bucket bound it falls under; None without the
+    histogram); None where a server does not count them."""
     answer = request(base, "GET", "/metrics", headers={"Authorization": f"Bearer {api_token}"})
     if answer.status != 200:
         raise StepFailed(f"GET /metrics on {base} answered {answer.status}")
-    counts = {}
-    for line in answer.text().splitlines():
+    return parse_follower_reads(answer.text())
+
+
+def parse_follower_reads(text):
+    counts, buckets = {}, []
+    for line in text.splitlines():
         name, _, value = line.partition(" ")
-        if name in ("tickscope_follower_reads_total", "tickscope_follower_hosts_read_total"):
-            counts[name] = int(float(value))
-    if len(counts) < 2:
+        value = value.split(" ")[0]
+        if name in ("tickscope_follower_reads_total", "tickscope_follower_hosts_read_total",
+                    READ_SECONDS + "_sum", READ_SECONDS + "_count"):
+            counts[name] = float(value)
+        elif name.startswith(READ_SECONDS + '_bucket{le="'):
+            bound = name[len(READ_SECONDS + '_bucket{le="'):].split('"')[0]
+            buckets.append((float(bound), float(value)))
+    if "tickscope_follower_reads_total" not in counts:
         return None
-    return counts["tickscope_follower_reads_total"], counts["tickscope_follower_hosts_read_total"]
+    reads = int(counts["tickscope_follower_reads_total"])
+    hosts = int(counts["tickscope_follower_hosts_read_total"])
+    n = counts.get(READ_SECONDS + "_count", 0)
+    mean_ms = 1000 * counts[READ_SECONDS + "_sum"] / n if n else None
+    p99_ms = next((1000 * bound for bound, c in sorted(buckets) if c >= 0.99 * n), None) if n else None
+    return reads, hosts, mean_ms, p99_ms
 
 
 def guest_ids(base, api_token):
@@ -888,8 +916,10 @@ def report(r, config):
             for i, (m, g, h) in enumerate(r["listed_busy"]))
         print(f"fleets at the end of the ingest (GET /api/v1/guests?limit=1): {listed}")
         print("reads of what the other server stored, warm-up included (/metrics): " + "; ".join(
-            f"server {i + 1} " + (f"{c[0]:,} reads of {c[1]:,} hosts, {c[1] / max(c[0], 1):.1f} a read"
-                                  if c else "not counted")
+            f"server {i + 1} " + (
+                f"{c[0]:,} reads of {c[1]:,} hosts, {c[1] / max(c[0], 1):.1f} a read"
+                + (f", {c[2]:.1f} ms a read, 99 % within {c[3]:g} ms" if c[2] is not None else "")
+                if c else "not counted")
             for i, c in enumerate(r["follower_reads"])))
         agree = all(o == 0 for o in r["only_on"])
         print(

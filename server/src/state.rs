@@ -28,7 +28,9 @@ use crate::http::admission::{Admission, AdmissionLimits, AdmissionSettings, Requ
 use crate::http::listener::Proxies;
 use crate::http::spending::Credential;
 use crate::ingest::ValidReport;
-use crate::intake::{DEFAULT_FOLLOW_EVERY_S, GATHER_ELSEWHERE, GuestLimits, Intake, Pace};
+use crate::intake::{
+    DEFAULT_FOLLOW_EVERY_S, GATHER_ELSEWHERE, GuestLimits, Intake, MOST_HOSTS_A_READ, Pace,
+};
 use crate::lease::Lease;
 use crate::logging::WarningBudget;
 use crate::metrics::Metrics;
@@ -129,6 +131,7 @@ impl AppState {
                 Pace {
                     gather: GATHER_ELSEWHERE,
                     every: options.follow_every,
+                    most_hosts: MOST_HOSTS_A_READ,
                 },
                 metrics.clone(),
             ),

@@ -14,8 +14,15 @@
 //!   storing server's.
 //!
 //! A host never read (a new one, or one read longer than `every` ago) is read after `gather`
-//! alone. Time is passed in: this is bookkeeping only, and the caller sets the wake-ups it asks
-//! for (see [`Elsewhere::announced`]).
+//! alone.
+//!
+//! - **At most [`Pace::most_hosts`] a read:** hosts read together are due together again
+//!   `every` later, and gather the hosts due just after them into the same read, so that the
+//!   reads grow round after round. A read takes the soonest due up to the bound; the next is
+//!   due at once, and waits behind the reports that came meanwhile.
+//!
+//! Time is passed in: this is bookkeeping only, and the caller sets the wake-ups it asks for
+//! (see [`Elsewhere::announced`]).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
@@ -30,6 +37,8 @@ pub struct Pace {
     pub gather: Duration,
     /// A host is read again at most this often (zero: after every announcement).
     pub every: Duration,
+    /// The most hosts a read of what is due takes.
+    pub most_hosts: usize,
 }
 
 /// What a read takes.
@@ -107,7 +116,7 @@ impl Elsewhere {
     /// Takes what is due at `now` (a wake-up came): the hosts to read now, or every active
     /// guest. Returns the next wake-up to set too, if one set does not come soon enough.
     pub fn take_due(&mut self, now: Instant) -> (Taken, Option<Instant>) {
-        self.take(now, Some(now + self.pace.gather))
+        self.take(now, Some((now + self.pace.gather, self.pace.most_hosts)))
     }
 
     /// Takes everything announced and not read yet, due or not (this server took the lease:
@@ -116,9 +125,14 @@ impl Elsewhere {
         self.take(now, None)
     }
 
-    /// Takes what is due by `through` (everything: `None`).
-    fn take(&mut self, now: Instant, through: Option<Instant>) -> (Taken, Option<Instant>) {
-        let due = |at: Instant| through.is_none_or(|through| at <= through);
+    /// Takes what is due by `through`, at most so many hosts (everything: `None`).
+    fn take(
+        &mut self,
+        now: Instant,
+        through: Option<(Instant, usize)>,
+    ) -> (Taken, Option<Instant>) {
+        let due = |at: Instant| through.is_none_or(|(through, _)| at <= through);
+        let most = through.map_or(usize::MAX, |(_, most)| most);
         while let Some(&wake) = self.wakes.first()
             && wake <= now
         {
@@ -143,7 +157,8 @@ impl Elsewhere {
             // writer again for a read of their own: reads come a gathering time apart at
             // least.
             let mut hosts = Vec::new();
-            while let Some(&(at, host_id)) = self.due.first()
+            while hosts.len() < most
+                && let Some(&(at, host_id)) = self.due.first()
                 && due(at)
             {
                 self.due.pop_first();
@@ -191,6 +206,7 @@ mod tests {
     const PACE: Pace = Pace {
         gather: Duration::from_millis(250),
         every: Duration::from_secs(20),
+        most_hosts: 3,
     };
 
     /// What happens at a time, in milliseconds from the start.
@@ -270,6 +286,24 @@ mod tests {
     }
 
     #[test]
+    fn a_read_takes_at_most_so_many_hosts_the_soonest_due_first_and_the_rest_at_once() {
+        check(
+            PACE,
+            &[
+                (0, Announce(Some(&[1, 2, 3, 4]), Some(250))),
+                (100, Announce(Some(&[5]), None)),
+                (250, Take(hosts(&[1, 2, 3]), Some(250))),
+                // The rest of what was due: at the next wake-up, with what came due since.
+                (260, Take(hosts(&[4, 5]), None)),
+                // Read again together 20 s later, and still at most three a read.
+                (10_000, Announce(Some(&[1, 2, 3, 4, 5]), Some(20_250))),
+                (20_250, Take(hosts(&[1, 2, 3]), Some(20_260))),
+                (20_260, Take(hosts(&[4, 5]), None)),
+            ],
+        );
+    }
+
+    #[test]
     fn a_wake_up_that_finds_nothing_due_takes_nothing() {
         check(
             PACE,
@@ -310,8 +344,13 @@ mod tests {
         elsewhere.announced(Some(&[HostId(1)]), at(0));
         assert_eq!(elsewhere.take_due(at(250)), (hosts(&[1]), None));
         elsewhere.announced(Some(&[HostId(1)]), at(1_000));
-        elsewhere.announced(Some(&[HostId(2)]), at(1_100));
-        assert_eq!(elsewhere.take_all(at(1_200)), (hosts(&[1, 2]), None));
+        // More than a due read takes at once.
+        let others: Vec<HostId> = (2..=5).map(HostId).collect();
+        elsewhere.announced(Some(&others), at(1_100));
+        assert_eq!(
+            elsewhere.take_all(at(1_200)),
+            (hosts(&[1, 2, 3, 4, 5]), None)
+        );
         assert_eq!(elsewhere.take_due(at(20_250)), (Taken::Nothing, None));
         elsewhere.announced(None, at(21_000));
         assert_eq!(elsewhere.take_all(at(21_000)), (Taken::Everything, None));

@@ -117,6 +117,7 @@ pub struct Metrics {
     warnings_held_back: Counter,
     follower_reads: Counter,
     follower_hosts: Counter,
+    follower_read_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -132,6 +133,7 @@ impl Default for Metrics {
             warnings_held_back: Counter::default(),
             follower_reads: Counter::default(),
             follower_hosts: Counter::default(),
+            follower_read_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
         };
         // Known outcomes are 0 until they happen, instead of absent: `rate()` and alerts on
         // them then work from the first scrape.
@@ -212,12 +214,13 @@ impl Metrics {
     }
 
     /// What other servers on the database stored was read again: `hosts` of them, or every
-    /// active guest (`None`).
-    pub fn read_elsewhere(&self, hosts: Option<usize>) {
+    /// active guest (`None`), in `seconds` of the writer's time.
+    pub fn read_elsewhere(&self, hosts: Option<usize>, seconds: f64) {
         self.follower_reads.inc();
         if let Some(hosts) = hosts {
             self.follower_hosts.inc_by(hosts as u64);
         }
+        self.follower_read_seconds.observe(seconds);
     }
 
     /// How many requests were refused for `budget`, of every kind of credential (for tests).
@@ -303,6 +306,12 @@ impl Metrics {
             "tickscope_follower_hosts_read",
             "Hosts those reads read again (hosts read over reads: how many one read takes)",
             self.follower_hosts.clone(),
+        );
+        registry.register_with_unit(
+            "tickscope_follower_read_duration",
+            "Time one of those reads kept the writer, which stores this server's reports meanwhile (a read takes at most a few dozen hosts, so reports wait behind little)",
+            Unit::Seconds,
+            self.follower_read_seconds.clone(),
         );
     }
 }

@@ -472,18 +472,19 @@ fn two_servers_on_one_postgresql_share_the_fleet_and_one_holds_the_lease() {
 
     // Each read what the other stored, each read one host at least, and says so to Prometheus.
     for url in urls {
-        let (reads, hosts) = follower_reads(url, &viewer);
+        let (reads, hosts, timed) = follower_reads(url, &viewer);
         assert!(reads > 0, "{url} says it read nothing the other stored");
         assert!(
             hosts >= reads,
             "{url} read {hosts} hosts in {reads} reads: a read takes one at least"
         );
+        assert_eq!(timed, reads, "{url}: each read's time is in the histogram");
     }
 }
 
-/// What `url`'s `/metrics` says of its reads of what the other servers stored: how many, and
-/// the hosts they read.
-fn follower_reads(url: &str, viewer: &str) -> (u64, u64) {
+/// What `url`'s `/metrics` says of its reads of what the other servers stored: how many, the
+/// hosts they read, and how many reads its histogram of their durations counts.
+fn follower_reads(url: &str, viewer: &str) -> (u64, u64, u64) {
     let body = ureq::get(format!("{url}/metrics"))
         .header("Authorization", &format!("Bearer {viewer}"))
         .call()
@@ -501,6 +502,7 @@ fn follower_reads(url: &str, viewer: &str) -> (u64, u64) {
     (
         value("tickscope_follower_reads_total"),
         value("tickscope_follower_hosts_read_total"),
+        value("tickscope_follower_read_duration_seconds_count"),
     )
 }
 
