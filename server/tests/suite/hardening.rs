@@ -211,6 +211,49 @@ fn tokens_and_cookies_never_reach_the_log_even_at_trace_level() {
 }
 
 #[tokio::test]
+async fn senders_and_users_wait_for_slots_of_their_own() {
+    // (agents' and guests' slots, sessions' and viewers' slots, what a report and a viewer's
+    // read are answered)
+    let cases = [
+        (0, 32, StatusCode::SERVICE_UNAVAILABLE, StatusCode::OK),
+        (64, 0, StatusCode::OK, StatusCode::SERVICE_UNAVAILABLE),
+    ];
+    for (senders, users, report, read) in cases {
+        let s = server_with(Options {
+            admission: AdmissionLimits {
+                sender_slots: senders,
+                user_slots: users,
+                queue_timeout: Duration::from_millis(50),
+                ..AdmissionLimits::default()
+            },
+            ..Options::default()
+        })
+        .await;
+        let what = format!("{senders} senders' slots, {users} users'");
+        let reported = s
+            .post_report(Some(&s.agent_token.clone()), &fleet_report(1))
+            .await;
+        assert_eq!(
+            reported.status, report,
+            "{what}: a report: {}",
+            reported.body
+        );
+        let listed = s
+            .call(Method::GET, "/api/v1/guests", Some(&s.viewer_token), None)
+            .await;
+        assert_eq!(
+            listed.status, read,
+            "{what}: a viewer's read: {}",
+            listed.body
+        );
+        if users > 0 {
+            // Logging in opens the overview with the new session: it is served too.
+            s.login("ops", "viewer").await;
+        }
+    }
+}
+
+#[tokio::test]
 async fn a_full_budget_is_answered_503_with_retry_after_and_leaves_the_other_budget_alone() {
     // No slot at all for requests without a credential: each waits its turn briefly, then is
     // told to come back, while agents are served as before.

@@ -15,8 +15,11 @@
 //! - A body holds the bytes that have arrived, against its credential's budget and the server's,
 //!   growing up to its role's limit: never the whole limit up front, so a body that trickles in
 //!   holds what it sent, nothing more (`body_meter`).
-//! - Then a slot of the request's kind (with a credential, or without: logins hash passwords)
-//!   waits briefly, then is answered 503 with `Retry-After`: never a silent stall (`slots`).
+//! - Then a slot of the request's kind waits briefly, then is answered 503 with `Retry-After`:
+//!   never a silent stall (`slots`). Senders (an agent's or a guest's token), users (a session
+//!   or a viewer's token) and requests without a credential (logins hash passwords) each have
+//!   slots of their own, so that neither a fleet reporting faster than it is stored nor a flood
+//!   of logins keeps the others waiting.
 //! - The answer holds the slot and the credential's share until its last byte, and must be read
 //!   within [`AdmissionLimits::answer_timeout`]; a streamed answer also takes one of its
 //!   credential's streams ([`Spend::stream`]).
@@ -56,7 +59,9 @@ pub use spend::{Spend, take_stream};
 
 use super::client::{ConnectedFrom, client_address};
 use super::guarded_body::guarded;
+use super::spending::Credential;
 use crate::db::Db;
+use crate::domain::TokenRole;
 use crate::error::AppError;
 use kind::{Kind, kind};
 use slots::{busy, wait_for};
@@ -111,9 +116,17 @@ pub async fn admit(
     {
         return e.into_response();
     }
-    let slots = match kind {
-        Kind::Token | Kind::Session => &admission.credentialed,
-        _ => &admission.anonymous,
+    let slots = match spend.credential() {
+        Credential::Token {
+            role: TokenRole::Agent | TokenRole::Guest,
+            ..
+        } => &admission.senders,
+        Credential::Token {
+            role: TokenRole::Viewer,
+            ..
+        }
+        | Credential::Session(_) => &admission.users,
+        Credential::Address(_) => &admission.anonymous,
     };
     let Some(slot) = wait_for(slots, 1, admission.limits.queue_timeout).await else {
         return busy().into_response();
