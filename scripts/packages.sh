@@ -157,11 +157,6 @@ if [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb $CARGO_DEB_VERSION" ]; t
 fi
 # One package at a time: built together, the agent would get the server's features of the agent
 # crate (Cargo unifies them), and with them code it does not need.
-# Without the release profile's link-time optimisation: what is tested here is the packages'
-# files, scripts, units and users, and thin LTO took about 3 of the server's 9 minutes of build
-# on two cores (it is done once, at the link, across every crate). The README's `cargo deb`
-# builds the packages that ship, with it.
-export CARGO_PROFILE_RELEASE_LTO=false
 agent_deb=$(cargo deb -p tickscope-agent | tail -n 1)
 server_deb=$(cargo deb -p tickscope-server | tail -n 1)
 [ -f "$agent_deb" ] && [ -f "$server_deb" ] || fail "cargo deb printed no package path"
