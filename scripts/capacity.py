@@ -571,7 +571,7 @@ def parse_follower_reads(text):
     if "tickscope_follower_reads_total" not in counts:
         return None
     reads = int(counts["tickscope_follower_reads_total"])
-    hosts = int(counts["tickscope_follower_hosts_read_total"])
+    hosts = int(counts.get("tickscope_follower_hosts_read_total", 0))
     n = counts.get(READ_SECONDS + "_count", 0)
     mean_ms = 1000 * counts[READ_SECONDS + "_sum"] / n if n else None
     p99_ms = next((1000 * bound for bound, c in sorted(buckets) if c >= 0.99 * n), None) if n else None

@@ -18,8 +18,9 @@
 //!
 //! - **At most [`Pace::most_hosts`] a read:** hosts read together are due together again
 //!   `every` later, and gather the hosts due just after them into the same read, so that the
-//!   reads grow round after round. A read takes the soonest due up to the bound; the next is
-//!   due at once, and waits behind the reports that came meanwhile.
+//!   reads grow round after round. A read takes the soonest due up to the bound; those left
+//!   that are already due are read next (after the reports that came meanwhile), the others
+//!   at their time.
 //!
 //! Time is passed in: this is bookkeeping only, and the caller sets the wake-ups it asks for
 //! (see [`Elsewhere::announced`]).
@@ -154,8 +155,8 @@ impl Elsewhere {
             Taken::Everything
         } else {
             // Those due within the gathering time join this read rather than wake the
-            // writer again for a read of their own: reads come a gathering time apart at
-            // least.
+            // writer again for a read of their own, up to the bound: past it, what is
+            // already due is read next, after the reports queued meanwhile.
             let mut hosts = Vec::new();
             while hosts.len() < most
                 && let Some(&(at, host_id)) = self.due.first()

@@ -48,12 +48,12 @@ const QUEUE_JOBS: usize = 4_096;
 /// statements and under one copy of the kept orders' paths.
 pub const GATHER_ELSEWHERE: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// The most hosts one read of what other servers stored takes, when it is due: hosts read
-/// together are due together again and gather more each round, so that without a bound the
-/// reads grew (43 hosts, 130 ms, some over 500 ms, at 30,000 guests on two servers) and the
-/// reports queued behind one waited for all of it. The hosts past it are read next, after the
-/// reports queued meanwhile. A read costs about 30 ms and 2.3 ms a host, so a smaller bound
-/// costs more in all (docs/performance.md, issue 28, ninth part).
+/// The most hosts one due read of what other servers stored takes: hosts read together are
+/// due together again and gather more each round, so that without a bound the reads grew and
+/// the reports queued behind one waited for all of it. Those past it that are already due are
+/// read next, after the reports queued meanwhile. Each read has a fixed cost too, so a smaller
+/// bound costs more in all; the figures behind 32 are in docs/performance.md (issue 28, ninth
+/// part).
 pub const MOST_HOSTS_A_READ: usize = 32;
 
 /// How often at most a host another server stores reports of is read here, unless `serve

@@ -309,7 +309,7 @@ impl Metrics {
         );
         registry.register_with_unit(
             "tickscope_follower_read_duration",
-            "Time one of those reads kept the writer, which stores this server's reports meanwhile (a read takes at most a few dozen hosts, so reports wait behind little)",
+            "Time one of those reads kept the writer, which stores none of this server's reports meanwhile (a due read takes at most 32 hosts)",
             Unit::Seconds,
             self.follower_read_seconds.clone(),
         );

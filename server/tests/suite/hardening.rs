@@ -10,6 +10,7 @@ use axum::http::{Method, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use common::{fleet_report, server, server_with};
+use tickscope_server::auth::session::SESSION_COOKIE;
 use tickscope_server::http::admission::AdmissionLimits;
 use tickscope_server::state::Options;
 
@@ -276,6 +277,15 @@ async fn a_full_budget_is_answered_503_with_retry_after_and_leaves_the_other_bud
     );
     assert_eq!(reply.json()["error"]["code"], "unavailable");
     assert_eq!(headers.get("retry-after").unwrap(), "2");
+    // A made-up session cookie spends as no credential, and waits for those slots.
+    let cookie = format!("{SESSION_COOKIE}=made-up-session-id");
+    let forged = s.browse(Method::GET, "/", Some(&cookie), None).await;
+    assert_eq!(
+        forged.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        forged.body
+    );
     assert_eq!(
         s.post_report(Some(&s.agent_token.clone()), &fleet_report(1))
             .await

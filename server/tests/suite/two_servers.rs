@@ -478,7 +478,12 @@ fn two_servers_on_one_postgresql_share_the_fleet_and_one_holds_the_lease() {
             hosts >= reads,
             "{url} read {hosts} hosts in {reads} reads: a read takes one at least"
         );
-        assert_eq!(timed, reads, "{url}: each read's time is in the histogram");
+        // The counter and the histogram are two families of one scrape: a read that ends
+        // while it is written may be in one and not yet in the other.
+        assert!(
+            timed.abs_diff(reads) <= 1,
+            "{url}: {reads} reads, {timed} in the histogram of their time"
+        );
     }
 }
 

@@ -1,12 +1,12 @@
-//! What kind of request this is, by what it carries: whose budget it spends and which slots it
-//! takes.
+//! What kind of request this is, by what it carries: how its credential is found (the
+//! credential found then decides its budget and its slots).
 
 use axum::http::request::Parts;
 use axum::http::{Method, header};
 
 use crate::auth::session::SESSION_COOKIE;
 
-/// Whose budget a request spends, and which slots it takes.
+/// What a request carries, and so how its credential is found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     /// `/healthz`: no body, no work, always answered.

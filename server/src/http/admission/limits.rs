@@ -11,9 +11,8 @@ pub struct AdmissionLimits {
     pub sender_slots: usize,
     /// Requests with a dashboard session or a viewer's token, served at once: pages, the API's
     /// reads, an admin's changes. Slots of their own, so that a fleet reporting faster than
-    /// the writer stores keeps no one waiting for the dashboard (at 30,000 guests on
-    /// PostgreSQL, pages waited behind reports for the 64 slots both shared: p95 400-900 ms,
-    /// and some were answered 503 after the second's wait).
+    /// the writer stores keeps no one waiting for the dashboard (with one pool, pages waited
+    /// behind reports: docs/performance.md, issue 28, ninth part).
     pub user_slots: usize,
     /// Requests without a credential (the login page, logins, the stylesheet), served at once.
     /// Each login hashes a password with argon2 (tens of milliseconds of CPU and 19 MiB), so a

@@ -15,11 +15,12 @@
 //! - A body holds the bytes that have arrived, against its credential's budget and the server's,
 //!   growing up to its role's limit: never the whole limit up front, so a body that trickles in
 //!   holds what it sent, nothing more (`body_meter`).
-//! - Then a slot of the request's kind waits briefly, then is answered 503 with `Retry-After`:
-//!   never a silent stall (`slots`). Senders (an agent's or a guest's token), users (a session
-//!   or a viewer's token) and requests without a credential (logins hash passwords) each have
-//!   slots of their own, so that neither a fleet reporting faster than it is stored nor a flood
-//!   of logins keeps the others waiting.
+//! - Then a slot for the credential it spends for waits briefly, then is answered 503 with
+//!   `Retry-After`: never a silent stall (`slots`). Senders (an agent's or a guest's token),
+//!   users (a session or a viewer's token) and requests without a credential (logins hash
+//!   passwords; a forged or expired session cookie counts as none) each have slots of their
+//!   own, so that neither a fleet reporting faster than it is stored nor a flood of logins
+//!   keeps the others waiting.
 //! - The answer holds the slot and the credential's share until its last byte, and must be read
 //!   within [`AdmissionLimits::answer_timeout`]; a streamed answer also takes one of its
 //!   credential's streams ([`Spend::stream`]).

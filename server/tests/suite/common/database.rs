@@ -106,8 +106,9 @@ async fn fresh_postgres_database(base: &str) -> String {
 
 /// A database made once per run of the suite and brought up to date as a server opens one
 /// (its migrations and the session store's). Each test's database is copied from it: a copy
-/// costs a few files, where running every migration again cost most of a test on PostgreSQL
-/// (the hostile-input property tests make 600 databases). The server still runs its
+/// costs a few files, where running every migration again was about a sixth of the
+/// hostile-input property tests' time there (each case makes a database). The server still
+/// runs its
 /// migrations on the copy, finding each applied, as on any restart; the migrations from an
 /// empty database run here once per run, and from an empty file in every SQLite test.
 async fn postgres_template(base: &str) -> &'static str {
