@@ -125,15 +125,14 @@ impl Default for Metrics {
         let metrics = Metrics {
             reports: Family::default(),
             samples: Counter::default(),
-            // 0.5 ms to about 4 s.
-            ingest_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
+            ingest_seconds: writer_time(),
             notifications: Family::default(),
             refusals: Family::default(),
             connections_refused: Counter::default(),
             warnings_held_back: Counter::default(),
             follower_reads: Counter::default(),
             follower_hosts: Counter::default(),
-            follower_read_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
+            follower_read_seconds: writer_time(),
         };
         // Known outcomes are 0 until they happen, instead of absent: `rate()` and alerts on
         // them then work from the first scrape.
@@ -159,6 +158,12 @@ impl Default for Metrics {
         }
         metrics
     }
+}
+
+/// A histogram of the time work took the writer (a report stored, another server's hosts
+/// read): 0.5 ms to about 4 s.
+fn writer_time() -> Histogram {
+    Histogram::new(exponential_buckets(0.0005, 2.0, 14))
 }
 
 /// A gauge holding `value`.
@@ -309,7 +314,7 @@ impl Metrics {
         );
         registry.register_with_unit(
             "tickscope_follower_read_duration",
-            "Time one of those reads kept the writer, which stores none of this server's reports meanwhile (a due read takes at most 32 hosts)",
+            "Time one of those reads kept the writer, which stores none of this server's reports meanwhile (a due read takes a bounded number of hosts)",
             Unit::Seconds,
             self.follower_read_seconds.clone(),
         );

@@ -60,9 +60,7 @@ pub use spend::{Spend, take_stream};
 
 use super::client::{ConnectedFrom, client_address};
 use super::guarded_body::guarded;
-use super::spending::Credential;
 use crate::db::Db;
-use crate::domain::TokenRole;
 use crate::error::AppError;
 use kind::{Kind, kind};
 use slots::{busy, wait_for};
@@ -117,18 +115,7 @@ pub async fn admit(
     {
         return e.into_response();
     }
-    let slots = match spend.credential() {
-        Credential::Token {
-            role: TokenRole::Agent | TokenRole::Guest,
-            ..
-        } => &admission.senders,
-        Credential::Token {
-            role: TokenRole::Viewer,
-            ..
-        }
-        | Credential::Session(_) => &admission.users,
-        Credential::Address(_) => &admission.anonymous,
-    };
+    let slots = admission.slots_of(spend.credential());
     let Some(slot) = wait_for(slots, 1, admission.limits.queue_timeout).await else {
         return busy().into_response();
     };

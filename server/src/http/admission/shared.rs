@@ -15,7 +15,7 @@ use super::slots::{LOOKUP_SLOTS, PROBE_SLOTS};
 use super::spend::refusal;
 use crate::auth::session_store::Sessions;
 use crate::budgets::Budgets;
-use crate::domain::TokenId;
+use crate::domain::{TokenId, TokenRole};
 use crate::error::AppError;
 use crate::http::client::Network;
 use crate::http::spending::{Credential, Held, Limits, Spending};
@@ -26,9 +26,9 @@ pub struct Admission {
     pub(super) limits: AdmissionLimits,
     budgets: Budgets,
     pub(super) trusted_proxies: Vec<Network>,
-    pub(super) senders: Arc<Semaphore>,
-    pub(super) users: Arc<Semaphore>,
-    pub(super) anonymous: Arc<Semaphore>,
+    senders: Arc<Semaphore>,
+    users: Arc<Semaphore>,
+    anonymous: Arc<Semaphore>,
     pub(super) probes: Arc<Semaphore>,
     /// Token and session lookups at once.
     pub(super) lookup_slots: Arc<Semaphore>,
@@ -107,6 +107,24 @@ impl Admission {
             requests,
             streams: self.budgets.streams_per_credential,
             body_bytes: self.budgets.body_bytes_per_credential,
+        }
+    }
+
+    /// The slots a request spending for `credential` waits for: senders (agents' and
+    /// guests' tokens), users (sessions and viewers' tokens) and requests without a
+    /// credential each have their own (see [`AdmissionLimits::user_slots`]).
+    pub(super) fn slots_of(&self, credential: Credential) -> &Arc<Semaphore> {
+        match credential {
+            Credential::Token {
+                role: TokenRole::Agent | TokenRole::Guest,
+                ..
+            } => &self.senders,
+            Credential::Token {
+                role: TokenRole::Viewer,
+                ..
+            }
+            | Credential::Session(_) => &self.users,
+            Credential::Address(_) => &self.anonymous,
         }
     }
 

@@ -108,9 +108,8 @@ async fn fresh_postgres_database(base: &str) -> String {
 /// (its migrations and the session store's). Each test's database is copied from it: a copy
 /// costs a few files, where running every migration again was about a sixth of the
 /// hostile-input property tests' time there (each case makes a database). The server still
-/// runs its
-/// migrations on the copy, finding each applied, as on any restart; the migrations from an
-/// empty database run here once per run, and from an empty file in every SQLite test.
+/// runs its migrations on the copy, finding each applied, as on any restart; the migrations
+/// from an empty database run here once per run, and from an empty file in every SQLite test.
 async fn postgres_template(base: &str) -> &'static str {
     static TEMPLATE: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
     TEMPLATE
