@@ -29,6 +29,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -804,6 +805,7 @@ def run_fleet(guests, config, binaries, processes):
         result["idle_rss_mib"] = max(watch.max_rss_kib[server.pid], rss or 0) / 1024
         result["idle_hwm_mib"] = (hwm or 0) / 1024
         server.stop()
+        keep_logs(work, config["logs"], f"{hosts * per_host}-{n_servers}")
         result["log_problems"] = []
         for i, s in enumerate(servers):
             with open(s.log_path) as f:
@@ -819,6 +821,18 @@ def run_fleet(guests, config, binaries, processes):
             ) / 2**20
     return result
 
+
+
+def keep_logs(work, logs, name):
+    """Copies the servers' logs and the simulators' output of one fleet into LOGS/NAME (when
+    CAPACITY_LOGS names a directory), to lay a run's failed reports beside the server's log."""
+    if not logs:
+        return
+    into = os.path.join(logs, name)
+    os.makedirs(into, exist_ok=True)
+    for entry in os.listdir(work):
+        if entry.endswith((".log", ".out", ".err")):
+            shutil.copy(os.path.join(work, entry), into)
 
 
 def ratio(a, b):
@@ -1024,6 +1038,8 @@ def main(argv):
         # A PostgreSQL server (postgres://USER:PASSWORD@HOST:PORT, a role that may create
         # databases) to keep the data in instead of an SQLite file.
         "postgres": os.environ.get("CAPACITY_POSTGRES", "").rstrip("/"),
+        # A directory to keep each fleet's server logs and simulator output in.
+        "logs": os.environ.get("CAPACITY_LOGS", ""),
     }
     # Servers on the one database, each with a simulator of its share of the hosts: 1, or 2
     # (PostgreSQL only: SQLite is one server's); "1,2" runs each fleet with one, then two, and

@@ -20,7 +20,9 @@
 # create databases: each fleet then keeps its data in a new database there, and the table adds
 # PostgreSQL's own CPU; scripts/postgres.sh starts a throwaway one), CAPACITY_SERVERS (1; 2
 # with CAPACITY_POSTGRES: two servers on that database, half the hosts reporting to each; 1,2:
-# each fleet with one, then two). About 8 minutes for the default fleets on 2 cores, plus
+# each fleet with one, then two), CAPACITY_LOGS (a directory: each fleet's server logs and
+# simulator output are kept there; the simulator's failed reports say when they failed, to be
+# laid beside the server's log). About 8 minutes for the default fleets on 2 cores, plus
 # the release build; a quick check:
 #
 #   CAPACITY_WARM_UP_S=20 CAPACITY_MEASURE_S=30 CAPACITY_IDLE_S=15 scripts/capacity.sh 2000

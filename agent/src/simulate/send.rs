@@ -139,7 +139,13 @@ fn send_group(
                 }
                 Err(e) => {
                     counts.failed.fetch_add(1, Ordering::Relaxed);
-                    eprintln!("{}: {e}", host.name());
+                    // When it failed, so that failures can be laid beside the server's log.
+                    let failed_at_s = unix_ms(SystemTime::now()) as f64 / 1000.0;
+                    let waited_ms = started.elapsed().as_millis();
+                    eprintln!(
+                        "{failed_at_s:.3} {}: after {waited_ms} ms: {e}",
+                        host.name()
+                    );
                 }
             }
         }
