@@ -63,8 +63,10 @@ forward! {
         pub async fn probe_write(&self, now_ms: i64) -> StoreResult<()>;
         // Reports and samples
         /// Stores a batch of reports in one transaction (group commit): one fsync for all of them
-        /// instead of one each. Each report is stored whole or not at all (a savepoint each): a
-        /// duplicate or a refused report leaves the others alone. `decide_samples` decides each guest's
+        /// instead of one each, and a few statements a table for the reports of distinct hosts
+        /// and tokens, whatever their number. Each report is stored whole or not at all: a
+        /// duplicate, a refused report or one whose statement fails leaves the others alone (a set
+        /// that fails is written again report by report). `decide_samples` decides each guest's
         /// sample from the running totals stored before (`ingest::samples::sample_spans`); it is
         /// called inside the transaction, so that what it was given is what the report follows, a
         /// second report of the same host in the batch seeing the first.

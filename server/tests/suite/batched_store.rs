@@ -1,5 +1,6 @@
-//! A batch of reports is stored in one transaction, a savepoint per report
-//! (`db/sql/reports.rs`). Whatever a batch holds (a host's reports one after another, a repeat,
+//! A batch of reports is stored in one transaction, in sets of distinct hosts and tokens
+//! written a few statements a table, a savepoint each; a set that fails is stored again report
+//! by report (`db/sql/reports.rs`). Whatever a batch holds (a host's reports one after another, a repeat,
 //! a token reporting for a host it is not bound to, a token bound by its first report, a
 //! report whose statement fails), what comes of each report and what is stored must be what
 //! storing the same reports one at a time gives.

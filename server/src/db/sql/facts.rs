@@ -1,133 +1,236 @@
 //! Guest facts and idle readings. Reads that need no order of their own come by id, so that
 //! the order does not depend on the plan (PostgreSQL's hash plans give none).
 
-use super::dialect::{Conn, Store, id_list, in_id_list, looked_up_for_each};
-use crate::db::error::StoreResult;
+use std::collections::{HashMap, HashSet};
+
+use sqlx::QueryBuilder;
+
+use super::dialect::{Conn, DB, Store, id_list, in_id_list, looked_up_for_each};
+use crate::db::error::{StoreError, StoreResult};
 use crate::db::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow, StoredFacts};
 use crate::db::facts::{IDLE_READING_MIN_GAP_MS, IDLE_READINGS_KEPT_MS, MAX_EVENTS_PER_SOURCE};
 use crate::db::guests::IdleReading;
+use crate::db::reports::PLANNED_EACH_TIME;
 use crate::domain::{GuestId, HostId, TokenId};
 use crate::ingest::binding::{Candidate, Delivery, Refusal, TokenBinding};
 use crate::ingest::facts::ValidFacts;
 
-async fn record_idle_reading(
-    conn: &mut Conn,
-    guest_id: GuestId,
-    facts: &ValidFacts,
-    idle_fraction: f64,
-    now_ms: i64,
-) -> StoreResult<Option<IdleReading>> {
-    let recent: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM guest_idle_readings
-                        WHERE guest_id = $1 AND received_ms > $2 AND source = $3)",
-    )
-    .bind(guest_id)
-    .bind(now_ms - IDLE_READING_MIN_GAP_MS)
-    .bind(facts.source)
-    .fetch_one(&mut *conn)
-    .await?;
-    if recent {
-        return Ok(None);
-    }
-    let measured_ms = facts
-        .facts
-        .idle_measured_s
-        .map(|s| (s * 1000.0).round() as i64);
-    sqlx::query(
-        "INSERT INTO guest_idle_readings (guest_id, source, received_ms, measured_ms, idle_fraction)
-         VALUES ($1, $2, $3, $4, $5)",
-    )
-    .bind(guest_id)
-    .bind(facts.source)
-    .bind(now_ms)
-    .bind(measured_ms)
-    .bind(idle_fraction)
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query("DELETE FROM guest_idle_readings WHERE guest_id = $1 AND received_ms < $2")
-        .bind(guest_id)
-        .bind(now_ms - IDLE_READINGS_KEPT_MS)
-        .execute(&mut *conn)
-        .await?;
-    Ok(Some(IdleReading {
-        guest_id,
-        source: facts.source.to_string(),
-        received_ms: now_ms,
-        measured_ms,
-        idle_fraction,
-    }))
+/// Facts a guest delivered, to be recorded (`now_ms` on the server clock).
+pub(super) struct FactsToRecord<'a> {
+    pub guest_id: GuestId,
+    pub facts: &'a ValidFacts,
+    pub now_ms: i64,
 }
 
-/// Refreshes the guest's newest row from this source when its facts did not change, or adds a
-/// row when they did (dropping the oldest beyond `MAX_EVENTS_PER_SOURCE`). `conn` is a write
-/// transaction's (ingest's, or [`Store::record_guest_facts`]'s).
+/// Facts rows written per statement: up to 8 values each.
+const FACTS_PER_STATEMENT: usize = 1000;
+
+/// Records each guest's facts, in a handful of statements whatever their number (a report's
+/// guests', or a batch's): for each, its idle reading unless the guest's source gave one
+/// within [`IDLE_READING_MIN_GAP_MS`] (dropping its readings older than
+/// [`IDLE_READINGS_KEPT_MS`]); then the source's newest row refreshed when the facts did not
+/// change, or a row added when they did (dropping the oldest beyond
+/// [`MAX_EVENTS_PER_SOURCE`]). Each guest appears once in `items`. `conn` is a write
+/// transaction's (ingest's, or [`Store::record_guest_facts`]'s). What was stored comes back in
+/// the order of `items`.
 pub(super) async fn record_facts(
     conn: &mut Conn,
-    guest_id: GuestId,
-    facts: &ValidFacts,
-    now_ms: i64,
-) -> StoreResult<StoredFacts> {
-    let reading = match facts
-        .facts
-        .idle_fraction
-        .filter(|f| (0.0..=1.0).contains(f))
-    {
-        Some(idle) => record_idle_reading(conn, guest_id, facts, idle, now_ms).await?,
-        None => None,
-    };
-    let latest: Option<(i64, String)> = sqlx::query_as(
-        "SELECT id, stable_json FROM guest_facts WHERE guest_id = $1 AND source = $2
-         ORDER BY id DESC LIMIT 1",
-    )
-    .bind(guest_id)
-    .bind(facts.source)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let changed = match latest {
-        Some((id, stable)) if stable == facts.stable_json => {
-            sqlx::query("UPDATE guest_facts SET received_ms = $1, facts_json = $2 WHERE id = $3")
-                .bind(now_ms)
-                .bind(&facts.facts_json)
-                .bind(id)
-                .execute(&mut *conn)
-                .await?;
-            false
+    items: &[FactsToRecord<'_>],
+) -> StoreResult<Vec<StoredFacts>> {
+    let mut stored = Vec::with_capacity(items.len());
+    for chunk in items.chunks(FACTS_PER_STATEMENT) {
+        let readings = record_idle_readings(conn, chunk).await?;
+        let changed = record_facts_rows(conn, chunk).await?;
+        for ((item, reading), changed) in chunk.iter().zip(readings).zip(changed) {
+            stored.push(StoredFacts {
+                source: item.facts.source.to_string(),
+                received_ms: item.now_ms,
+                facts_json: item.facts.facts_json.clone(),
+                reading,
+                changed,
+            });
         }
-        _ => {
-            sqlx::query(
-                "INSERT INTO guest_facts (guest_id, source, first_received_ms, received_ms, kernel_release, cmdline, stable_json, facts_json)
-                 VALUES ($1, $2, $3, $3, $4, $5, $6, $7)",
-            )
-            .bind(guest_id)
-            .bind(facts.source)
-            .bind(now_ms)
-            .bind(&facts.facts.kernel_release)
-            .bind(&facts.facts.cmdline)
-            .bind(&facts.stable_json)
-            .bind(&facts.facts_json)
-            .execute(&mut *conn)
-            .await?;
-            sqlx::query(
-                "DELETE FROM guest_facts WHERE guest_id = $1 AND source = $2 AND id NOT IN
-                 (SELECT id FROM guest_facts WHERE guest_id = $1 AND source = $2
-                  ORDER BY id DESC LIMIT $3)",
-            )
-            .bind(guest_id)
-            .bind(facts.source)
+    }
+    Ok(stored)
+}
+
+/// The idle readings of `items` (see [`record_facts`]), in their order: `None` for a guest
+/// that sent none, or one too soon after its last.
+async fn record_idle_readings(
+    conn: &mut Conn,
+    items: &[FactsToRecord<'_>],
+) -> StoreResult<Vec<Option<IdleReading>>> {
+    let fractions: Vec<Option<f64>> = items
+        .iter()
+        .map(|item| {
+            item.facts
+                .facts
+                .idle_fraction
+                .filter(|f| (0.0..=1.0).contains(f))
+        })
+        .collect();
+    let with_reading: Vec<&FactsToRecord<'_>> = items
+        .iter()
+        .zip(&fractions)
+        .filter(|(_, fraction)| fraction.is_some())
+        .map(|(item, _)| item)
+        .collect();
+    if with_reading.is_empty() {
+        return Ok(vec![None; items.len()]);
+    }
+    // The guests whose source gave a reading within the gap, looked up guest by guest.
+    let mut recent_query = QueryBuilder::<DB>::new("SELECT DISTINCT v.column1 FROM (");
+    recent_query.push_values(&with_reading, |mut row, item| {
+        row.push_bind(item.guest_id)
+            .push_bind(item.now_ms - IDLE_READING_MIN_GAP_MS)
+            .push_bind(item.facts.source);
+    });
+    recent_query.push(") AS v ");
+    recent_query.push(looked_up_for_each(
+        "guest_idle_readings",
+        "r",
+        "r.guest_id = v.column1 AND r.received_ms > v.column2 AND r.source = v.column3",
+    ));
+    let recent: HashSet<GuestId> = recent_query
+        .build_query_scalar::<GuestId>()
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .collect();
+    let readings: Vec<Option<IdleReading>> = items
+        .iter()
+        .zip(fractions)
+        .map(|(item, fraction)| {
+            let idle_fraction = fraction.filter(|_| !recent.contains(&item.guest_id))?;
+            Some(IdleReading {
+                guest_id: item.guest_id,
+                source: item.facts.source.to_string(),
+                received_ms: item.now_ms,
+                measured_ms: item
+                    .facts
+                    .facts
+                    .idle_measured_s
+                    .map(|s| (s * 1000.0).round() as i64),
+                idle_fraction,
+            })
+        })
+        .collect();
+    let new: Vec<&IdleReading> = readings.iter().flatten().collect();
+    if new.is_empty() {
+        return Ok(readings);
+    }
+    let mut insert = QueryBuilder::<DB>::new(
+        "INSERT INTO guest_idle_readings (guest_id, source, received_ms, measured_ms, idle_fraction) ",
+    );
+    insert.push_values(&new, |mut row, reading| {
+        row.push_bind(reading.guest_id)
+            .push_bind(&reading.source)
+            .push_bind(reading.received_ms)
+            .push_bind(reading.measured_ms)
+            .push_bind(reading.idle_fraction);
+    });
+    insert.build().execute(&mut *conn).await?;
+    // Older readings of the guests read now go. One cut-off for all, the earliest of theirs:
+    // what the others' own cut-offs would also drop (a second or so later) goes with their
+    // next reading.
+    let oldest_now_ms = new.iter().map(|r| r.received_ms).min().unwrap_or_default();
+    let sql = format!(
+        "DELETE FROM guest_idle_readings WHERE {} AND received_ms < $2",
+        in_id_list("guest_id", 1)
+    );
+    sqlx::query(&sql)
+        .persistent(PLANNED_EACH_TIME)
+        .bind(id_list(new.iter().map(|r| r.guest_id.0)))
+        .bind(oldest_now_ms - IDLE_READINGS_KEPT_MS)
+        .execute(&mut *conn)
+        .await?;
+    Ok(readings)
+}
+
+/// Refreshes or adds each guest's facts row of its source (see [`record_facts`]); whether each
+/// guest's facts changed, in the order of `items`.
+async fn record_facts_rows(conn: &mut Conn, items: &[FactsToRecord<'_>]) -> StoreResult<Vec<bool>> {
+    // Each guest's newest row of its source, looked up in `guest_facts_guest`.
+    let mut latest_query = QueryBuilder::<DB>::new("SELECT v.column1, f.id, f.stable_json FROM (");
+    latest_query.push_values(items, |mut row, item| {
+        row.push_bind(item.guest_id).push_bind(item.facts.source);
+    });
+    latest_query.push(") AS v ");
+    latest_query.push(looked_up_for_each(
+        "guest_facts",
+        "f",
+        "f.id = (SELECT MAX(x.id) FROM guest_facts x
+                 WHERE x.guest_id = v.column1 AND x.source = v.column2)",
+    ));
+    let latest: HashMap<GuestId, (i64, String)> = latest_query
+        .build_query_as::<(GuestId, i64, String)>()
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .map(|(guest_id, id, stable)| (guest_id, (id, stable)))
+        .collect();
+    let mut refreshed: Vec<(i64, &FactsToRecord<'_>)> = Vec::new();
+    let mut added: Vec<&FactsToRecord<'_>> = Vec::new();
+    let mut changed = Vec::with_capacity(items.len());
+    for item in items {
+        match latest.get(&item.guest_id) {
+            Some((id, stable)) if *stable == item.facts.stable_json => {
+                refreshed.push((*id, item));
+                changed.push(false);
+            }
+            // The first facts of a source are not a change; later distinct ones are.
+            newest => {
+                added.push(item);
+                changed.push(newest.is_some());
+            }
+        }
+    }
+    if !refreshed.is_empty() {
+        // VALUES names its columns column1, column2 on both databases.
+        let mut update = QueryBuilder::<DB>::new(
+            "UPDATE guest_facts SET received_ms = v.column2, facts_json = v.column3 FROM (",
+        );
+        update.push_values(&refreshed, |mut row, (id, item)| {
+            row.push_bind(*id)
+                .push_bind(item.now_ms)
+                .push_bind(&item.facts.facts_json);
+        });
+        update.push(") AS v WHERE guest_facts.id = v.column1");
+        update.build().execute(&mut *conn).await?;
+    }
+    if !added.is_empty() {
+        let mut insert = QueryBuilder::<DB>::new(
+            "INSERT INTO guest_facts (guest_id, source, first_received_ms, received_ms, kernel_release, cmdline, stable_json, facts_json) ",
+        );
+        insert.push_values(&added, |mut row, item| {
+            row.push_bind(item.guest_id)
+                .push_bind(item.facts.source)
+                .push_bind(item.now_ms)
+                .push_bind(item.now_ms)
+                .push_bind(&item.facts.facts.kernel_release)
+                .push_bind(&item.facts.facts.cmdline)
+                .push_bind(&item.facts.stable_json)
+                .push_bind(&item.facts.facts_json);
+        });
+        insert.build().execute(&mut *conn).await?;
+        // Each source keeps its newest rows of each guest.
+        let sql = format!(
+            "DELETE FROM guest_facts WHERE id IN (
+                 SELECT id FROM (
+                     SELECT id, ROW_NUMBER() OVER (PARTITION BY guest_id, source ORDER BY id DESC) AS n
+                     FROM guest_facts WHERE {}
+                 ) AS ranked WHERE n > $2
+             )",
+            in_id_list("guest_id", 1)
+        );
+        sqlx::query(&sql)
+            .persistent(PLANNED_EACH_TIME)
+            .bind(id_list(added.iter().map(|item| item.guest_id.0)))
             .bind(MAX_EVENTS_PER_SOURCE)
             .execute(&mut *conn)
             .await?;
-            // The first facts of a source are not a change; later distinct ones are.
-            latest.is_some()
-        }
-    };
-    Ok(StoredFacts {
-        source: facts.source.to_string(),
-        received_ms: now_ms,
-        facts_json: facts.facts_json.clone(),
-        reading,
-        changed,
-    })
+    }
+    Ok(changed)
 }
 
 impl Store {
@@ -204,7 +307,15 @@ impl Store {
         .bind(token_id)
         .execute(&mut *tx)
         .await?;
-        let stored = record_facts(&mut tx, delivery.guest, facts, now_ms).await?;
+        let item = FactsToRecord {
+            guest_id: delivery.guest,
+            facts,
+            now_ms,
+        };
+        let stored = record_facts(&mut tx, std::slice::from_ref(&item))
+            .await?
+            .pop()
+            .ok_or_else(|| StoreError::Corrupt("facts recorded for no guest".into()))?;
         let host_id: HostId = sqlx::query_scalar("SELECT host_id FROM guests WHERE id = $1")
             .bind(delivery.guest)
             .fetch_one(&mut *tx)
