@@ -159,8 +159,58 @@ async fn held(db: &Db) -> Value {
         .collect();
     let seqs = db.report_sequence("run-1").await.unwrap();
     let (reports, samples) = db.count_reports_and_samples().await.unwrap();
+    // Each guest's samples, idle readings and facts as stored, by the guest's name.
+    let mut by_name: Vec<((String, String), _)> =
+        db.guest_ids_by_name().await.unwrap().into_iter().collect();
+    by_name.sort();
+    let mut stored = Vec::new();
+    for ((host, guest), id) in by_name {
+        let (intervals, readings) = db.samples_between(id, 0, i64::MAX / 2, 0).await.unwrap();
+        let intervals: Vec<String> = intervals
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {} {} {} {} {:?} {:?}",
+                    s.received_ms,
+                    s.length_ms,
+                    s.host_cpu_s,
+                    s.vcpu_wakeups,
+                    s.from_vcpu_threads,
+                    s.parts,
+                    s.halt_poll_s
+                )
+            })
+            .collect();
+        let readings: Vec<String> = readings
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {:?} {}",
+                    r.source, r.received_ms, r.measured_ms, r.idle_fraction
+                )
+            })
+            .collect();
+        let facts: Vec<String> = db
+            .facts_history(id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {} {} {:?} {:?}",
+                    f.source, f.first_received_ms, f.received_ms, f.kernel_release, f.cmdline
+                )
+            })
+            .collect();
+        stored.push(json!([
+            format!("{guest} on {host}"),
+            intervals,
+            readings,
+            facts
+        ]));
+    }
     json!({"hosts": hosts, "guests": guests, "tokens": tokens, "counts": [reports, samples],
-           "seqs": seqs.len()})
+           "seqs": seqs.len(), "stored": stored})
 }
 
 /// Stores the batch in one call (`together`) or report by report; says what came of each

@@ -30,8 +30,8 @@ use crate::ingest::{ValidGuest, ValidReport};
 const NEWER_TOTALS: &str = "(excluded.totals_at_ms IS NULL OR g.totals_at_ms IS NULL
     OR excluded.totals_at_ms >= g.totals_at_ms)";
 
-/// Guests written per statement: 20 values each, well under SQLite's 32,766 parameters and
-/// PostgreSQL's 65,535.
+/// Rows written per statement (guests, samples, hosts, reports, tokens): the guests' upsert, the
+/// widest, binds 24 values a row, well under SQLite's 32,766 parameters and PostgreSQL's 65,535.
 const ROWS_PER_STATEMENT: usize = 1000;
 
 impl Store {
@@ -230,7 +230,7 @@ async fn judge(tx: &mut WriteTx, items: &[&ReportToStore<'_>]) -> StoreResult<Ve
     let mut verdicts = Vec::with_capacity(items.len());
     for (item, found) in items.iter().zip(found) {
         let (bound_host, seen) =
-            found.ok_or_else(|| StoreError::NotFound("the report's token is gone".into()))?;
+            found.ok_or_else(|| StoreError::Corrupt("no row for the report's token".into()))?;
         let host = &item.report.host.name;
         let unbound = bound_host.is_none();
         let claim = match bound_host {
