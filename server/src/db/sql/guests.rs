@@ -52,10 +52,11 @@ pub(super) fn scope_condition(scope: &GuestScope<'_>, first: usize) -> (String, 
             format!("g.last_seen_ms >= ${a} AND {}", present(b)),
             vec![Int(since_ms), Int(gone)],
         ),
-        // Some hosts' guests are found by host; `+ 0` keeps the activity test off
-        // `guests_last_seen`. PostgreSQL's generic plan of this prepared statement, not
-        // knowing how recent `$b` is, otherwise ANDs a bitmap of every active guest's entry
-        // (30,000 index entries for a follower's read of six hosts: 4 ms instead of 1).
+        // Some hosts' guests are found by host; `+ 0` keeps the activity test off any index on
+        // `last_seen_ms` (there was one, `guests_last_seen`, until migration 0021 / PostgreSQL
+        // 0008): PostgreSQL's generic plan of this prepared statement, not knowing how recent
+        // `$b` is, ANDed a bitmap of every active guest's entry (30,000 index entries for a
+        // follower's read of six hosts: 4 ms instead of 1).
         GuestScope::Hosts {
             host_ids,
             active_since_ms,
