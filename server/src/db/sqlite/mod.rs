@@ -35,6 +35,8 @@ mod hosts;
 mod probe;
 #[path = "../sql/process_totals.rs"]
 mod process_totals;
+#[path = "../sql/report_rows.rs"]
+mod report_rows;
 #[path = "../sql/reports.rs"]
 mod reports;
 #[path = "../sql/rollups.rs"]
