@@ -284,6 +284,8 @@ pub struct Options {
     /// A host another server on the database stores reports of is read here at most this
     /// often (`serve --follow-every`; see `intake::elsewhere`).
     pub follow_every: StdDuration,
+    /// How often the alert rules are evaluated (`serve --alert-interval`).
+    pub alert_interval: StdDuration,
 }
 
 impl Default for Options {
@@ -303,6 +305,7 @@ impl Default for Options {
             secure_cookies: false,
             tls: false,
             follow_every: StdDuration::from_secs(DEFAULT_FOLLOW_EVERY_S),
+            alert_interval: StdDuration::from_secs(15),
         }
     }
 }
@@ -326,6 +329,7 @@ impl FromRef<AppState> for AlertContext {
             fleet: state.fleet.clone(),
             external_url: state.options.external_url.clone(),
             retry_base_ms: state.options.retry_base_ms,
+            every: state.options.alert_interval,
             metrics: state.metrics.clone(),
             notifier: state.notifier.clone(),
             clock: state.clock.clone(),

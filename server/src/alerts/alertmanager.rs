@@ -15,9 +15,11 @@ use serde_json::{Value, json};
 
 use super::client::{self, PostError, Reach};
 use super::context::AlertContext;
+use super::evaluate::figures_refresh;
 use super::labels::{self, parse_set};
 use super::webhook::{rfc3339, subject_url};
 use crate::db::AlertRow;
+use crate::domain::RuleId;
 
 /// How long a resolved alert is still sent, as Prometheus does.
 pub const RESOLVED_SENT_FOR_MS: i64 = 15 * 60 * 1000;
@@ -110,12 +112,37 @@ impl AlertmanagerOptions {
     }
 }
 
+/// What the evaluation tells the Alertmanager senders.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Evaluations {
+    /// Evaluations in which an alert fired or resolved: each one wakes the senders.
+    pub changed: u64,
+    /// When this server's last evaluation that succeeded ran.
+    pub last_ms: Option<i64>,
+    /// The rules that evaluation could not read: it did not judge their alerts.
+    pub unread_rules: Vec<RuleId>,
+}
+
 /// The body POSTed to `/api/v2/alerts` (Alertmanager's `PostableAlerts`): every firing alert
 /// with `endsAt` `ends_ahead_ms` after its last evaluation (so that if the evaluation stops,
 /// Alertmanager resolves it by itself although this sender goes on), every resolved one with
 /// `endsAt` when it resolved; `startsAt` when it fired; the labels stored when it opened. Alerts stored
 /// without labels (opened before they were kept, not evaluated since) are left out.
-pub fn postable_alerts(alerts: &[AlertRow], ends_ahead_ms: i64, external_url: &str) -> Value {
+///
+/// An alert's last evaluation is the later of when it was last written and `last`, this
+/// server's last evaluation, which judged every open alert but those of the rules it could not
+/// read: an open alert whose state and cause hold is written only every so often
+/// (`evaluate::figures_refresh`).
+pub fn postable_alerts(
+    alerts: &[AlertRow],
+    ends_ahead_ms: i64,
+    last: &Evaluations,
+    external_url: &str,
+) -> Value {
+    let evaluated_ms = |a: &AlertRow| match last.last_ms {
+        Some(last_ms) if !last.unread_rules.contains(&a.rule_id) => a.evaluated_ms.max(last_ms),
+        _ => a.evaluated_ms,
+    };
     let postable: Vec<Value> = alerts
         .iter()
         .filter_map(|a| {
@@ -126,7 +153,7 @@ pub fn postable_alerts(alerts: &[AlertRow], ends_ahead_ms: i64, external_url: &s
             }
             let ends_ms = match (a.state.as_str(), a.resolved_ms) {
                 ("resolved", Some(resolved_ms)) => resolved_ms,
-                ("firing", _) => a.evaluated_ms + ends_ahead_ms,
+                ("firing", _) => evaluated_ms(a) + ends_ahead_ms,
                 _ => return None,
             };
             Some(json!({
@@ -153,16 +180,17 @@ pub fn fingerprints(body: &Value) -> Vec<String> {
 }
 
 /// Starts one sender per Alertmanager: each sends every `options.resend`, and at once when
-/// `changes` moves (an evaluation in which an alert fired or resolved). `evaluate_every` is the
-/// rule evaluation interval: a firing alert's `endsAt` is four times the longer of the two
-/// ahead.
+/// an evaluation changed an alert (`evaluations`). A firing alert's `endsAt` is four times the
+/// longer of the resend and evaluation intervals ahead of its last evaluation, plus the period
+/// its stored figures are refreshed in: the last evaluation this server knows of is its own,
+/// and a server that just took the lease has none yet.
 pub fn spawn(
     state: AlertContext,
     options: AlertmanagerOptions,
-    evaluate_every: Duration,
-    changes: tokio::sync::watch::Receiver<u64>,
+    evaluations: tokio::sync::watch::Receiver<Evaluations>,
 ) {
-    let ends_ahead_ms = 4 * options.resend.max(evaluate_every).as_millis() as i64;
+    let ends_ahead_ms =
+        (4 * options.resend.max(state.every) + figures_refresh(state.every)).as_millis() as i64;
     for target in options.targets {
         let agent = match client::agent(
             options.ca_pem.as_deref(),
@@ -176,7 +204,8 @@ pub fn spawn(
             }
         };
         let state = state.clone();
-        let mut changes = Some(changes.clone());
+        let latest = evaluations.clone();
+        let mut changes = Some(evaluations.clone());
         let resend = options.resend;
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(resend);
@@ -195,7 +224,8 @@ pub fn spawn(
                 }
                 // Another server on the database announces the alerts while it holds the lease.
                 if state.lease.held() {
-                    send(&state, &agent, &target, ends_ahead_ms).await;
+                    let last = latest.borrow().clone();
+                    send(&state, &agent, &target, ends_ahead_ms, &last).await;
                 }
             }
         });
@@ -204,7 +234,13 @@ pub fn spawn(
 
 /// One POST of every alert to announce now; a failure is logged and counted, and the next
 /// send (on the cadence) carries the same alerts again.
-async fn send(state: &AlertContext, agent: &ureq::Agent, target: &Target, ends_ahead_ms: i64) {
+async fn send(
+    state: &AlertContext,
+    agent: &ureq::Agent,
+    target: &Target,
+    ends_ahead_ms: i64,
+    last: &Evaluations,
+) {
     let now_ms = state.clock.now_ms();
     let alerts = match state
         .db
@@ -217,7 +253,7 @@ async fn send(state: &AlertContext, agent: &ureq::Agent, target: &Target, ends_a
             return;
         }
     };
-    let body = postable_alerts(&alerts, ends_ahead_ms, &state.external_url);
+    let body = postable_alerts(&alerts, ends_ahead_ms, last, &state.external_url);
     let count = body.as_array().map_or(0, Vec::len);
     if count == 0 {
         return;
@@ -291,13 +327,39 @@ mod tests {
             alert("firing", Some(2_000), None, "{}"),
             alert("pending", None, None, labels),
         ];
-        // Each alert was last evaluated at 10 s.
-        let body = postable_alerts(&alerts, 240_000, "https://t.example/");
+        // Each alert was last written at 10 s; this server has evaluated nothing yet.
+        let nothing_yet = Evaluations::default();
+        let body = postable_alerts(&alerts, 240_000, &nothing_yet, "https://t.example/");
         let body = body.as_array().unwrap();
         assert_eq!(body.len(), 2);
         assert_eq!(body[0]["startsAt"], "1970-01-01T00:00:02.000Z");
         assert_eq!(body[0]["endsAt"], "1970-01-01T00:04:10.000Z");
         assert_eq!(body[1]["endsAt"], "1970-01-01T00:00:05.000Z");
+        // An evaluation at 70 s that left the firing alert as it was (not written): it ends
+        // ahead of that evaluation; one before its last writing changes nothing; one that could
+        // not read its rule did not judge it; a resolved one still ends when it resolved.
+        let evaluated = |last_ms: i64, unread_rules: Vec<crate::domain::RuleId>| Evaluations {
+            changed: 0,
+            last_ms: Some(last_ms),
+            unread_rules,
+        };
+        for (last, ends) in [
+            (evaluated(70_000, vec![]), "1970-01-01T00:05:10.000Z"),
+            (evaluated(5_000, vec![]), "1970-01-01T00:04:10.000Z"),
+            (
+                evaluated(70_000, vec![crate::domain::RuleId(1)]),
+                "1970-01-01T00:04:10.000Z",
+            ),
+            (
+                evaluated(70_000, vec![crate::domain::RuleId(2)]),
+                "1970-01-01T00:05:10.000Z",
+            ),
+        ] {
+            let body = postable_alerts(&alerts, 240_000, &last, "https://t.example/");
+            assert_eq!(body[0]["endsAt"], ends, "{last:?}");
+            assert_eq!(body[1]["endsAt"], "1970-01-01T00:00:05.000Z");
+        }
+        let body = postable_alerts(&alerts, 240_000, &nothing_yet, "https://t.example/");
         assert_eq!(body[0]["labels"], body[1]["labels"]);
         assert_eq!(body[0]["generatorURL"], "https://t.example/guests/7");
         assert_eq!(body[0]["annotations"]["summary"], "s");

@@ -2,6 +2,7 @@
 //! fleet, where links point, the counters, the delivery wake-up and the clock.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::client::Reach;
 use crate::clock::SharedClock;
@@ -19,6 +20,8 @@ pub struct AlertContext {
     pub external_url: String,
     /// The first retry of a failed notification waits this long; each next one twice as long.
     pub retry_base_ms: i64,
+    /// How often the rules are evaluated.
+    pub every: Duration,
     pub metrics: Arc<Metrics>,
     /// Wakes the notification sender when an evaluation wrote something to the outbox.
     pub notifier: Arc<tokio::sync::Notify>,

@@ -2,6 +2,7 @@
 //! the notifications they send (each alert with its own, a few hundred alerts a transaction).
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use super::context::AlertContext;
 use super::labels::{LabelSet, parse_set, set_json};
@@ -55,6 +56,49 @@ pub(super) fn annotations(rule: &Rule, m: &Measure) -> LabelSet {
     set
 }
 
+/// The annotations that quote the measured value, and so change at nearly every evaluation of an
+/// open alert: they are refreshed with it (see [`figures_refresh`]), not written each time.
+const FIGURE_ANNOTATIONS: [&str; 2] = ["summary", "description"];
+
+/// The evaluations in which an open alert whose state and annotations hold is written once.
+const FIGURES_REFRESHED_EVERY_EVALUATIONS: u32 = 4;
+
+/// How often an open alert whose state, labels and annotations (but its figures) hold is
+/// written again, evaluated every `every`: its value and the annotations that quote it are at
+/// most this plus one evaluation old in the database (75 s at the default 15 s).
+pub fn figures_refresh(every: Duration) -> Duration {
+    every * FIGURES_REFRESHED_EVERY_EVALUATIONS
+}
+
+/// Whether `alert`, which stays open as `(state, fired_ms)` with annotations `notes` now, is
+/// written at `now_ms`: when its state moves, its label set was never stored, its annotations
+/// change beyond the figures they quote (a new cause, suggestion or tick mode), or its figures
+/// are due their refresh every `refresh_ms`.
+fn written_again(
+    alert: &AlertRow,
+    (state, fired_ms): (AlertState, Option<i64>),
+    labels_stored: bool,
+    notes: &LabelSet,
+    now_ms: i64,
+    refresh_ms: i64,
+) -> bool {
+    (alert.state, alert.fired_ms) != (state, fired_ms)
+        || !labels_stored
+        || differ_beyond_figures(&parse_set(&alert.annotations_json), notes)
+        || alerting::refresh_due(alert.id.0, alert.evaluated_ms, now_ms, refresh_ms)
+}
+
+/// Whether two annotation sets differ in more than the figures they quote.
+fn differ_beyond_figures(stored: &LabelSet, now: &LabelSet) -> bool {
+    let beyond = |set: &LabelSet| {
+        set.iter()
+            .filter(|(name, _)| !FIGURE_ANNOTATIONS.contains(&name.as_str()))
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect::<Vec<_>>()
+    };
+    beyond(stored) != beyond(now)
+}
+
 fn format_value(v: f64) -> String {
     if v.fract() == 0.0 {
         format!("{v:.0}")
@@ -64,7 +108,7 @@ fn format_value(v: f64) -> String {
 }
 
 /// What one evaluation did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Evaluated {
     pub firing: usize,
     pub pending: usize,
@@ -72,6 +116,8 @@ pub struct Evaluated {
     pub transitions: usize,
     /// Notifications written to the outbox.
     pub notifications: usize,
+    /// Rules that could not be read, and were skipped: their open alerts were not judged.
+    pub unread_rules: Vec<RuleId>,
 }
 
 /// Evaluates every rule at `now_ms` and stores the outcome with its notifications.
@@ -96,6 +142,7 @@ where
     let guests = state.fleet.ranked(now_ms).await;
     let hosts = db.hosts().await?;
     let external_url = state.external_url.trim_end_matches('/');
+    let refresh_ms = figures_refresh(state.every).as_millis() as i64;
 
     // Every rule over every guest: work that grows with the fleet, off the pages' way.
     let (writes, evaluated) = crate::work::cpu_bound(|| {
@@ -108,6 +155,7 @@ where
                     rule_id = rule_id.0,
                     "an alert rule cannot be read; it is skipped"
                 );
+                evaluated.unread_rules.push(rule_id);
                 continue;
             };
             let mut subjects: Vec<(Measure, bool)> = if !rule.row.settings.enabled {
@@ -189,7 +237,6 @@ where
                     _ => Vec::new(),
                 };
                 evaluated.notifications += notify.len();
-                let annotations_json = set_json(&notes);
                 match step {
                     Step::Keep(o) => {
                         match o {
@@ -197,6 +244,22 @@ where
                             Open::Firing { .. } => evaluated.firing += 1,
                         }
                         let (state, fired_ms) = stored(o);
+                        // An open alert as it was but for its figures is left alone until they
+                        // are due a refresh: rewriting every open alert at every evaluation
+                        // held the write lock for seconds at 100,000 guests.
+                        if let Some(a) = alert
+                            && !written_again(
+                                a,
+                                (state, fired_ms),
+                                stored_labels.is_some(),
+                                &notes,
+                                now_ms,
+                                refresh_ms,
+                            )
+                        {
+                            continue;
+                        }
+                        let annotations_json = set_json(&notes);
                         writes.push(match alert {
                             None => AlertWrite::Open {
                                 rule_id,
@@ -233,7 +296,7 @@ where
                             writes.push(AlertWrite::Resolve {
                                 alert_id: a.id,
                                 value: m.value,
-                                annotations_json,
+                                annotations_json: set_json(&notes),
                                 notify,
                             });
                         }
@@ -323,6 +386,108 @@ fn stored(open: Open) -> (AlertState, Option<i64>) {
 mod tests {
     use super::*;
     use crate::db::RuleSettings;
+
+    #[test]
+    fn an_open_alert_is_written_again_when_more_than_its_figures_change_or_they_are_due() {
+        let notes = |summary: &str, cause: &str| -> LabelSet {
+            [
+                ("summary", summary),
+                ("description", "r: 5.25 % of a core"),
+                ("cause", cause),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+        };
+        let stored_notes = notes("web-01 wastes 5.25 %", "ticking_kernel");
+        let alert = AlertRow {
+            id: crate::domain::AlertId(7),
+            rule_id: RuleId(1),
+            rule_name: "r".into(),
+            severity: "warning".into(),
+            subject: Subject::Guest,
+            subject_id: 3,
+            subject_name: "web-01".into(),
+            host_name: "hv1".into(),
+            state: AlertState::Firing,
+            active_ms: 1_000,
+            fired_ms: Some(2_000),
+            resolved_ms: None,
+            value: 5.25,
+            evaluated_ms: 100_000,
+            acked_by: None,
+            acked_ms: None,
+            labels_json: r#"{"alertname":"r"}"#.into(),
+            annotations_json: set_json(&stored_notes),
+        };
+        const R: i64 = 60_000;
+        // The first moment after the alert's writing at which its figures are due.
+        let due_ms = (100_001..)
+            .find(|&t| alerting::refresh_due(7, 100_000, t, R))
+            .unwrap();
+        let firing = (AlertState::Firing, Some(2_000));
+        let other_figures = notes("web-01 wastes 6.10 %", "ticking_kernel");
+        // (state, labels stored, annotations now, now_ms, written)
+        let cases = [
+            // Only the figures moved: left alone until they are due, then written.
+            (firing, true, &other_figures, due_ms - 1, false),
+            (firing, true, &stored_notes, due_ms - 1, false),
+            (firing, true, &other_figures, due_ms, true),
+            (firing, true, &other_figures, 100_000 + R, true),
+            // A new cause, a state that moved, labels never stored: written at once.
+            (
+                firing,
+                true,
+                &notes("web-01 wastes 5.25 %", "guest_polling"),
+                100_001,
+                true,
+            ),
+            (
+                (AlertState::Pending, None),
+                true,
+                &stored_notes,
+                100_001,
+                true,
+            ),
+            (
+                (AlertState::Firing, Some(3_000)),
+                true,
+                &stored_notes,
+                100_001,
+                true,
+            ),
+            (firing, false, &stored_notes, 100_001, true),
+        ];
+        for (i, (state, labels_stored, now_notes, now_ms, written)) in cases.into_iter().enumerate()
+        {
+            assert_eq!(
+                written_again(&alert, state, labels_stored, now_notes, now_ms, R),
+                written,
+                "case {i}"
+            );
+        }
+        // A cause no longer known, a new suggestion or tick mode: written at once; a new
+        // description alone (the rule's threshold edited): with the figures.
+        let changed = |name: &str, value: Option<&str>| {
+            let mut notes = stored_notes.clone();
+            match value {
+                Some(v) => notes.insert(name.to_string(), v.to_string()),
+                None => notes.remove(name),
+            };
+            written_again(&alert, firing, true, &notes, 100_001, R)
+        };
+        assert!(changed("cause", None));
+        assert!(changed("suggestion", Some("Remove `nohz=off`")));
+        assert!(changed("tick_mode", Some("dyntick_idle")));
+        assert!(!changed(
+            "description",
+            Some("r: 5.25 % of a core (threshold 3)")
+        ));
+        assert_eq!(
+            figures_refresh(Duration::from_secs(15)),
+            Duration::from_secs(60)
+        );
+    }
 
     #[test]
     fn a_guest_alerts_labels_leave_out_what_changes_while_it_is_open() {

@@ -3,23 +3,20 @@
 
 use std::time::Duration;
 
-use super::alertmanager;
+use super::alertmanager::{self, Evaluations};
 use super::context::AlertContext;
 use super::evaluate::evaluate;
 use super::webhook::{self, deliver_due};
 
-/// Runs the evaluation every `every`, the webhook delivery whenever something is due, and one
-/// sender per Alertmanager, until the server stops; each only while this server holds the
-/// lease (`state.lease`), so that among several servers on one database one evaluates and
+/// Runs the evaluation every `state.every`, the webhook delivery whenever something is due,
+/// and one sender per Alertmanager, until the server stops; each only while this server holds
+/// the lease (`state.lease`), so that among several servers on one database one evaluates and
 /// notifies.
-pub fn spawn(
-    state: AlertContext,
-    every: Duration,
-    alertmanagers: alertmanager::AlertmanagerOptions,
-) {
-    let (changed, changes) = tokio::sync::watch::channel(0_u64);
+pub fn spawn(state: AlertContext, alertmanagers: alertmanager::AlertmanagerOptions) {
+    let every = state.every;
+    let (told, evaluations) = tokio::sync::watch::channel(Evaluations::default());
     if !alertmanagers.targets.is_empty() {
-        alertmanager::spawn(state.clone(), alertmanagers, every, changes);
+        alertmanager::spawn(state.clone(), alertmanagers, evaluations);
     }
     let evaluating = state.clone();
     tokio::spawn(async move {
@@ -43,10 +40,18 @@ pub fn spawn(
                 }
                 caught_up_in = Some(term);
             }
-            match evaluate(&evaluating, evaluating.clock.now_ms()).await {
-                // Alertmanager hears of a change at once, not at the next resend.
-                Ok(e) if e.transitions > 0 => changed.send_modify(|n| *n += 1),
-                Ok(_) => {}
+            let now_ms = evaluating.clock.now_ms();
+            match evaluate(&evaluating, now_ms).await {
+                // Alertmanager hears of a change at once, not at the next resend; of an
+                // evaluation without one at its next send.
+                Ok(e) => {
+                    told.send_if_modified(|told| {
+                        told.last_ms = Some(now_ms);
+                        told.unread_rules = e.unread_rules;
+                        told.changed += u64::from(e.transitions > 0);
+                        e.transitions > 0
+                    });
+                }
                 Err(e) => tracing::warn!(error = %e, "alert rules could not be evaluated"),
             }
         }

@@ -20,7 +20,7 @@ pub mod rules;
 pub mod webhook;
 
 pub use context::AlertContext;
-pub use evaluate::{Evaluated, evaluate};
+pub use evaluate::{Evaluated, evaluate, figures_refresh};
 pub use jobs::spawn;
 pub use rules::{Rule, RuleKind, Scope, as_silences, silences_in_force};
 pub use webhook::{MAX_ATTEMPTS, deliver_due, retry_delay_ms};

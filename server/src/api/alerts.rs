@@ -32,7 +32,8 @@ struct AlertJson {
     active_since_ms: i64,
     fired_ms: Option<i64>,
     resolved_ms: Option<i64>,
-    /// The rule's measure at the last evaluation: waste in % of a core, or seconds silent.
+    /// The rule's measure: waste in % of a core, or seconds silent; as of the evaluation that
+    /// changed the alert's state, or at most four evaluation intervals older than the last.
     value: f64,
     acknowledged_by: Option<String>,
 }

@@ -22,7 +22,6 @@ async fn serve(settings: ServeSettings) -> Result<()> {
         listen,
         db: db_arg,
         options,
-        alert_interval,
         alertmanagers,
         retention,
         tls,
@@ -73,11 +72,7 @@ async fn serve(settings: ServeSettings) -> Result<()> {
     }
     // Several servers on one PostgreSQL: each follows what the others store.
     crate::cluster::follow::spawn(state.clone());
-    crate::alerts::spawn(
-        axum::extract::FromRef::from_ref(&state),
-        alert_interval,
-        alertmanagers,
-    );
+    crate::alerts::spawn(axum::extract::FromRef::from_ref(&state), alertmanagers);
     // Every five minutes: one analysis window more of each guest becomes due.
     crate::retention::spawn(
         state.clone(),

@@ -24,8 +24,6 @@ pub struct ServeSettings {
     pub db: DbArg,
     /// What the application state is made with (the demo flag among them).
     pub options: Options,
-    /// How often alert rules are evaluated.
-    pub alert_interval: Duration,
     /// Where alerts go besides webhooks.
     pub alertmanagers: AlertmanagerOptions,
     /// How long samples and rollups are kept.
@@ -107,6 +105,7 @@ impl ServeSettings {
             ingest_burst: args.ingest_burst,
             budgets: args.budgets,
             follow_every: Duration::from_secs(args.follow_every),
+            alert_interval: Duration::from_secs(args.alert_interval),
             proxies: args.proxies.clone(),
             receiver_networks: args.alertmanager.allow_networks.clone(),
             admission: AdmissionLimits {
@@ -126,7 +125,6 @@ impl ServeSettings {
             listen: args.listen,
             db: args.db,
             options,
-            alert_interval: Duration::from_secs(args.alert_interval),
             alertmanagers,
             retention,
             tls,
@@ -223,7 +221,7 @@ mod tests {
         assert_eq!(settings.options.external_url, "http://127.0.0.1:8080");
         assert!(!settings.options.secure_cookies && !settings.options.tls);
         assert!(settings.tls.is_none());
-        assert_eq!(settings.alert_interval, Duration::from_secs(15));
+        assert_eq!(settings.options.alert_interval, Duration::from_secs(15));
         assert_eq!(settings.retention.raw_ms, 48 * HOUR_MS);
         assert_eq!(settings.retention.five_minute_ms, 14 * 24 * HOUR_MS);
         assert_eq!(settings.retention.hourly_ms, 400 * 24 * HOUR_MS);

@@ -49,7 +49,8 @@ pub struct AlertRow {
     /// The label set fixed when the alert opened (JSON object); `{}` for one opened before
     /// labels were stored, until its next evaluation.
     pub labels_json: String,
-    /// The annotations of its last evaluation (JSON object).
+    /// The annotations of its last writing (JSON object): of the last evaluation, but for the
+    /// figures they quote, refreshed every four evaluations (`alerts::figures_refresh`).
     pub annotations_json: String,
 }
 

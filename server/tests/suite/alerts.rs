@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use common::{Server, guest, server_with_clock};
 use tickscope_server::alerts;
+use tickscope_server::analysis::alerting::refresh_due;
 use tickscope_server::clock::{Clock, SharedClock, SystemClock};
 use tickscope_server::db::ReceiverSettings;
 use tickscope_server::domain::{AlertState, Subject};
@@ -384,6 +385,63 @@ async fn pending_then_firing_after_the_duration_then_resolved_each_told_once() {
 }
 
 #[tokio::test]
+async fn an_open_alert_whose_figures_alone_move_is_written_once_a_minute() {
+    let s = server(20).await;
+    set_duration(&s, 0).await;
+    report_at(&s, 0, START_MS, ticking()).await;
+    alerts::evaluate(&s.state, START_MS).await.unwrap();
+    let opened = s.db.open_alerts().await.unwrap();
+    assert_eq!(opened.len(), 2);
+    // ticker-2 burns more from now on: its value and summary move at each evaluation, its
+    // state, labels, cause and suggestion do not.
+    let busier = vec![
+        guest("quiet", 1, 0.3, 38.0, None),
+        guest("ticker-1", 1, 5.3, 650.0, Some("nohz=off")),
+        guest("ticker-2", 2, 14.0, 572.0, Some("nohz=off")),
+    ];
+    // Evaluated every 15 s (the default), an alert's figures are refreshed once a minute.
+    let refresh_ms = alerts::figures_refresh(s.state.options.alert_interval).as_millis() as i64;
+    assert_eq!(refresh_ms, 60_000);
+    let mut written_ms: std::collections::HashMap<_, i64> =
+        opened.iter().map(|a| (a.id, START_MS)).collect();
+    let mut writes = 0;
+    let mut at = START_MS;
+    for seq in 1..=7 {
+        at += STEP_MS;
+        report_at(&s, seq, at, busier.clone()).await;
+        assert_eq!(alerts::evaluate(&s.state, at).await.unwrap().firing, 2);
+        for a in s.db.open_alerts().await.unwrap() {
+            let last = written_ms.get_mut(&a.id).unwrap();
+            if refresh_due(a.id.0, *last, at, refresh_ms) {
+                *last = at;
+                writes += 1;
+            }
+            assert_eq!(a.evaluated_ms, *last, "{} at {at}", a.subject_name);
+        }
+    }
+    // 70 s: each alert written once or twice, not at each of the seven evaluations; and what
+    // was written last is what ticker-2 burnt by then.
+    assert!((2..=4).contains(&writes), "{writes} writes");
+    let ticker_2 = |alerts: &[tickscope_server::db::AlertRow]| {
+        alerts
+            .iter()
+            .find(|a| a.subject_name == "ticker-2")
+            .cloned()
+            .unwrap()
+    };
+    let before = ticker_2(&opened);
+    let after = ticker_2(&s.db.open_alerts().await.unwrap());
+    assert!(
+        after.value > before.value,
+        "{} then {}",
+        before.value,
+        after.value
+    );
+    assert_ne!(after.annotations_json, before.annotations_json);
+    assert_eq!(after.labels_json, before.labels_json);
+}
+
+#[tokio::test]
 async fn a_pending_alert_that_clears_is_dropped_and_never_told() {
     let s = server(20).await;
     let (receiver, url) = Receiver::start(0).await;
@@ -636,6 +694,30 @@ async fn six_alerts_of_one_rule_are_one_post_after_the_group_wait_and_changes_wa
     report_at(&s, 0, start, six_tickers()).await;
     let evaluated = alerts::evaluate(&s.state, start).await.unwrap();
     assert_eq!((evaluated.firing, evaluated.notifications), (6, 6));
+    // The six alerts were opened in one statement: each notification is stored under the
+    // alert it tells of.
+    let names: std::collections::HashMap<_, _> =
+        s.db.open_alerts()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.id, a.subject_name))
+            .collect();
+    let groups = s.db.pending_groups().await.unwrap();
+    assert_eq!(groups.len(), 1);
+    let stored =
+        s.db.group_notifications(groups[0].receiver_id, &groups[0].group_key, start)
+            .await
+            .unwrap();
+    assert_eq!(stored.len(), 6);
+    for n in &stored {
+        let payload: Value = serde_json::from_str(&n.payload).unwrap();
+        assert_eq!(
+            payload["labels"]["guest"].as_str(),
+            Some(names[&n.alert_id].as_str()),
+            "{payload}"
+        );
+    }
     // Within the group wait: nothing is sent.
     assert_eq!(alerts::deliver_due(&s.state).await.unwrap(), 0);
     assert!(receiver.payloads().is_empty());

@@ -351,7 +351,8 @@ fn assert_firing_alerts_told_once(store: &Store, bodies: &[Value], fired_before_
 }
 
 /// Polls until the alert evaluation has run `evaluations` more times, as the open alerts'
-/// `evaluated_ms` shows: long enough for anything told twice to have arrived.
+/// `evaluated_ms` shows (an open alert that holds is written again within five evaluations, so
+/// this may wait up to five longer): long enough for anything told twice to have arrived.
 fn wait_for_evaluations(store: &Store, evaluations: i64) {
     let after_ms = now_ms() + (evaluations - 1) * EVERY_S * 1000;
     let started = Instant::now();
