@@ -10,7 +10,9 @@ use super::measure::{Measure, guest_measure, host_measure};
 use super::rules::{Rule, RuleKind, silences_in_force};
 use super::webhook::Notice;
 use crate::analysis::alerting::{self, Open, Step};
-use crate::db::{AlertRow, AlertWrite, ReceiverRow, RuleRow};
+use crate::db::{
+    AlertResolution, AlertRow, AlertUpdate, AlertWrite, NewAlert, ReceiverRow, RuleRow,
+};
 use crate::domain::{AlertState, RuleId, Subject};
 use crate::error::AppResult;
 use axum::extract::FromRef;
@@ -90,13 +92,11 @@ fn written_again(
 
 /// Whether two annotation sets differ in more than the figures they quote.
 fn differ_beyond_figures(stored: &LabelSet, now: &LabelSet) -> bool {
-    let beyond = |set: &LabelSet| {
+    fn beyond(set: &LabelSet) -> impl Iterator<Item = (&String, &String)> {
         set.iter()
             .filter(|(name, _)| !FIGURE_ANNOTATIONS.contains(&name.as_str()))
-            .map(|(name, value)| (name.clone(), value.clone()))
-            .collect::<Vec<_>>()
-    };
-    beyond(stored) != beyond(now)
+    }
+    !beyond(stored).eq(beyond(now))
 }
 
 fn format_value(v: f64) -> String {
@@ -261,7 +261,7 @@ where
                         }
                         let annotations_json = set_json(&notes);
                         writes.push(match alert {
-                            None => AlertWrite::Open {
+                            None => AlertWrite::Open(NewAlert {
                                 rule_id,
                                 subject: m.subject,
                                 subject_id: m.id,
@@ -274,8 +274,8 @@ where
                                 labels_json: set_json(&labels),
                                 annotations_json,
                                 notify,
-                            },
-                            Some(a) => AlertWrite::Update {
+                            }),
+                            Some(a) => AlertWrite::Update(AlertUpdate {
                                 alert_id: a.id,
                                 state,
                                 fired_ms,
@@ -283,7 +283,7 @@ where
                                 labels_json: stored_labels.is_none().then(|| set_json(&labels)),
                                 annotations_json,
                                 notify,
-                            },
+                            }),
                         });
                     }
                     Step::Cancel => {
@@ -293,12 +293,12 @@ where
                     }
                     Step::Resolve => {
                         if let Some(a) = alert {
-                            writes.push(AlertWrite::Resolve {
+                            writes.push(AlertWrite::Resolve(AlertResolution {
                                 alert_id: a.id,
                                 value: m.value,
                                 annotations_json: set_json(&notes),
                                 notify,
-                            });
+                            }));
                         }
                     }
                     Step::Inactive => {}

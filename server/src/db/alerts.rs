@@ -153,37 +153,49 @@ pub struct OutboxCounts {
 /// payload), all written in one transaction.
 #[derive(Debug, Clone)]
 pub enum AlertWrite {
-    Open {
-        rule_id: RuleId,
-        subject: Subject,
-        subject_id: i64,
-        subject_name: String,
-        host_name: String,
-        state: AlertState,
-        active_ms: i64,
-        fired_ms: Option<i64>,
-        value: f64,
-        labels_json: String,
-        annotations_json: String,
-        notify: Vec<Notify>,
-    },
-    Update {
-        alert_id: AlertId,
-        state: AlertState,
-        fired_ms: Option<i64>,
-        value: f64,
-        /// Set only for an alert stored without labels (opened before they were kept).
-        labels_json: Option<String>,
-        annotations_json: String,
-        notify: Vec<Notify>,
-    },
+    Open(NewAlert),
+    Update(AlertUpdate),
+    /// A pending alert whose condition cleared: dropped.
     Cancel {
         alert_id: AlertId,
     },
-    Resolve {
-        alert_id: AlertId,
-        value: f64,
-        annotations_json: String,
-        notify: Vec<Notify>,
-    },
+    Resolve(AlertResolution),
+}
+
+#[derive(Debug, Clone)]
+pub struct NewAlert {
+    pub rule_id: RuleId,
+    pub subject: Subject,
+    pub subject_id: i64,
+    pub subject_name: String,
+    pub host_name: String,
+    pub state: AlertState,
+    pub active_ms: i64,
+    pub fired_ms: Option<i64>,
+    pub value: f64,
+    pub labels_json: String,
+    pub annotations_json: String,
+    pub notify: Vec<Notify>,
+}
+
+/// An open alert that stays open, written again.
+#[derive(Debug, Clone)]
+pub struct AlertUpdate {
+    pub alert_id: AlertId,
+    pub state: AlertState,
+    pub fired_ms: Option<i64>,
+    pub value: f64,
+    /// Set only for an alert stored without labels (opened before they were kept).
+    pub labels_json: Option<String>,
+    pub annotations_json: String,
+    pub notify: Vec<Notify>,
+}
+
+/// A firing alert whose condition cleared.
+#[derive(Debug, Clone)]
+pub struct AlertResolution {
+    pub alert_id: AlertId,
+    pub value: f64,
+    pub annotations_json: String,
+    pub notify: Vec<Notify>,
 }

@@ -50,8 +50,8 @@ mod url;
 mod users;
 
 pub use alerts::{
-    AlertRow, AlertWrite, Notify, OutboxCounts, OutboxRow, PendingGroup, ReceiverRow,
-    ReceiverSettings, RuleRow, RuleSettings, SilenceRow,
+    AlertResolution, AlertRow, AlertUpdate, AlertWrite, NewAlert, Notify, OutboxCounts, OutboxRow,
+    PendingGroup, ReceiverRow, ReceiverSettings, RuleRow, RuleSettings, SilenceRow,
 };
 pub use change_records::{ChangeRecordRow, NewChangeRecord, SettledFigures};
 pub use error::{StoreError, StoreResult};

@@ -17,6 +17,8 @@ mod store;
 // there is added to every backend's list; a backend that lacks one lacks its operations, and
 // `Db` does not compile). Listed here, not in a macro both backends expand: rustfmt follows
 // only the module declarations it can see, and `cargo fmt` would skip `db/sql/`.
+#[path = "../sql/alert_writes.rs"]
+mod alert_writes;
 #[path = "../sql/alerts.rs"]
 mod alerts;
 #[path = "../sql/change_records.rs"]
