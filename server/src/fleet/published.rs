@@ -172,11 +172,64 @@ impl Published {
     }
 }
 
-/// The writers' changes (only `super::state` makes them, on a copy it then publishes).
+/// One change the writers make to what readers see (only `super::state` makes them, on a copy
+/// it then publishes). Kept whole, so that it can be made again on the other copy
+/// (`super::state`'s spare): the same edits in the same order make the same state, float sums
+/// included.
+#[derive(Debug)]
+pub enum Edit {
+    /// A host's guests analysed again: its previous guests out, its new analyses in.
+    Host {
+        previous: Vec<GuestId>,
+        analysed: Vec<Arc<AnalysedGuest>>,
+    },
+    /// A host forgotten: its guests and their measured changes out.
+    Forget {
+        guests: Vec<GuestId>,
+        changes: Vec<GuestId>,
+    },
+    /// A host's changes measured again: its previous ones out, the new ones in.
+    Changes {
+        previous: Vec<GuestId>,
+        measured: HashMap<GuestId, Change>,
+    },
+}
+
+impl Edit {
+    /// How many guests it names: what making it again costs, about.
+    pub fn guests(&self) -> usize {
+        match self {
+            Edit::Host { previous, analysed } => previous.len() + analysed.len(),
+            Edit::Forget { guests, changes } => guests.len() + changes.len(),
+            Edit::Changes { previous, measured } => previous.len() + measured.len(),
+        }
+    }
+}
+
 impl Published {
+    /// Makes one of the writers' changes.
+    pub fn edit(&mut self, edit: &Edit) {
+        match edit {
+            Edit::Host { previous, analysed } => {
+                self.drop_guests(previous);
+                for guest in analysed {
+                    self.put(guest);
+                }
+            }
+            Edit::Forget { guests, changes } => {
+                self.drop_guests(guests);
+                self.forget_changes(changes);
+            }
+            Edit::Changes { previous, measured } => {
+                self.forget_changes(previous);
+                self.set_changes(measured);
+            }
+        }
+    }
+
     /// Puts a guest's new analysis in place of its previous one, wherever that was (a guest
     /// that moved here from another host leaves that host's entries).
-    pub(super) fn put(&mut self, guest: &Arc<AnalysedGuest>) {
+    fn put(&mut self, guest: &Arc<AnalysedGuest>) {
         match self.orderings.put(guest) {
             Some(old) => self.index.remove(&old),
             // Newly held: its change, if it has one, now counts.
@@ -190,7 +243,7 @@ impl Published {
     }
 
     /// Takes `guests` out of the ranking.
-    pub(super) fn drop_guests(&mut self, guests: &[GuestId]) {
+    fn drop_guests(&mut self, guests: &[GuestId]) {
         for id in guests {
             if let Some(old) = self.orderings.remove(*id) {
                 self.index.remove(&old);
@@ -202,14 +255,14 @@ impl Published {
     }
 
     /// Forgets the measured changes of `guests`.
-    pub(super) fn forget_changes<'a>(&mut self, guests: impl IntoIterator<Item = &'a GuestId>) {
+    fn forget_changes<'a>(&mut self, guests: impl IntoIterator<Item = &'a GuestId>) {
         for guest in guests {
             self.forget_change(*guest);
         }
     }
 
     /// Sets measured changes.
-    pub(super) fn set_changes(&mut self, changes: &HashMap<GuestId, Change>) {
+    fn set_changes(&mut self, changes: &HashMap<GuestId, Change>) {
         for (&guest, change) in changes {
             self.forget_change(guest);
             self.changes_by_time.insert((change.at_ms, guest));

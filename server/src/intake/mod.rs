@@ -492,6 +492,7 @@ async fn write_reports(db: Db, fleet: LiveFleet, batch: Vec<(Job, usize)>) -> Ve
         }
         answers.push((reply, outcome.map_err(AppError::from)));
     }
+    let reused_spare = held_back.reused_spare();
     drop(held_back);
     for (reply, answer) in answers {
         let _ = reply.send(answer);
@@ -503,6 +504,7 @@ async fn write_reports(db: Db, fleet: LiveFleet, batch: Vec<(Job, usize)>) -> Ve
         guests = items.iter().map(|(r, ..)| r.guests.len()).sum::<usize>(),
         stored_ms = stored_in.as_millis() as u64,
         applied_ms = (started.elapsed() - stored_in).as_millis() as u64,
+        reused_spare,
         "a batch of reports written"
     );
     refunds

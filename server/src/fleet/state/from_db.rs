@@ -12,6 +12,7 @@ use crate::error::AppResult;
 use crate::fleet::analysed::ACTIVE_WITHIN_MS;
 use crate::fleet::changes;
 use crate::fleet::inputs::{self, GuestInputs, NewInputs};
+use crate::fleet::published::Edit;
 
 /// Hosts read again in one statement per table: a whole read's statements read their guests'
 /// windows, about 600 samples a host of 20 guests.
@@ -372,13 +373,13 @@ impl FleetState {
         host.settled = settled;
         host.unsettled = unsettled;
         host.unmeasured_at_ms = unmeasured_at_ms;
-        let after = host.changes.clone();
+        let edit = Edit::Changes {
+            previous: before.into_keys().collect(),
+            measured: host.changes.clone(),
+        };
         // Seen at once, also while a batch of reports is held back: whoever waits for the
         // measurements (`LiveFleet::caught_up`) reads them next.
-        self.publish_now(&mut guard.draft, |next| {
-            next.forget_changes(before.keys());
-            next.set_changes(&after);
-        });
+        self.publish_now(&mut guard, edit);
         Ok(())
     }
 

@@ -14,7 +14,9 @@ use crate::domain::{GuestId, HostId, ReportId};
 use crate::fleet::analysed::{ACTIVE_WITHIN_MS, AnalysedGuest};
 use crate::fleet::changes::SettledChanges;
 use crate::fleet::inputs::{self, GuestInputs};
-use crate::fleet::published::Published;
+use crate::fleet::published::{Edit, Published};
+
+use super::turns::{Draft, Spare};
 
 /// How long after a change each report of its host measures it again while it has no figures;
 /// past that (a guest busy since its reboot) it is measured at most once a minute, like one
@@ -39,20 +41,34 @@ pub(super) struct Hosts {
     pub(super) by_id: HashMap<HostId, HostState>,
     pub(super) names: HashMap<String, HostId>,
     /// While a batch of reports is applied ([`FleetState::hold_back`]): what readers will see
-    /// once it is, changed in place. Each node of the persistent maps is copied once per batch
-    /// rather than once per report: at 100,000 guests, copying them per report was 40 % of the
-    /// server's CPU (perf).
-    pub(super) draft: Option<Published>,
+    /// once it is, changed in place. Each node of the persistent maps is copied at most once
+    /// per batch rather than once per report: at 100,000 guests, copying them per report was
+    /// 40 % of the server's CPU (perf).
+    pub(super) draft: Option<Draft>,
+    /// The copy readers saw before the current one, which the next draft starts from when no
+    /// reader holds it any more (see `super::turns`).
+    spare: Option<Spare>,
     /// How many holds are open.
     holds: usize,
 }
 
 /// Holds back what readers see until dropped (see [`FleetState::hold_back`]).
-pub struct HeldBack<'a>(&'a FleetState);
+pub struct HeldBack<'a> {
+    fleet: &'a FleetState,
+    reused: bool,
+}
+
+impl HeldBack<'_> {
+    /// Whether the draft is the spare brought up to date, rather than a copy of what readers
+    /// see (which one of them held the spare still), for the writer's log.
+    pub fn reused_spare(&self) -> bool {
+        self.reused
+    }
+}
 
 impl Drop for HeldBack<'_> {
     fn drop(&mut self) {
-        let mut hosts = self.0.lock();
+        let mut hosts = self.fleet.lock();
         hosts.holds -= 1;
         // A panic may have left the draft half changed (a guest in one map and not the next):
         // readers keep what they had, and each host is put right by its next analysis.
@@ -62,7 +78,7 @@ impl Drop for HeldBack<'_> {
         if hosts.holds == 0
             && let Some(draft) = hosts.draft.take()
         {
-            self.0.replace_published(draft);
+            hosts.spare = Some(self.fleet.finish(draft));
         }
     }
 }
@@ -275,12 +291,13 @@ impl FleetState {
             .filter_map(|host_id| hosts.by_id.remove(host_id))
             .collect();
         hosts.names.retain(|_, id| !silent.contains(id));
-        self.publish_now(&mut hosts.draft, |next| {
-            for host in &forgotten {
-                next.drop_guests(&host.analysed);
-                next.forget_changes(host.changes.keys());
-            }
-        });
+        let mut edit = (Vec::new(), Vec::new());
+        for host in forgotten {
+            edit.0.extend(host.analysed);
+            edit.1.extend(host.changes.into_keys());
+        }
+        let (guests, changes) = edit;
+        self.publish_now(hosts, Edit::Forget { guests, changes });
         silent.len()
     }
 
@@ -332,76 +349,86 @@ impl FleetState {
     /// Analyses a host's guests again (the writers' side is locked by the caller) and puts its
     /// new verdicts in place of its previous ones, for readers too.
     pub(super) fn analyse_host(&self, hosts: &mut Hosts, host_id: HostId, now_ms: i64) {
-        let Hosts { by_id, draft, .. } = hosts;
-        let Some(host) = by_id.get_mut(&host_id) else {
+        let Some(host) = hosts.by_id.get_mut(&host_id) else {
             return;
         };
         let analysed = host.analyse(now_ms);
-        self.put_analysed(draft, host, analysed);
-    }
-
-    /// Puts a host's newly analysed guests in place of its previous ones, in the ranking too.
-    fn put_analysed(
-        &self,
-        draft: &mut Option<Published>,
-        host: &mut HostState,
-        analysed: Vec<AnalysedGuest>,
-    ) {
-        let analysed: Vec<Arc<AnalysedGuest>> = analysed.into_iter().map(Arc::new).collect();
-        let previous =
-            std::mem::replace(&mut host.analysed, analysed.iter().map(|g| g.id).collect());
-        self.publish(draft, |next| {
-            next.drop_guests(&previous);
-            for guest in &analysed {
-                next.put(guest);
-            }
-        });
+        let edit = put_analysed(host, analysed);
+        self.publish(hosts, edit);
     }
 
     /// Holds back what readers see until the guard is dropped: the one writer applies a batch
     /// of stored reports under it and acknowledges them after, so each report is seen once
     /// acknowledged, and the batch is published at once (see `Hosts::draft`).
     pub fn hold_back(&self) -> HeldBack<'_> {
-        let mut hosts = self.lock();
+        let mut guard = self.lock();
+        let hosts = &mut *guard;
         hosts.holds += 1;
         if hosts.draft.is_none() {
-            hosts.draft = Some(Published::clone(&self.published()));
+            hosts.draft = Some(self.begin(hosts));
         }
-        HeldBack(self)
+        HeldBack {
+            fleet: self,
+            reused: hosts.draft.as_ref().is_some_and(Draft::reused),
+        }
     }
 
-    /// Changes what readers will see: the draft while one is held back, else a copy put in
+    /// Changes what readers will see: the draft while one is held back, else a draft put in
     /// place at once. Only writers call it, with the writers' side locked, so no two replace
     /// it at once.
-    fn publish(&self, draft: &mut Option<Published>, change: impl FnOnce(&mut Published)) {
-        match draft {
-            Some(draft) => change(draft),
-            None => {
-                let mut next = Published::clone(&self.published());
-                change(&mut next);
-                self.replace_published(next);
-            }
+    fn publish(&self, hosts: &mut Hosts, edit: Edit) {
+        if let Some(draft) = &mut hosts.draft {
+            draft.apply(edit);
+            return;
         }
+        let mut draft = self.begin(hosts);
+        draft.apply(edit);
+        hosts.spare = Some(self.finish(draft));
     }
 
     /// The same, seen at once even while a draft is held back (and in the draft, so that it
     /// is not undone when the draft is put in place).
-    pub(super) fn publish_now(
-        &self,
-        draft: &mut Option<Published>,
-        change: impl Fn(&mut Published),
-    ) {
-        if let Some(draft) = draft {
-            change(draft);
-        }
+    pub(super) fn publish_now(&self, hosts: &mut Hosts, edit: Edit) {
+        let Some(draft) = &mut hosts.draft else {
+            return self.publish(hosts, edit);
+        };
+        // A copy of its own: the spare went into the draft, which readers see once it is
+        // done (and which leaves the copy it began from as the spare).
         let mut next = Published::clone(&self.published());
-        change(&mut next);
-        self.replace_published(next);
+        next.edit(&edit);
+        *self.published.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        draft.apply(edit);
     }
 
-    fn replace_published(&self, next: Published) {
-        *self.published.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+    /// A draft of what readers see now (see `super::turns`).
+    fn begin(&self, hosts: &mut Hosts) -> Draft {
+        Draft::begin(self.published(), hosts.spare.take())
     }
+
+    /// Puts a draft in place for readers; returns the spare it leaves.
+    fn finish(&self, draft: Draft) -> Spare {
+        let (next, spare) = draft.finish();
+        // The copy replaced is the spare's (or, after `publish_now`, a copy no writer keeps):
+        // dropping it here frees nothing while the readers' lock is held.
+        let replaced = std::mem::replace(
+            &mut *self.published.write().unwrap_or_else(|e| e.into_inner()),
+            Arc::new(next),
+        );
+        drop(replaced);
+        spare
+    }
+}
+
+/// Puts a host's newly analysed guests in place of its previous ones: the edit that does so
+/// for readers.
+fn put_analysed(host: &mut HostState, analysed: Vec<AnalysedGuest>) -> Edit {
+    // Not `collect()`ed: that would reuse the analyses' own buffer (1,120 bytes a guest) for
+    // the pointers, and the edit, kept for the spare, would hold it.
+    let mut shared = Vec::with_capacity(analysed.len());
+    shared.extend(analysed.into_iter().map(Arc::new));
+    let analysed: Vec<Arc<AnalysedGuest>> = shared;
+    let previous = std::mem::replace(&mut host.analysed, analysed.iter().map(|g| g.id).collect());
+    Edit::Host { previous, analysed }
 }
 
 #[cfg(test)]
@@ -446,9 +473,9 @@ mod tests {
 
     fn set(current: &FleetState, host_id: i64, guests: Vec<AnalysedGuest>) {
         let mut hosts = current.lock();
-        let Hosts { by_id, draft, .. } = &mut *hosts;
-        let host = by_id.entry(HostId(host_id)).or_default();
-        current.put_analysed(draft, host, guests);
+        let host = hosts.by_id.entry(HostId(host_id)).or_default();
+        let edit = put_analysed(host, guests);
+        current.publish(&mut hosts, edit);
     }
 
     #[test]
