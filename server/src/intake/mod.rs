@@ -30,6 +30,7 @@ use crate::ingest::facts::{ValidFacts, uuid_forms};
 pub use crate::ingest::host_guests::GuestLimits;
 use crate::ingest::host_guests::HostAllowances;
 use crate::metrics::Metrics;
+use crate::work::cpu_bound;
 pub use elsewhere::Pace;
 use elsewhere::{Elsewhere, Taken};
 
@@ -458,7 +459,8 @@ async fn write_reports(db: Db, fleet: LiveFleet, batch: Vec<(Job, usize)>) -> Ve
     let mut answers = Vec::with_capacity(replies.len());
     // The batch is published to readers whole, then acknowledged: a report is seen once its
     // sender hears it was stored.
-    let held_back = fleet.hold_back();
+    // Bringing the spare copy up to date costs the last batch's edits (`fleet::state`).
+    let held_back = cpu_bound(|| fleet.hold_back());
     // Hosts read from the database for an earlier report of the batch: they hold every report
     // of it already (the batch was committed before any was applied), and taking a later one
     // in again would count its samples twice; they are read again instead.

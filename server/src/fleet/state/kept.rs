@@ -59,8 +59,9 @@ pub struct HeldBack<'a> {
 }
 
 impl HeldBack<'_> {
-    /// Whether the draft is the spare brought up to date, rather than a copy of what readers
-    /// see (which one of them held the spare still), for the writer's log.
+    /// Whether the draft is the spare brought up to date, rather than a clone of what readers
+    /// see (a reader still held the spare, there was none, or it was too far behind), for the
+    /// writer's log.
     pub fn reused_spare(&self) -> bool {
         self.reused
     }
@@ -78,7 +79,7 @@ impl Drop for HeldBack<'_> {
         if hosts.holds == 0
             && let Some(draft) = hosts.draft.take()
         {
-            hosts.spare = Some(self.fleet.finish(draft));
+            hosts.spare = self.fleet.finish(draft);
         }
     }
 }
@@ -286,6 +287,9 @@ impl FleetState {
             .filter(|(_, host)| host.inputs.values().all(|g| g.row.last_seen_ms < since_ms))
             .map(|(id, _)| *id)
             .collect();
+        if silent.is_empty() {
+            return 0;
+        }
         let forgotten: Vec<HostState> = silent
             .iter()
             .filter_map(|host_id| hosts.by_id.remove(host_id))
@@ -363,10 +367,12 @@ impl FleetState {
     pub fn hold_back(&self) -> HeldBack<'_> {
         let mut guard = self.lock();
         let hosts = &mut *guard;
-        hosts.holds += 1;
+        // The draft before the count: a panic while the spare is brought up to date must not
+        // leave a hold that no guard will end.
         if hosts.draft.is_none() {
             hosts.draft = Some(self.begin(hosts));
         }
+        hosts.holds += 1;
         HeldBack {
             fleet: self,
             reused: hosts.draft.as_ref().is_some_and(Draft::reused),
@@ -383,7 +389,7 @@ impl FleetState {
         }
         let mut draft = self.begin(hosts);
         draft.apply(edit);
-        hosts.spare = Some(self.finish(draft));
+        hosts.spare = self.finish(draft);
     }
 
     /// The same, seen at once even while a draft is held back (and in the draft, so that it
@@ -396,7 +402,11 @@ impl FleetState {
         // done (and which leaves the copy it began from as the spare).
         let mut next = Published::clone(&self.published());
         next.edit(&edit);
-        *self.published.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        let replaced = std::mem::replace(
+            &mut *self.published.write().unwrap_or_else(|e| e.into_inner()),
+            Arc::new(next),
+        );
+        drop(replaced);
         draft.apply(edit);
     }
 
@@ -406,10 +416,10 @@ impl FleetState {
     }
 
     /// Puts a draft in place for readers; returns the spare it leaves.
-    fn finish(&self, draft: Draft) -> Spare {
+    fn finish(&self, draft: Draft) -> Option<Spare> {
         let (next, spare) = draft.finish();
-        // The copy replaced is the spare's (or, after `publish_now`, a copy no writer keeps):
-        // dropping it here frees nothing while the readers' lock is held.
+        // The copy replaced is usually the spare's; one that is not (after `publish_now`, or a
+        // spoilt draft) is freed here, after the readers' lock is let go, not under it.
         let replaced = std::mem::replace(
             &mut *self.published.write().unwrap_or_else(|e| e.into_inner()),
             Arc::new(next),
@@ -520,6 +530,47 @@ mod tests {
         // Without a hold, at once.
         set(&current, 2, vec![]);
         assert_eq!(names(&current, 1_000), ["a", "b"]);
+    }
+
+    #[test]
+    fn what_is_published_at_once_during_a_batch_stays_when_the_spare_is_brought_up_to_date() {
+        let current = FleetState::default();
+        set(&current, 1, vec![guest(1, 1, "a", 20.0)]);
+        let change = Change {
+            at_ms: 500,
+            cpu_before_pct: 5.0,
+            cpu_after_pct: 1.0,
+            wakeups_before: 250.0,
+            wakeups_after: 30.0,
+            idle_share_after: 1.0,
+            saved_cpu_pct: 4.0,
+        };
+        let held = current.hold_back();
+        set(&current, 2, vec![guest(2, 2, "b", 20.0)]);
+        // A measurement, seen at once while the batch is held back.
+        let measured = Edit::Changes {
+            previous: Vec::new(),
+            measured: HashMap::from([(GuestId(1), change)]),
+        };
+        current.publish_now(&mut current.lock(), measured);
+        assert_eq!(current.change(GuestId(1)), Some(Some(change)));
+        assert_eq!(names(&current, 1_000), ["a"]);
+        drop(held);
+        assert_eq!(names(&current, 1_000), ["a", "b"]);
+        // The next batches begin from the spare, brought up to date: the change is still there.
+        for round in 0..2 {
+            let held = current.hold_back();
+            assert!(held.reused_spare(), "round {round}");
+            set(
+                &current,
+                2,
+                vec![guest(2, 2, "b", 20.0), guest(3, 2, "c", 20.0)],
+            );
+            drop(held);
+            assert_eq!(names(&current, 1_000), ["a", "b", "c"]);
+            assert_eq!(current.change(GuestId(1)), Some(Some(change)));
+            assert_eq!(current.published().realised(1_000).guests, 1);
+        }
     }
 
     #[test]

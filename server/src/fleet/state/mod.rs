@@ -14,9 +14,10 @@
 //! - What readers see ([`Published`]) is replaced whole once a host's new verdicts are in: its
 //!   maps are persistent (imbl), so the copy shares everything but what changed, and replacing a
 //!   host's entries costs O(k log n) for its k guests. A reader takes the current copy under a
-//!   lock held for one pointer's clone, and reads it for as long as it likes. The writers change
-//!   the copy published before the current one once no reader holds it (`turns`), so that a
-//!   batch of reports does not copy and free every node it touches.
+//!   lock held for one pointer's clone, and reads it for as long as it likes. The writers'
+//!   draft is the copy published before the current one, brought up to date with the last
+//!   batch's edits, when no reader holds it and it is not far behind (`turns`), so that a batch
+//!   of reports does not copy and free every node it touches.
 //!
 //! `kept` holds the state and what changes it in memory; `from_db` what it reads from the
 //! database, a follower's read of the hosts another server stored reports of included: a host

@@ -9,10 +9,13 @@
 //!
 //! So the copy that was published before the current one is kept as the spare, with the edits
 //! that made the current one from it. The next draft is that spare brought up to date with
-//! those edits, changed in place where no reader shares its nodes; only when a reader still
-//! holds the spare (a long `/metrics` scrape), or when the spare is too far behind to be worth
-//! it, is the current copy cloned, as before. Two copies of the orders and the index are then
-//! held (the analyses themselves are shared), against copying and freeing them at each batch.
+//! those edits, changed in place: after a batch or two the two copies share no node the
+//! batches touch, so nothing is copied. Only when a reader still holds the spare (a long
+//! `/metrics` scrape), or when the spare is too far behind to be worth it, is the current copy
+//! cloned, as before. Two copies of the orders and the index are then held (the analyses
+//! themselves are shared), against copying and freeing them at each batch. Bringing the spare
+//! up to date costs what the last batch's edits cost, paid by whichever writer begins the next
+//! draft.
 
 use std::sync::Arc;
 
@@ -35,6 +38,8 @@ pub(super) struct Draft {
     edits: Vec<Edit>,
     /// Whether the draft is the spare brought up to date (not a clone of `base`).
     reused: bool,
+    /// An edit did not finish (it panicked): the draft is no longer `base` with `edits` made.
+    spoilt: bool,
 }
 
 /// The copy published before the current one, and the edits that made the current one of it.
@@ -65,21 +70,26 @@ impl Draft {
             base: current,
             edits: Vec::new(),
             reused,
+            spoilt: false,
         }
     }
 
     /// Makes an edit in the draft.
     pub(super) fn apply(&mut self, edit: Edit) {
+        self.spoilt = true;
         self.copy.edit(&edit);
         self.edits.push(edit);
+        self.spoilt = false;
     }
 
-    /// What readers are to see now, and the spare it leaves (the copy the draft began from).
-    pub(super) fn finish(self) -> (Published, Spare) {
-        let spare = Spare {
+    /// What readers are to see now, and the spare it leaves (the copy the draft began from):
+    /// none when an edit panicked half made (a writer other than the draft's holder), since
+    /// making the edits again would not give the same copy.
+    pub(super) fn finish(self) -> (Published, Option<Spare>) {
+        let spare = (!self.spoilt).then_some(Spare {
             copy: self.base,
             behind: self.edits,
-        };
+        });
         (self.copy, spare)
     }
 
@@ -99,12 +109,14 @@ mod tests {
     use crate::analysis::change::Change;
     use crate::analysis::test_window;
     use crate::domain::{GuestId, HostId};
-    use crate::fleet::analysed::AnalysedGuest;
+    use crate::fleet::analysed::{ACTIVE_WITHIN_MS, AnalysedGuest};
     use crate::fleet::listing::{Facet, GuestFilter, Order};
     use crate::fleet::orderings::KEPT;
 
     const NOW_MS: i64 = 10_000_000;
 
+    /// Guest `id` on one of three hosts, with figures by `figure`; figure 3 makes it silent
+    /// past the active limit (held, not active).
     fn guest(id: i64, figure: u8) -> Arc<AnalysedGuest> {
         let window = test_window(
             1,
@@ -112,9 +124,16 @@ mod tests {
             30.0 + 100.0 * f64::from(figure),
             None,
         );
+        let silent = figure == 3;
         Arc::new(AnalysedGuest {
             name: format!("g{}", id % 3),
-            last_seen_ms: NOW_MS,
+            host_id: HostId(id % 3),
+            host: format!("hv-{}", id % 3),
+            last_seen_ms: if silent {
+                NOW_MS - ACTIVE_WITHIN_MS - 1
+            } else {
+                NOW_MS
+            },
             ..AnalysedGuest::example(id, &window)
         })
     }
@@ -142,15 +161,15 @@ mod tests {
                     previous: previous.into_iter().map(GuestId).collect(),
                     measured: measured
                         .into_iter()
-                        .map(|(id, saved)| (GuestId(id), change(saved)))
+                        .map(|(id, saved)| (GuestId(id), change(id * 100, saved)))
                         .collect::<HashMap<_, _>>(),
                 }),
         ]
     }
 
-    fn change(saved_cpu_pct: f64) -> Change {
+    fn change(at_ms: i64, saved_cpu_pct: f64) -> Change {
         Change {
-            at_ms: 1_000,
+            at_ms,
             cpu_before_pct: 5.0,
             cpu_after_pct: 5.0 - saved_cpu_pct,
             wakeups_before: 250.0,
@@ -183,10 +202,21 @@ mod tests {
             .map(|(id, waste)| (id, waste.to_bits()))
             .collect();
         seen += &format!("hosts {hosts:?}\n");
+        for host in 0..3 {
+            seen += &format!("{:?}\n", index.host(HostId(host), &model));
+        }
         for facet in Facet::ALL {
-            let values: Vec<(&str, usize)> = index.values(facet).collect();
+            let values: Vec<(&str, usize, u64)> = index
+                .values_with_waste(facet)
+                .map(|(value, guests, waste)| (value, guests, waste.to_bits()))
+                .collect();
             seen += &format!("{facet:?} {values:?}\n");
         }
+        let marks: Vec<(i64, i64)> = p
+            .changes_between(0, 600, NOW_MS)
+            .map(|(g, c)| (g.id.0, c.at_ms))
+            .collect();
+        seen += &format!("marks {marks:?}\n");
         let mut changes: Vec<(GuestId, u64)> = p
             .changes(NOW_MS)
             .into_iter()
@@ -195,9 +225,10 @@ mod tests {
         changes.sort();
         let realised = p.realised(NOW_MS);
         seen += &format!(
-            "{} {} {} {} {}\n{changes:?}\n",
+            "{} {} {} {} {} {}\n{changes:?}\n",
             p.held(),
             totals.guests,
+            totals.ticking,
             totals.wasted_cores.to_bits(),
             realised.guests,
             realised.saved_cpu_pct.to_bits(),
@@ -234,7 +265,7 @@ mod tests {
             });
         }
         let (loaded, spare) = draft.finish();
-        assert!(!Draft::begin(Arc::new(loaded), Some(spare)).reused());
+        assert!(!Draft::begin(Arc::new(loaded), spare).reused());
     }
 
     proptest! {
@@ -262,7 +293,7 @@ mod tests {
                 }
                 let (next, left) = draft.finish();
                 current = Arc::new(next);
-                spare = Some(left);
+                spare = left;
                 prop_assert_eq!(seen(&current), seen(&afresh));
             }
         }
