@@ -51,6 +51,23 @@ pub fn measure(at_ms: i64, before: &Span, after: &Span, idle_share_after: f64) -
 }
 
 #[cfg(test)]
+impl Change {
+    /// A change for tests: made at `at_ms`, saving `saved_cpu_pct` of a guest at 5 % and 250
+    /// wake-ups a second that then idles wholly.
+    pub(crate) fn example(at_ms: i64, saved_cpu_pct: f64) -> Change {
+        Change {
+            at_ms,
+            cpu_before_pct: 5.0,
+            cpu_after_pct: 5.0 - saved_cpu_pct,
+            wakeups_before: 250.0,
+            wakeups_after: 30.0,
+            idle_share_after: 1.0,
+            saved_cpu_pct,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -306,18 +306,6 @@ mod tests {
         })
     }
 
-    fn change(at_ms: i64, saved_cpu_pct: f64) -> Change {
-        Change {
-            at_ms,
-            cpu_before_pct: 5.0,
-            cpu_after_pct: 5.0 - saved_cpu_pct,
-            wakeups_before: 250.0,
-            wakeups_after: 30.0,
-            idle_share_after: 1.0,
-            saved_cpu_pct,
-        }
-    }
-
     #[derive(Debug, Clone)]
     enum Step {
         Put { id: i64, silent: bool },
@@ -356,7 +344,7 @@ mod tests {
                     }
                     Step::Drop(id) => published.drop_guests(&[GuestId(id)]),
                     Step::Set { id, at_ms, saved } => {
-                        published.set_changes(&HashMap::from([(GuestId(id), change(at_ms, saved))]));
+                        published.set_changes(&HashMap::from([(GuestId(id), Change::example(at_ms, saved))]));
                     }
                     Step::Forget(id) => published.forget_changes(&[GuestId(id)]),
                 }

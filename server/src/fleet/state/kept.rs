@@ -536,15 +536,7 @@ mod tests {
     fn what_is_published_at_once_during_a_batch_stays_when_the_spare_is_brought_up_to_date() {
         let current = FleetState::default();
         set(&current, 1, vec![guest(1, 1, "a", 20.0)]);
-        let change = Change {
-            at_ms: 500,
-            cpu_before_pct: 5.0,
-            cpu_after_pct: 1.0,
-            wakeups_before: 250.0,
-            wakeups_after: 30.0,
-            idle_share_after: 1.0,
-            saved_cpu_pct: 4.0,
-        };
+        let change = Change::example(500, 4.0);
         let held = current.hold_back();
         set(&current, 2, vec![guest(2, 2, "b", 20.0)]);
         // A measurement, seen at once while the batch is held back.

@@ -161,22 +161,10 @@ mod tests {
                     previous: previous.into_iter().map(GuestId).collect(),
                     measured: measured
                         .into_iter()
-                        .map(|(id, saved)| (GuestId(id), change(id * 100, saved)))
+                        .map(|(id, saved)| (GuestId(id), Change::example(id * 100, saved)))
                         .collect::<HashMap<_, _>>(),
                 }),
         ]
-    }
-
-    fn change(at_ms: i64, saved_cpu_pct: f64) -> Change {
-        Change {
-            at_ms,
-            cpu_before_pct: 5.0,
-            cpu_after_pct: 5.0 - saved_cpu_pct,
-            wakeups_before: 250.0,
-            wakeups_after: 30.0,
-            idle_share_after: 1.0,
-            saved_cpu_pct,
-        }
     }
 
     /// What a reader sees of a copy: every kept order's guests, the counts and the changes.
