@@ -295,12 +295,11 @@ impl FleetState {
             .filter_map(|host_id| hosts.by_id.remove(host_id))
             .collect();
         hosts.names.retain(|_, id| !silent.contains(id));
-        let mut edit = (Vec::new(), Vec::new());
+        let (mut guests, mut changes) = (Vec::new(), Vec::new());
         for host in forgotten {
-            edit.0.extend(host.analysed);
-            edit.1.extend(host.changes.into_keys());
+            guests.extend(host.analysed);
+            changes.extend(host.changes.into_keys());
         }
-        let (guests, changes) = edit;
         self.publish_now(hosts, Edit::Forget { guests, changes });
         silent.len()
     }
@@ -402,11 +401,7 @@ impl FleetState {
         // done (and which leaves the copy it began from as the spare).
         let mut next = Published::clone(&self.published());
         next.edit(&edit);
-        let replaced = std::mem::replace(
-            &mut *self.published.write().unwrap_or_else(|e| e.into_inner()),
-            Arc::new(next),
-        );
-        drop(replaced);
+        self.replace_published(next);
         draft.apply(edit);
     }
 
@@ -418,14 +413,19 @@ impl FleetState {
     /// Puts a draft in place for readers; returns the spare it leaves.
     fn finish(&self, draft: Draft) -> Option<Spare> {
         let (next, spare) = draft.finish();
-        // The copy replaced is usually the spare's; one that is not (after `publish_now`, or a
-        // spoilt draft) is freed here, after the readers' lock is let go, not under it.
+        self.replace_published(next);
+        spare
+    }
+
+    /// Puts `next` in place for readers. The copy replaced is usually the spare's; one that is
+    /// not (after `publish_now`, or a spoilt draft) is freed here, after the readers' lock is
+    /// let go, not under it.
+    fn replace_published(&self, next: Published) {
         let replaced = std::mem::replace(
             &mut *self.published.write().unwrap_or_else(|e| e.into_inner()),
             Arc::new(next),
         );
         drop(replaced);
-        spare
     }
 }
 
@@ -434,11 +434,13 @@ impl FleetState {
 fn put_analysed(host: &mut HostState, analysed: Vec<AnalysedGuest>) -> Edit {
     // Not `collect()`ed: that would reuse the analyses' own buffer (1,120 bytes a guest) for
     // the pointers, and the edit, kept for the spare, would hold it.
-    let mut shared = Vec::with_capacity(analysed.len());
+    let mut shared: Vec<Arc<AnalysedGuest>> = Vec::with_capacity(analysed.len());
     shared.extend(analysed.into_iter().map(Arc::new));
-    let analysed: Vec<Arc<AnalysedGuest>> = shared;
-    let previous = std::mem::replace(&mut host.analysed, analysed.iter().map(|g| g.id).collect());
-    Edit::Host { previous, analysed }
+    let previous = std::mem::replace(&mut host.analysed, shared.iter().map(|g| g.id).collect());
+    Edit::Host {
+        previous,
+        analysed: shared,
+    }
 }
 
 #[cfg(test)]
