@@ -34,6 +34,7 @@ use tickscope_server::auth;
 use tickscope_server::db::{Db, GuestScope, RawSample};
 use tickscope_server::fleet::state::FleetState;
 use tickscope_server::ingest;
+use tickscope_server::metrics::format::PROMETHEUS_ACCEPT;
 use tickscope_server::retention::{self, Retention};
 use tickscope_server::state::{AppState, Options};
 use tickscope_wire::{
@@ -264,11 +265,15 @@ impl Browser {
         path: &str,
         body: Option<String>,
         cookie_name: &str,
+        accept: Option<&str>,
     ) -> (StatusCode, String, Option<String>) {
         let mut request = Request::builder()
             .method(method)
             .uri(path)
             .header(header::COOKIE, &self.cookie);
+        if let Some(accept) = accept {
+            request = request.header(header::ACCEPT, accept);
+        }
         if body.is_some() {
             request = request.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
         }
@@ -305,19 +310,32 @@ impl Browser {
             cookie: String::new(),
         };
         let (_, page, cookie) = browser
-            .send(Method::GET, "/login", None, "tickscope_login")
+            .send(Method::GET, "/login", None, "tickscope_login", None)
             .await;
         browser.cookie = cookie.unwrap();
         let at = page.find("name=\"csrf\" value=\"").unwrap() + 19;
         let csrf = &page[at..at + 64];
         let body = format!("name=bench&password=a+long+enough+password&csrf={csrf}");
         let (status, _, cookie) = browser
-            .send(Method::POST, "/login", Some(body), "tickscope_session")
+            .send(
+                Method::POST,
+                "/login",
+                Some(body),
+                "tickscope_session",
+                None,
+            )
             .await;
         assert_eq!(status, StatusCode::SEE_OTHER);
         browser.cookie = cookie.unwrap();
         browser
     }
+}
+
+fn print_page(label: &str, median: f64, p95: f64, base_median: f64) {
+    println!(
+        "  {label:<44} median {median:>8.1}  p95 {p95:>8.1}  ({:.4}x the analysis's median)",
+        median / base_median
+    );
 }
 
 /// (median, p95) of `calls` timings, in ms.
@@ -327,8 +345,14 @@ fn percentiles(mut times: Vec<f64>) -> (f64, f64) {
     (at(0.5), at(0.95))
 }
 
-async fn time_page(browser: &Browser, path: &str, calls: usize) -> (f64, f64) {
-    let (status, body, _) = browser.send(Method::GET, path, None, "").await;
+/// `path`'s (median, p95) over `calls` calls, each sent with `accept` as its `Accept` header.
+async fn time_page(
+    browser: &Browser,
+    path: &str,
+    accept: Option<&str>,
+    calls: usize,
+) -> (f64, f64) {
+    let (status, body, _) = browser.send(Method::GET, path, None, "", accept).await;
     assert_eq!(
         status,
         StatusCode::OK,
@@ -338,7 +362,7 @@ async fn time_page(browser: &Browser, path: &str, calls: usize) -> (f64, f64) {
     let mut times = Vec::new();
     for _ in 0..calls {
         let started = Instant::now();
-        let (status, _, _) = browser.send(Method::GET, path, None, "").await;
+        let (status, _, _) = browser.send(Method::GET, path, None, "", accept).await;
         times.push(started.elapsed().as_secs_f64() * 1000.0);
         assert_eq!(status, StatusCode::OK);
     }
@@ -458,7 +482,7 @@ async fn main() {
             ),
             ("hosts /hosts", "/hosts".to_string()),
             ("plan /plan", "/plan".to_string()),
-            ("metrics /metrics", "/metrics".to_string()),
+            ("metrics /metrics (classic text)", "/metrics".to_string()),
             ("export /api/v1/plan", "/api/v1/plan".to_string()),
             ("export /api/v1/plan.csv", "/api/v1/plan.csv".to_string()),
             (
@@ -466,15 +490,15 @@ async fn main() {
                 "/api/v1/guests.csv".to_string(),
             ),
         ] {
-            let (median, p95) = time_page(&browser, &path, calls).await;
-            println!(
-                "  {label:<44} median {median:>8.1}  p95 {p95:>8.1}  ({:.4}x the analysis's median)",
-                median / base_median
-            );
+            let (median, p95) = time_page(&browser, &path, None, calls).await;
+            print_page(label, median, p95, base_median);
             if path == "/" {
                 overview_p95.push((guests, p95));
             }
         }
+        // What a Prometheus scrape costs: it asks for OpenMetrics.
+        let (median, p95) = time_page(&browser, "/metrics", Some(PROMETHEUS_ACCEPT), calls).await;
+        print_page("metrics /metrics (OpenMetrics)", median, p95, base_median);
         db.close().await;
     }
     if let [(small, small_p95), .., (large, large_p95)] = overview_p95[..] {

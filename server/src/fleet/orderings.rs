@@ -270,6 +270,11 @@ impl Orderings {
         self.guests.get(&id)
     }
 
+    /// Every held guest, in no particular order: a walk of the map, with no lookup per guest.
+    pub fn guests(&self) -> impl Iterator<Item = &Arc<AnalysedGuest>> {
+        self.guests.values()
+    }
+
     /// How many guests are held.
     pub fn held(&self) -> usize {
         self.guests.len()

@@ -66,6 +66,16 @@ impl Published {
             .filter(move |g| g.last_seen_ms >= since_ms)
     }
 
+    /// The guests active at `now_ms`, in no particular order: for what reads every guest and
+    /// orders them itself or not at all. Cheaper than [`Published::ranked`], which looks each
+    /// guest up from the ranking's entries (at 100,000 guests, a sixth of a `/metrics` scrape).
+    pub fn active(&self, now_ms: i64) -> impl Iterator<Item = &Arc<AnalysedGuest>> {
+        let since_ms = now_ms - ACTIVE_WITHIN_MS;
+        self.orderings
+            .guests()
+            .filter(move |g| g.last_seen_ms >= since_ms)
+    }
+
     /// One guest as ranked, if it is active at `now_ms`.
     pub fn guest(&self, guest_id: GuestId, now_ms: i64) -> Option<&Arc<AnalysedGuest>> {
         let since_ms = now_ms - ACTIVE_WITHIN_MS;

@@ -8,6 +8,10 @@
 
 use crate::error::{AppError, AppResult};
 
+/// The `Accept` header Prometheus 2.42 scrapes with by default (for the tests and benchmarks
+/// that scrape as it does).
+pub const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
 /// An exposition format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -184,10 +188,9 @@ mod tests {
 
     #[test]
     fn the_format_follows_what_the_scraper_accepts() {
-        let prometheus_2_42 = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
         let cases = [
             (None, Format::Classic),
-            (Some(prometheus_2_42), Format::OpenMetrics),
+            (Some(PROMETHEUS_ACCEPT), Format::OpenMetrics),
             // Prometheus with `scrape_classic_histograms`-era defaults, or told to prefer text.
             (
                 Some("text/plain;version=0.0.4;q=1,application/openmetrics-text;q=0.5"),

@@ -11,9 +11,7 @@ use prometheus_parse::{Scrape, Value};
 use serde_json::json;
 
 use common::{fleet_report, guest, report, server};
-
-/// What Prometheus 2.42 sends by default.
-const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+use tickscope_server::metrics::format::PROMETHEUS_ACCEPT;
 
 /// `GET /metrics` with the viewer token and `accept`: status, Content-Type, Vary and body.
 async fn scrape(s: &common::Server, accept: Option<&str>) -> (StatusCode, String, String, String) {
@@ -100,6 +98,12 @@ async fn metrics_hold_every_guest_and_the_servers_own_counters() {
         .take(4)
         .chain(["tickscope_guest_info"].iter())
     {
+        // Listed by guest id, so that two scrapes list them alike.
+        let ids: Vec<i64> = samples(&scrape_, name)
+            .iter()
+            .map(|s| s.labels.get("guest_id").unwrap().parse().unwrap())
+            .collect();
+        assert!(ids.is_sorted(), "{name}: {ids:?}");
         let mut guests: Vec<&str> = samples(&scrape_, name)
             .iter()
             .map(|s| s.labels.get("guest").unwrap())

@@ -16,13 +16,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tickscope_server::metrics::format::PROMETHEUS_ACCEPT;
 
 use common::processes::{
     Processes, add_token, free_port, output_with_stdin, repo_root, start_server,
 };
-
-/// What Prometheus 2.42 sends by default.
-const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
 /// `name` on the PATH, or in /usr/bin where Debian puts it.
 fn binary(name: &str) -> Option<PathBuf> {

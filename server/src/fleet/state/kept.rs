@@ -627,6 +627,10 @@ mod tests {
         set(&current, 1, vec![guest(1, 1, "a", 20.0)]);
         assert_eq!(current.ranked(1_000 + ACTIVE_WITHIN_MS).len(), 1);
         assert!(current.ranked(1_001 + ACTIVE_WITHIN_MS).is_empty());
+        // Nor among the active guests, unordered.
+        let published = current.published();
+        assert_eq!(published.active(1_000 + ACTIVE_WITHIN_MS).count(), 1);
+        assert_eq!(published.active(1_001 + ACTIVE_WITHIN_MS).count(), 0);
         assert!(
             current
                 .guest(GuestId(1), 1_001 + ACTIVE_WITHIN_MS)
