@@ -11,7 +11,8 @@
 //! logged-in browser and prints the median and p95 latency of the overview, the guest list
 //! (filtered and sorted, searched), a fleet guest's page (1 h charts), the history guest's page
 //! (30-day charts, read from the rollups the retention made of its samples past 48 hours), the
-//! hosts, the plan, `/metrics` and the exports.
+//! hosts, the plan, the exports, and `/metrics` twice: in the classic text format (as `curl`
+//! asks) and in OpenMetrics (as Prometheus asks).
 //!
 //! Two baselines are timed in the same run on the same file: the one SQL statement that reads
 //! the 5-minute window of every active guest, and the analysis of every active guest from that
