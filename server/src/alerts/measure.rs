@@ -68,7 +68,11 @@ fn guest_labels(g: &AnalysedGuest) -> Vec<(&'static str, String)> {
         ("host", g.host.clone()),
         ("hypervisor", g.hypervisor.clone()),
     ];
-    labels.extend(g.about_labels());
+    labels.extend(
+        g.about_labels()
+            .into_iter()
+            .map(|(name, value)| (name, value.to_string())),
+    );
     labels
 }
 

@@ -102,14 +102,14 @@ impl AnalysedGuest {
     /// What it is and why it wastes, as labels where something tells it: its OS, the cause it
     /// is filed under, its platform's kind and names. Alert labels and `/metrics` alike; no
     /// value empty.
-    pub fn about_labels(&self) -> Vec<(&'static str, String)> {
+    pub fn about_labels(&self) -> Vec<(&'static str, &str)> {
         let mut labels = Vec::new();
         let os = self.os().family;
         if os != OsFamily::Unknown {
-            labels.push(("os", os.as_str().to_string()));
+            labels.push(("os", os.as_str()));
         }
         if let Some(cause) = self.verdict.cause {
-            labels.push(("cause", cause.as_str().to_string()));
+            labels.push(("cause", cause.as_str()));
         }
         if let Some(p) = &self.platform {
             for (name, value) in [
@@ -119,7 +119,7 @@ impl AnalysedGuest {
                 ("platform_id", p.id.as_ref()),
             ] {
                 if let Some(value) = value.filter(|v| !v.is_empty()) {
-                    labels.push((name, value.clone()));
+                    labels.push((name, value.as_str()));
                 }
             }
         }

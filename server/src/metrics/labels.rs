@@ -51,9 +51,7 @@ pub fn info<'a>(identity: Labels<'a>, g: &'a AnalysedGuest) -> Labels<'a> {
     labels.push(("tick_mode", classification.mode.as_str().into()));
     labels.push(("confidence", classification.confidence.as_str().into()));
     for (name, value) in g.about_labels() {
-        if !value.is_empty() {
-            labels.push((name, show_invisible(&value).into_owned().into()));
-        }
+        push_known(&mut labels, name, Some(value));
     }
     push_known(&mut labels, "management", g.management.as_deref());
     push_known(&mut labels, "cpu_source", g.cpu_source.as_deref());
