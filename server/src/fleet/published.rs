@@ -66,8 +66,8 @@ impl Published {
             .filter(move |g| g.last_seen_ms >= since_ms)
     }
 
-    /// The guests active at `now_ms`, in no particular order: for what reads every guest and
-    /// orders them itself or not at all: a walk of the guests' map, where [`Published::ranked`]
+    /// The guests active at `now_ms`, in no particular order, for what reads every guest and
+    /// orders them itself or not at all. It walks the guests' map, where [`Published::ranked`]
     /// looks each guest up from the ranking's entries.
     pub fn active(&self, now_ms: i64) -> impl Iterator<Item = &Arc<AnalysedGuest>> {
         let since_ms = now_ms - ACTIVE_WITHIN_MS;

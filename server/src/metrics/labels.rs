@@ -1,4 +1,4 @@
-//! The label sets of the per-guest series.
+//! The label sets of the per-guest series, and how a label value is written.
 //!
 //! Measured series (CPU, waste, wake-ups, vCPUs, the counters) carry only what identifies a
 //! guest and does not change while it runs: `guest`, `guest_id`, `host`, `hypervisor`, and
@@ -9,62 +9,84 @@
 //!
 //! A label whose value is unknown is left out, never sent empty: Prometheus treats an empty
 //! label as an absent one, and a `uuid=""` on most guests only looks like data. Names come from
-//! the VMs, so every value passes through [`show_invisible`]; the encoder escapes `\`, `"` and
-//! newlines.
-
-use std::borrow::Cow;
+//! the VMs, so every value is written through [`push_value`]: what [`show_invisible`] shows,
+//! with `\` and `"` escaped as the exposition formats want.
+//!
+//! The label sets are handed out one label at a time (`label(name, value)`) rather than
+//! collected: a scrape writes 100,000 guests' labels straight into its text.
 
 use crate::fleet::AnalysedGuest;
-use crate::visible::show_invisible;
+use crate::visible::must_escape;
 
-/// A series' labels, in the order they are written. Values borrow from the guest unless they
-/// had something to escape (the id is written out), rather than copy four or five strings of
-/// each guest at each scrape.
-pub type Labels<'a> = Vec<(&'static str, Cow<'a, str>)>;
+/// Where a label set goes: each label's name and value (as the guest has it, not yet escaped),
+/// in the order they are written.
+pub type Sink<'a> = dyn FnMut(&'static str, &str) + 'a;
 
-/// Adds `name` unless `value` is absent or empty.
-fn push_known<'a>(labels: &mut Labels<'a>, name: &'static str, value: Option<&'a str>) {
+/// Hands `label` the label `name` unless `value` is absent or empty.
+fn push_known(label: &mut Sink, name: &'static str, value: Option<&str>) {
     if let Some(value) = value.filter(|v| !v.is_empty()) {
-        labels.push((name, show_invisible(value)));
+        label(name, value);
     }
 }
 
-/// The labels of a guest's measured series.
-pub fn identity(g: &AnalysedGuest) -> Labels<'_> {
-    // Room for the uuid too: a scrape holds every guest's identity while it writes.
-    let mut labels = Vec::with_capacity(5);
-    labels.extend([
-        ("guest", show_invisible(&g.name)),
-        ("guest_id", Cow::Owned(g.id.to_string())),
-        ("host", show_invisible(&g.host)),
-        ("hypervisor", show_invisible(&g.hypervisor)),
-    ]);
-    push_known(&mut labels, "uuid", g.uuid.as_deref());
-    labels
+/// The labels of a guest's measured series, in the order they are written.
+pub fn identity(g: &AnalysedGuest, label: &mut Sink) {
+    label("guest", &g.name);
+    label("guest_id", itoa::Buffer::new().format(g.id.0));
+    label("host", &g.host);
+    label("hypervisor", &g.hypervisor);
+    push_known(label, "uuid", g.uuid.as_deref());
 }
 
-/// The labels of a guest's `tickscope_guest_info` series: its `identity` ([`identity`]), the
-/// verdict and the facts its kernel reported.
-pub fn info<'a>(identity: Labels<'a>, g: &'a AnalysedGuest) -> Labels<'a> {
-    let mut labels = identity;
+/// The labels a guest's `tickscope_guest_info` series has after its [`identity`]: the verdict
+/// and the facts its kernel reported.
+pub fn info(g: &AnalysedGuest, label: &mut Sink) {
     let classification = &g.verdict.classification;
-    labels.push(("tick_mode", classification.mode.as_str().into()));
-    labels.push(("confidence", classification.confidence.as_str().into()));
+    label("tick_mode", classification.mode.as_str());
+    label("confidence", classification.confidence.as_str());
     for (name, value) in g.about_labels() {
-        push_known(&mut labels, name, Some(value));
+        push_known(label, name, Some(value));
     }
-    push_known(&mut labels, "management", g.management.as_deref());
-    push_known(&mut labels, "cpu_source", g.cpu_source.as_deref());
+    push_known(label, "management", g.management.as_deref());
+    push_known(label, "cpu_source", g.cpu_source.as_deref());
     if let Some(kernel) = &g.kernel {
-        push_known(&mut labels, "kernel", kernel.kernel_release.as_deref());
-        push_known(&mut labels, "distro", kernel.distro.as_deref());
+        push_known(label, "kernel", kernel.kernel_release.as_deref());
+        push_known(label, "distro", kernel.distro.as_deref());
         if let Some(hz) = kernel.config_hz {
-            labels.push(("config_hz", hz.to_string().into()));
+            label("config_hz", itoa::Buffer::new().format(hz));
         }
-        labels.push(("nohz", kernel.nohz.as_str().into()));
-        push_known(&mut labels, "clocksource", kernel.clocksource.as_deref());
+        label("nohz", kernel.nohz.as_str());
+        push_known(label, "clocksource", kernel.clocksource.as_deref());
     }
-    labels
+}
+
+/// Adds a label value as both exposition formats quote it: the characters [`must_escape`]
+/// selects as Rust-style escapes (as [`show_invisible`] writes them), then `\` and `"` escaped
+/// with a backslash. A newline, a control character, is written as `\\n`: the escape
+/// `show_invisible` shows, not a line break.
+///
+/// [`show_invisible`]: crate::visible::show_invisible
+pub fn push_value(out: &mut String, value: &str) {
+    // Nearly every value is printable ASCII without a quote or a backslash.
+    if value
+        .bytes()
+        .all(|b| matches!(b, b' '..=b'~') && b != b'\\' && b != b'"')
+    {
+        out.push_str(value);
+        return;
+    }
+    let mut push = |c: char| match c {
+        '\\' => out.push_str("\\\\"),
+        '"' => out.push_str("\\\""),
+        c => out.push(c),
+    };
+    for c in value.chars() {
+        if must_escape(c) {
+            c.escape_default().for_each(&mut push);
+        } else {
+            push(c);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -88,7 +110,17 @@ mod tests {
         })
     }
 
-    fn names(labels: &Labels) -> Vec<&'static str> {
+    /// What a label function hands out for `g`, collected.
+    fn collect(
+        labels: fn(&AnalysedGuest, &mut Sink),
+        g: &AnalysedGuest,
+    ) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        labels(g, &mut |name, value| out.push((name, value.to_string())));
+        out
+    }
+
+    fn names(labels: &[(&'static str, String)]) -> Vec<&'static str> {
         labels.iter().map(|(name, _)| *name).collect()
     }
 
@@ -104,34 +136,23 @@ mod tests {
         ];
         for (uuid, want) in cases {
             let g = guest(uuid, None);
-            let labels = identity(&g);
+            let labels = collect(identity, &g);
             assert_eq!(names(&labels), want, "{uuid:?}");
             assert!(labels.iter().all(|(_, v)| !v.is_empty()), "{labels:?}");
+            assert_eq!(labels[1].1, "7");
         }
-        // The bidi override is shown as an escape; quotes and backslashes are left to the
-        // encoder, which escapes them.
-        assert_eq!(identity(&guest(None, None))[0].1, "web \"01\"\\\\u{202e}x");
     }
 
     #[test]
     fn the_info_series_holds_the_verdict_and_the_kernel_facts_it_knows() {
         let g = guest(None, None);
-        let without_facts = info(identity(&g), &g);
+        let without_facts = collect(info, &g);
         assert_eq!(
             names(&without_facts),
-            [
-                "guest",
-                "guest_id",
-                "host",
-                "hypervisor",
-                "tick_mode",
-                "confidence",
-                "cause",
-                "management"
-            ]
+            ["tick_mode", "confidence", "cause", "management"]
         );
-        assert_eq!(without_facts[4].1, "periodic");
-        assert_eq!(without_facts[6].1, "ticking_kernel");
+        assert_eq!(without_facts[0].1, "periodic");
+        assert_eq!(without_facts[2].1, "ticking_kernel");
 
         let facts: tickscope_wire::GuestFacts = serde_json::from_value(serde_json::json!({
             "kernel_release": "6.1.0-9-amd64",
@@ -141,12 +162,12 @@ mod tests {
         }))
         .unwrap();
         let g = guest(None, Some(KernelFacts::new(&facts, "probe_channel", 1.0)));
-        let with_facts = info(identity(&g), &g);
+        let with_facts = collect(info, &g);
         let get = |name: &str| {
             with_facts
                 .iter()
                 .find(|(n, _)| *n == name)
-                .map(|(_, v)| v.as_ref())
+                .map(|(_, v)| v.as_str())
         };
         assert_eq!(get("kernel"), Some("6.1.0-9-amd64"));
         assert_eq!(get("distro"), Some("Debian GNU/Linux 12 (bookworm)"));
@@ -154,5 +175,28 @@ mod tests {
         assert_eq!(get("nohz"), Some("idle"));
         assert_eq!(get("clocksource"), Some("kvm-clock"));
         assert_eq!(get("cpu_source"), None, "unknown, so left out");
+    }
+
+    #[test]
+    fn values_show_what_hides_and_escape_quotes_and_backslashes() {
+        let cases = [
+            ("web-01", "web-01"),
+            ("", ""),
+            ("数据库-é-🦀", "数据库-é-🦀"),
+            ("a \"b\"", "a \\\"b\\\""),
+            ("C:\\vm", "C:\\\\vm"),
+            // A newline is a control character: shown as the escape `\n`, whose backslash the
+            // format then escapes; never a line break in the exposition.
+            ("a\nb", "a\\\\nb"),
+            ("exe\u{202e}txt", "exe\\\\u{202e}txt"),
+            ("del\u{7f}", "del\\\\u{7f}"),
+            ("zw\u{200b}", "zw\\\\u{200b}"),
+            ("}\" # x", "}\\\" # x"),
+        ];
+        for (value, want) in cases {
+            let mut out = String::from("x=");
+            push_value(&mut out, value);
+            assert_eq!(out, format!("x={want}"), "{value:?}");
+        }
     }
 }

@@ -7,25 +7,23 @@
 //! verdict and kernel facts on `tickscope_guest_info` only.
 
 pub mod format;
+mod guests;
 pub mod labels;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use prometheus_client::collector::Collector;
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
-use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::db::HostRow;
-use crate::domain::{AlertState, GuestId};
+use crate::domain::AlertState;
 use crate::error::{AppError, AppResult};
-use crate::fleet::AnalysedGuest;
 use crate::fleet::published::Published;
 use crate::visible::show_invisible;
 pub use format::Format;
@@ -104,6 +102,9 @@ pub struct Scrape<'a> {
 }
 
 type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// How an OpenMetrics exposition ends.
+const EOF: &str = "# EOF\n";
 
 /// The server's own counters.
 #[derive(Debug)]
@@ -245,22 +246,33 @@ impl Metrics {
             .sum()
     }
 
-    /// The exposition of what `scrape` holds and of the server's counters, in `format`.
+    /// The exposition of what `scrape` holds and of the server's counters, in `format`: the
+    /// fleet's and the server's own families from `prometheus-client`, then the per-guest ones
+    /// ([`guests`]), as the crate would write them after its registered metrics.
     pub fn render(&self, scrape: &Scrape, format: Format) -> AppResult<String> {
         let mut registry = Registry::default();
-        register_guests(&mut registry, scrape);
         register_fleet(&mut registry, scrape);
         self.register_own(&mut registry, scrape.external_url);
+        let mut own = String::new();
+        encode(&mut own, &registry).map_err(|e| AppError::encode("the metrics", e))?;
+        let own = match format {
+            Format::OpenMetrics => own
+                .strip_suffix(EOF)
+                .ok_or_else(|| AppError::Internal("the metrics ended without # EOF".into()))?
+                .to_string(),
+            Format::Classic => format::to_classic(&own)?,
+        };
         // With an eighth more room, for guests that came since.
         let last_bytes = self.last_exposition_bytes.load(Ordering::Relaxed);
         let mut text = String::with_capacity(last_bytes + last_bytes / 8);
-        encode(&mut text, &registry).map_err(|e| AppError::encode("the metrics", e))?;
+        text.push_str(&own);
+        guests::write(&mut text, &scrape.fleet, scrape.now_ms, format);
+        if format == Format::OpenMetrics {
+            text.push_str(EOF);
+        }
         self.last_exposition_bytes
             .store(text.len(), Ordering::Relaxed);
-        match format {
-            Format::OpenMetrics => Ok(text),
-            Format::Classic => format::to_classic(&text),
-        }
+        Ok(text)
     }
 
     fn register_own(&self, registry: &mut Registry, external_url: &str) {
@@ -328,183 +340,6 @@ impl Metrics {
             self.follower_read_seconds.clone(),
         );
     }
-}
-
-/// The per-guest series, written straight from the kept fleet when the registry is encoded.
-///
-/// Not through `Family`s: a family keeps each label set in a hash map, so 100,000 guests cost
-/// 700,000 inserts, each copying its labels, before a line is written; here each guest's
-/// identity labels are made once a scrape (a few hundred bytes a guest by their types' sizes,
-/// some 30 MB at 100,000 guests) and every family is written from them.
-struct GuestSeries {
-    fleet: Arc<Published>,
-    now_ms: i64,
-}
-
-impl std::fmt::Debug for GuestSeries {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GuestSeries")
-            .field("held", &self.fleet.held())
-            .field("now_ms", &self.now_ms)
-            .finish()
-    }
-}
-
-/// What one guest shows in one family; `None` from a [`Read`] when it has nothing there.
-enum Sample {
-    /// The info series: always 1, with the verdict and kernel labels.
-    Info,
-    Gauge(f64),
-    Seconds(f64),
-    Count(u64),
-    /// One gauge per part of the VM, labelled `part`.
-    Parts([(&'static str, f64); 4]),
-}
-
-/// A family's sample of a guest.
-type Read = fn(&AnalysedGuest) -> Option<Sample>;
-
-/// The per-guest families: name, help, unit, type and what each guest shows, in the order they
-/// are written.
-const GUEST_FAMILIES: [(&str, &str, Option<Unit>, MetricType, Read); 9] = [
-    (
-        "tickscope_guest_info",
-        "Always 1: the guest's tick mode as judged now, the confidence of that verdict, the cause of idle burn it is filed under, its OS and its platform's names where known, and what its kernel reported (release, distro, CONFIG_HZ, NO_HZ build, clocksource); join on guest_id",
-        None,
-        MetricType::Gauge,
-        |_| Some(Sample::Info),
-    ),
-    (
-        "tickscope_guest_cpu_cores",
-        "Host CPU the guest used, averaged over the last 5 minutes, in cores (1 = one host core busy)",
-        None,
-        MetricType::Gauge,
-        |g| {
-            g.verdict
-                .rates
-                .map(|r| Sample::Gauge(r.host_cpu_pct / 100.0))
-        },
-    ),
-    (
-        "tickscope_guest_idle_cpu_cores",
-        "Host CPU the guest's VM used while the guest idled, averaged over the last 5 minutes, in cores, by part: vcpus its vCPU threads, emulator QEMU's main loop and other threads, iothreads its I/O threads, vhost its vhost workers; only for VMs whose threads the agent could split",
-        None,
-        MetricType::Gauge,
-        |g| {
-            g.verdict.split.map(|s| {
-                Sample::Parts([
-                    ("vcpus", s.vcpus_pct / 100.0),
-                    ("emulator", s.emulator_pct / 100.0),
-                    ("iothreads", s.iothreads_pct / 100.0),
-                    ("vhost", s.vhost_pct / 100.0),
-                ])
-            })
-        },
-    ),
-    (
-        "tickscope_guest_idle_halt_poll_cpu_cores",
-        "Host CPU KVM spent halt-polling the guest's vCPUs while it idled, averaged over the last 5 minutes, in cores (KVM's own count, where the agent could read it)",
-        None,
-        MetricType::Gauge,
-        |g| {
-            g.verdict
-                .halt_poll_pct
-                .map(|pct| Sample::Gauge(pct / 100.0))
-        },
-    ),
-    (
-        "tickscope_guest_wasted_cpu_cores",
-        "Host CPU the guest wastes ticking or polling while idle, in cores",
-        None,
-        MetricType::Gauge,
-        |g| Some(Sample::Gauge(g.wasted_cpu_pct() / 100.0)),
-    ),
-    (
-        "tickscope_guest_wakeups_per_vcpu_per_second",
-        "vCPU thread wake-ups per vCPU per second, averaged over the last 5 minutes",
-        None,
-        MetricType::Gauge,
-        |g| g.verdict.rates.map(|r| Sample::Gauge(r.wakeups_per_vcpu_s)),
-    ),
-    (
-        "tickscope_guest_vcpus",
-        "vCPUs of the guest",
-        None,
-        MetricType::Gauge,
-        |g| Some(Sample::Gauge(f64::from(g.vcpus))),
-    ),
-    (
-        "tickscope_guest_cpu",
-        "Host CPU time the guest's VM process has used since it started, as its agent last reported it; starts again from 0 when the VM restarts, which rate() handles",
-        Some(Unit::Seconds),
-        MetricType::Counter,
-        |g| g.process_totals.map(|t| Sample::Seconds(t.cpu_s_total)),
-    ),
-    (
-        "tickscope_guest_vcpu_wakeups",
-        "Wake-ups of the guest's vCPU threads (all its threads when they cannot be told apart) since its VM process started, as its agent last reported them; starts again from 0 when the VM restarts, which rate() handles",
-        None,
-        MetricType::Counter,
-        |g| {
-            g.process_totals
-                .map(|t| Sample::Count(u64::try_from(t.wakeups_total).unwrap_or(0)))
-        },
-    ),
-];
-
-impl Collector for GuestSeries {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        // The active guests and their identity labels, once for all families: walking the
-        // ranking (a lookup of each guest, all over memory) and making the labels nine times
-        // over were most of a scrape at 100,000 guests (perf, docs/performance.md). In the
-        // order of their ids, so that two scrapes list them alike; the id is beside each guest
-        // so that sorting does not read the guests again.
-        let mut guests: Vec<(GuestId, &AnalysedGuest, labels::Labels)> = self
-            .fleet
-            .active(self.now_ms)
-            .map(|g| (g.id, g.as_ref(), labels::identity(g)))
-            .collect();
-        guests.sort_unstable_by_key(|(id, _, _)| *id);
-        for (name, help, unit, kind, read) in &GUEST_FAMILIES {
-            // As `Registry::register` writes a help text.
-            let help = format!("{help}.");
-            let mut family = encoder.encode_descriptor(name, &help, unit.as_ref(), *kind)?;
-            for (_, g, identity) in &guests {
-                let Some(sample) = read(g) else {
-                    continue;
-                };
-                match sample {
-                    Sample::Info => ConstGauge::new(1.0)
-                        .encode(family.encode_family(&labels::info(identity.clone(), g))?)?,
-                    Sample::Gauge(value) => {
-                        ConstGauge::new(value).encode(family.encode_family(identity)?)?
-                    }
-                    Sample::Seconds(value) => {
-                        ConstCounter::new(value).encode(family.encode_family(identity)?)?
-                    }
-                    Sample::Count(value) => {
-                        ConstCounter::new(value).encode(family.encode_family(identity)?)?
-                    }
-                    Sample::Parts(parts) => {
-                        let mut labels = identity.clone();
-                        for (part, value) in parts {
-                            labels.push(("part", (*part).into()));
-                            ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
-                            labels.pop();
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-fn register_guests(registry: &mut Registry, scrape: &Scrape) {
-    registry.register_collector(Box::new(GuestSeries {
-        fleet: scrape.fleet.clone(),
-        now_ms: scrape.now_ms,
-    }));
 }
 
 /// The fleet's totals, its hosts' last reports and its open alerts.
