@@ -139,13 +139,15 @@ where
         .into_iter()
         .filter(|r| r.enabled)
         .collect();
-    let guests = state.fleet.ranked(now_ms).await;
+    let fleet = state.fleet.published();
     let hosts = db.hosts().await?;
     let external_url = state.external_url.trim_end_matches('/');
     let refresh_ms = figures_refresh(state.every).as_millis() as i64;
 
     // Every rule over every guest: work that grows with the fleet, off the pages' way.
     let (writes, evaluated) = crate::work::cpu_bound(|| {
+        // The ranking's walk too (a lookup of each guest), not on an async worker.
+        let guests: Vec<_> = fleet.ranked(now_ms).collect();
         let mut writes = Vec::new();
         let mut evaluated = Evaluated::default();
         for row in rules {
