@@ -13,6 +13,10 @@
 # and removes and purges both packages and checks that nothing is left
 # behind but the system users, which purging keeps (README, "Removing").
 #
+# `packages.sh --build` only builds the two packages (no root needed) and prints their paths: the
+# test command runs it in the background while other tests run, and this test's own build is
+# then a check that nothing changed.
+#
 # Root only (dpkg). Refuses to run when either package is installed already: it would purge it.
 # Safe to run again; on failure it stops what it started, purges what it installed and deletes
 # the users it caused. cargo-deb is installed into ~/.cargo once, at the version pinned below.
@@ -31,6 +35,27 @@ fail() {
     say "FAIL: $*"
     exit 1
 }
+
+# cargo-deb, into ~/.cargo at the pinned version, then both packages: sets agent_deb and
+# server_deb.
+build() {
+    if [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb $CARGO_DEB_VERSION" ]; then
+        say "installing cargo-deb $CARGO_DEB_VERSION into ~/.cargo"
+        cargo install cargo-deb --version "=$CARGO_DEB_VERSION" --locked --quiet
+    fi
+    # One package at a time: built together, the agent would get the server's features of the
+    # agent crate (Cargo unifies them), and with them code it does not need.
+    agent_deb=$(cargo deb -p tickscope-agent | tail -n 1)
+    server_deb=$(cargo deb -p tickscope-server | tail -n 1)
+    [ -f "$agent_deb" ] && [ -f "$server_deb" ] || fail "cargo deb printed no package path"
+}
+
+if [ "${1:-}" = "--build" ]; then
+    build
+    echo "$agent_deb"
+    echo "$server_deb"
+    exit 0
+fi
 
 [ "$(id -u)" -eq 0 ] || fail "run as root: it installs packages with dpkg"
 
@@ -151,15 +176,7 @@ trap 'exit 143' TERM
 started=$SECONDS
 
 # --- Build --------------------------------------------------------------------------------------
-if [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb $CARGO_DEB_VERSION" ]; then
-    say "installing cargo-deb $CARGO_DEB_VERSION into ~/.cargo"
-    cargo install cargo-deb --version "=$CARGO_DEB_VERSION" --locked --quiet
-fi
-# One package at a time: built together, the agent would get the server's features of the agent
-# crate (Cargo unifies them), and with them code it does not need.
-agent_deb=$(cargo deb -p tickscope-agent | tail -n 1)
-server_deb=$(cargo deb -p tickscope-server | tail -n 1)
-[ -f "$agent_deb" ] && [ -f "$server_deb" ] || fail "cargo deb printed no package path"
+build
 say "built $agent_deb and $server_deb in $((SECONDS - started)) s"
 
 # --- Install ------------------------------------------------------------------------------------
