@@ -14,8 +14,8 @@
 # behind but the system users, which purging keeps (README, "Removing").
 #
 # `packages.sh --build` only builds the two packages (no root needed) and prints their paths: the
-# test command runs it in the background while other tests run, and this test's own build is
-# then a check that nothing changed.
+# test command runs it in the background while other tests run, and this test's own build then
+# finds the binaries built and only packages them again.
 #
 # Root only (dpkg). Refuses to run when either package is installed already: it would purge it.
 # Safe to run again; on failure it stops what it started, purges what it installed and deletes

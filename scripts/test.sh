@@ -13,8 +13,9 @@ cd "$(dirname "$0")/.."
 # it went and which parts leave CPU idle (CI has a budget: docs/testing.md).
 started=$SECONDS
 mark=$SECONDS
-cpu_ticks() { # busy and total clock ticks of all CPUs since boot (/proc/stat)
-    awk '/^cpu / { total = 0; for (i = 2; i <= NF; i++) total += $i; print total - $5 - $6, total }' /proc/stat
+cpu_ticks() { # busy and total clock ticks of all CPUs since boot (/proc/stat: user to steal;
+    # the guest fields after them are counted in user and nice already)
+    awk '/^cpu / { total = 0; for (i = 2; i <= 9; i++) total += $i; print total - $5 - $6, total }' /proc/stat
 }
 read -r busy_mark total_mark < <(cpu_ticks)
 took() {
@@ -106,12 +107,13 @@ took "the real guests and libvirt"
 # Their own processes come first. scripts/packages.sh then finds the packages built.
 packages_build_log=$(mktemp /tmp/tickscope-packages-build.XXXXXX)
 # In a process group of its own (setsid), so that a failed run stops its cargo and rustc too.
-setsid chrt --idle 0 nice -n 19 scripts/packages.sh --build >"$packages_build_log" 2>&1 &
+# (-w: were setsid to fork, it would still end with the build, and `wait` see the build's status.)
+setsid -w chrt --idle 0 nice -n 19 scripts/packages.sh --build >"$packages_build_log" 2>&1 &
 packages_build=$!
 pg_dir=
 stop_background() {
     [ -z "$packages_build" ] || kill -- -"$packages_build" 2>/dev/null || true
-    [ -z "$pg_dir" ] || { scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir"; }
+    [ -z "$pg_dir" ] || { scripts/postgres.sh stop "$pg_dir" || true; rm -rf "$pg_dir"; }
     rm -f "$packages_build_log"
 }
 trap stop_background EXIT

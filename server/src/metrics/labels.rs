@@ -9,8 +9,9 @@
 //!
 //! A label whose value is unknown is left out, never sent empty: Prometheus treats an empty
 //! label as an absent one, and a `uuid=""` on most guests only looks like data. Names come from
-//! the VMs, so every value is written through [`push_value`]: what [`show_invisible`] shows,
-//! with `\` and `"` escaped as the exposition formats want.
+//! the VMs, so every value is written through [`push_value`]: what
+//! [`show_invisible`](crate::visible::show_invisible) shows, with `\` and `"` escaped as the
+//! exposition formats want.
 //!
 //! The label sets are handed out one label at a time (`label(name, value)`) rather than
 //! collected: a scrape writes 100,000 guests' labels straight into its text.
