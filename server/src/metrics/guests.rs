@@ -47,6 +47,17 @@ struct Family {
     read: Read,
 }
 
+impl Family {
+    /// The name its samples are written under: a counter's ends in `_total`. The classic
+    /// format's `# HELP` and `# TYPE` name it so too.
+    fn series(&self) -> String {
+        match self.kind {
+            Kind::Gauge => self.name.to_string(),
+            Kind::Counter => format!("{}_total", self.name),
+        }
+    }
+}
+
 /// The per-guest families, in the order they are written.
 const FAMILIES: [Family; 9] = [
     Family {
@@ -163,10 +174,7 @@ pub fn write(out: &mut String, fleet: &Published, now_ms: i64, format: Format) {
     let (mut float, mut integer) = (dtoa::Buffer::new(), itoa::Buffer::new());
     for family in &FAMILIES {
         write_descriptor(out, family, format);
-        let series = match family.kind {
-            Kind::Gauge => family.name.to_string(),
-            Kind::Counter => format!("{}_total", family.name),
-        };
+        let series = family.series();
         for (g, identity) in &guests {
             let identity = &identities[identity.clone()];
             match (family.read)(g) {
@@ -235,9 +243,9 @@ fn write_descriptor(out: &mut String, family: &Family, format: Format) {
         Kind::Gauge => "gauge",
         Kind::Counter => "counter",
     };
-    let name = match (format, family.kind) {
-        (Format::Classic, Kind::Counter) => format!("{}_total", family.name),
-        _ => family.name.to_string(),
+    let name = match format {
+        Format::OpenMetrics => family.name.to_string(),
+        Format::Classic => family.series(),
     };
     out.push_str(&format!("# HELP {name} {}.\n", family.help));
     out.push_str(&format!("# TYPE {name} {kind}\n"));

@@ -9,15 +9,14 @@
 //!
 //! A label whose value is unknown is left out, never sent empty: Prometheus treats an empty
 //! label as an absent one, and a `uuid=""` on most guests only looks like data. Names come from
-//! the VMs, so every value is written through [`push_value`]: what
-//! [`show_invisible`](crate::visible::show_invisible) shows, with `\` and `"` escaped as the
-//! exposition formats want.
+//! the VMs, so every value is written through [`push_value`]: what [`show_invisible`] shows,
+//! with `\` and `"` escaped as the exposition formats want.
 //!
 //! The label sets are handed out one label at a time (`label(name, value)`) rather than
 //! collected: a scrape writes 100,000 guests' labels straight into its text.
 
 use crate::fleet::AnalysedGuest;
-use crate::visible::must_escape;
+use crate::visible::show_invisible;
 
 /// Where a label set goes: each label's name and value (as the guest has it, not yet escaped),
 /// in the order they are written.
@@ -61,14 +60,12 @@ pub fn info(g: &AnalysedGuest, label: &mut Sink) {
     }
 }
 
-/// Adds a label value as both exposition formats quote it: the characters [`must_escape`]
-/// selects as Rust-style escapes (as [`show_invisible`] writes them), then `\` and `"` escaped
-/// with a backslash. A newline, a control character, is written as `\\n`: the escape
-/// `show_invisible` shows, not a line break.
-///
-/// [`show_invisible`]: crate::visible::show_invisible
+/// Adds a label value as both exposition formats quote it: what [`show_invisible`] shows, then
+/// `\` and `"` escaped with a backslash. A newline, a control character, is written as `\\n`:
+/// the escape `show_invisible` shows, not a line break.
 pub fn push_value(out: &mut String, value: &str) {
-    // Nearly every value is printable ASCII without a quote or a backslash.
+    // Nearly every value is printable ASCII without a quote or a backslash: nothing to show or
+    // escape.
     if value
         .bytes()
         .all(|b| matches!(b, b' '..=b'~') && b != b'\\' && b != b'"')
@@ -76,16 +73,11 @@ pub fn push_value(out: &mut String, value: &str) {
         out.push_str(value);
         return;
     }
-    let mut push = |c: char| match c {
-        '\\' => out.push_str("\\\\"),
-        '"' => out.push_str("\\\""),
-        c => out.push(c),
-    };
-    for c in value.chars() {
-        if must_escape(c) {
-            c.escape_default().for_each(&mut push);
-        } else {
-            push(c);
+    for c in show_invisible(value).chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            c => out.push(c),
         }
     }
 }
@@ -142,6 +134,11 @@ mod tests {
             assert!(labels.iter().all(|(_, v)| !v.is_empty()), "{labels:?}");
             assert_eq!(labels[1].1, "7");
         }
+        // The bidi override is shown as an escape; quotes and backslashes are escaped for the
+        // format.
+        let mut written = String::new();
+        push_value(&mut written, &collect(identity, &guest(None, None))[0].1);
+        assert_eq!(written, "web \\\"01\\\"\\\\\\\\u{202e}x");
     }
 
     #[test]
