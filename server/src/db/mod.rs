@@ -42,6 +42,7 @@ mod postgres;
 mod process_totals;
 mod reports;
 mod rollups;
+mod rows_at_once;
 #[allow(clippy::duplicate_mod)]
 mod sqlite;
 mod store;

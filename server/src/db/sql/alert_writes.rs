@@ -8,13 +8,15 @@ use sqlx::QueryBuilder;
 use super::dialect::{DB, Store, WriteTx, id_list, in_id_list};
 use crate::db::alerts::{AlertResolution, AlertUpdate, AlertWrite, NewAlert, Notify};
 use crate::db::error::{StoreError, StoreResult};
+use crate::db::rows_at_once::runs;
 use crate::domain::{AlertId, RuleId, Subject};
 
-/// Alerts written per transaction by [`Store::write_alerts`].
+/// Alerts written per transaction by [`Store::write_alerts`], and so per statement at most (a
+/// kind's writes go in runs of the few lengths `rows_at_once` allows).
 const ALERT_WRITES_PER_TRANSACTION: usize = 256;
 
-/// Notifications per statement: seven values each.
-const NOTIFICATIONS_PER_STATEMENT: usize = 500;
+/// Notifications per statement at most, in runs as above: seven values each.
+const NOTIFICATIONS_PER_STATEMENT: usize = 512;
 
 impl Store {
     pub async fn write_alerts(&self, writes: Vec<AlertWrite>, now_ms: i64) -> StoreResult<()> {
@@ -76,33 +78,37 @@ async fn open_alerts(
     if opens.is_empty() {
         return Ok(ids);
     }
-    let mut insert = QueryBuilder::<DB>::new(
-        "INSERT INTO alerts (rule_id, subject, subject_id, subject_name, host_name, state,
-            active_ms, fired_ms, value, evaluated_ms, labels_json, annotations_json) ",
-    );
-    insert.push_values(&opens, |mut row, a| {
-        row.push_bind(a.rule_id)
-            .push_bind(a.subject)
-            .push_bind(a.subject_id)
-            .push_bind(a.subject_name.as_str())
-            .push_bind(a.host_name.as_str())
-            .push_bind(a.state)
-            .push_bind(a.active_ms)
-            .push_bind(a.fired_ms)
-            .push_bind(a.value)
-            .push_bind(now_ms)
-            .push_bind(a.labels_json.as_str())
-            .push_bind(a.annotations_json.as_str());
-    });
-    // Matched back by (rule, subject): the evaluation opens at most one alert for each.
-    insert.push(" RETURNING rule_id, subject, subject_id, id");
-    let opened: HashMap<(RuleId, Subject, i64), AlertId> = insert
-        .build_query_as::<(RuleId, Subject, i64, AlertId)>()
-        .fetch_all(&mut **tx)
-        .await?
-        .into_iter()
-        .map(|(rule_id, subject, subject_id, id)| ((rule_id, subject, subject_id), id))
-        .collect();
+    let mut opened: HashMap<(RuleId, Subject, i64), AlertId> = HashMap::with_capacity(opens.len());
+    for run in runs(&opens, ALERT_WRITES_PER_TRANSACTION) {
+        let mut insert = QueryBuilder::<DB>::new(
+            "INSERT INTO alerts (rule_id, subject, subject_id, subject_name, host_name, state,
+                active_ms, fired_ms, value, evaluated_ms, labels_json, annotations_json) ",
+        );
+        insert.push_values(run, |mut row, a| {
+            row.push_bind(a.rule_id)
+                .push_bind(a.subject)
+                .push_bind(a.subject_id)
+                .push_bind(a.subject_name.as_str())
+                .push_bind(a.host_name.as_str())
+                .push_bind(a.state)
+                .push_bind(a.active_ms)
+                .push_bind(a.fired_ms)
+                .push_bind(a.value)
+                .push_bind(now_ms)
+                .push_bind(a.labels_json.as_str())
+                .push_bind(a.annotations_json.as_str());
+        });
+        // Matched back by (rule, subject): the evaluation opens at most one alert for each.
+        insert.push(" RETURNING rule_id, subject, subject_id, id");
+        opened.extend(
+            insert
+                .build_query_as::<(RuleId, Subject, i64, AlertId)>()
+                .fetch_all(&mut **tx)
+                .await?
+                .into_iter()
+                .map(|(rule_id, subject, subject_id, id)| ((rule_id, subject, subject_id), id)),
+        );
+    }
     for (write, id) in chunk.iter().zip(ids.iter_mut()) {
         if let AlertWrite::Open(a) = write {
             *id = opened.get(&(a.rule_id, a.subject, a.subject_id)).copied();
@@ -124,27 +130,26 @@ async fn update_open_alerts(
             _ => None,
         })
         .collect();
-    if updates.is_empty() {
-        return Ok(());
+    for run in runs(&updates, ALERT_WRITES_PER_TRANSACTION) {
+        // VALUES names its columns column1, column2, ... on both databases.
+        let mut update = QueryBuilder::<DB>::new("UPDATE alerts SET evaluated_ms = ");
+        update.push_bind(now_ms).push(
+            ", state = v.column2, fired_ms = v.column3, value = v.column4,
+             labels_json = COALESCE(v.column5, alerts.labels_json),
+             annotations_json = v.column6
+             FROM (",
+        );
+        update.push_values(run, |mut row, u| {
+            row.push_bind(u.alert_id)
+                .push_bind(u.state)
+                .push_bind(u.fired_ms)
+                .push_bind(u.value)
+                .push_bind(u.labels_json.as_deref())
+                .push_bind(u.annotations_json.as_str());
+        });
+        update.push(") AS v WHERE alerts.id = v.column1");
+        update.build().execute(&mut **tx).await?;
     }
-    // VALUES names its columns column1, column2, ... on both databases.
-    let mut update = QueryBuilder::<DB>::new("UPDATE alerts SET evaluated_ms = ");
-    update.push_bind(now_ms).push(
-        ", state = v.column2, fired_ms = v.column3, value = v.column4,
-         labels_json = COALESCE(v.column5, alerts.labels_json),
-         annotations_json = v.column6
-         FROM (",
-    );
-    update.push_values(&updates, |mut row, u| {
-        row.push_bind(u.alert_id)
-            .push_bind(u.state)
-            .push_bind(u.fired_ms)
-            .push_bind(u.value)
-            .push_bind(u.labels_json.as_deref())
-            .push_bind(u.annotations_json.as_str());
-    });
-    update.push(") AS v WHERE alerts.id = v.column1");
-    update.build().execute(&mut **tx).await?;
     Ok(())
 }
 
@@ -157,23 +162,22 @@ async fn resolve_alerts(tx: &mut WriteTx, chunk: &[AlertWrite], now_ms: i64) -> 
             _ => None,
         })
         .collect();
-    if resolves.is_empty() {
-        return Ok(());
+    for run in runs(&resolves, ALERT_WRITES_PER_TRANSACTION) {
+        let mut update =
+            QueryBuilder::<DB>::new("UPDATE alerts SET state = 'resolved', resolved_ms = ");
+        update
+            .push_bind(now_ms)
+            .push(", evaluated_ms = ")
+            .push_bind(now_ms)
+            .push(", value = v.column2, annotations_json = v.column3 FROM (");
+        update.push_values(run, |mut row, r| {
+            row.push_bind(r.alert_id)
+                .push_bind(r.value)
+                .push_bind(r.annotations_json.as_str());
+        });
+        update.push(") AS v WHERE alerts.id = v.column1");
+        update.build().execute(&mut **tx).await?;
     }
-    let mut update =
-        QueryBuilder::<DB>::new("UPDATE alerts SET state = 'resolved', resolved_ms = ");
-    update
-        .push_bind(now_ms)
-        .push(", evaluated_ms = ")
-        .push_bind(now_ms)
-        .push(", value = v.column2, annotations_json = v.column3 FROM (");
-    update.push_values(&resolves, |mut row, r| {
-        row.push_bind(r.alert_id)
-            .push_bind(r.value)
-            .push_bind(r.annotations_json.as_str());
-    });
-    update.push(") AS v WHERE alerts.id = v.column1");
-    update.build().execute(&mut **tx).await?;
     Ok(())
 }
 
@@ -205,7 +209,7 @@ async fn insert_notifications(
     notifications: &[(AlertId, &str, &Notify)],
     now_ms: i64,
 ) -> StoreResult<()> {
-    for part in notifications.chunks(NOTIFICATIONS_PER_STATEMENT) {
+    for part in runs(notifications, NOTIFICATIONS_PER_STATEMENT) {
         let mut insert = QueryBuilder::<DB>::new(
             "INSERT INTO outbox (receiver_id, alert_id, transition, payload, created_ms,
                 next_attempt_ms, group_key) ",

@@ -11,6 +11,7 @@ use crate::db::facts::{DeliveredFacts, FactsEventRow, FactsRow, FactsSpanRow, St
 use crate::db::facts::{IDLE_READING_MIN_GAP_MS, IDLE_READINGS_KEPT_MS, MAX_EVENTS_PER_SOURCE};
 use crate::db::guests::IdleReading;
 use crate::db::reports::PLANNED_EACH_TIME;
+use crate::db::rows_at_once::runs;
 use crate::domain::{GuestId, HostId, TokenId};
 use crate::ingest::binding::{Candidate, Delivery, Refusal, TokenBinding};
 use crate::ingest::facts::ValidFacts;
@@ -22,8 +23,9 @@ pub(super) struct FactsToRecord<'a> {
     pub now_ms: i64,
 }
 
-/// Facts rows written per statement: up to 8 values each.
-const FACTS_PER_STATEMENT: usize = 1000;
+/// Facts rows written or read per statement at most, in runs of the few lengths
+/// `rows_at_once` allows: up to 8 values each.
+const FACTS_PER_STATEMENT: usize = 512;
 
 /// Records each guest's facts, in a handful of statements whatever their number (a report's
 /// guests', or a batch's): for each, its idle reading unless the guest's source gave one
@@ -38,7 +40,7 @@ pub(super) async fn record_facts(
     items: &[FactsToRecord<'_>],
 ) -> StoreResult<Vec<StoredFacts>> {
     let mut stored = Vec::with_capacity(items.len());
-    for chunk in items.chunks(FACTS_PER_STATEMENT) {
+    for chunk in runs(items, FACTS_PER_STATEMENT) {
         let readings = record_idle_readings(conn, chunk).await?;
         let changed = record_facts_rows(conn, chunk).await?;
         for ((item, reading), changed) in chunk.iter().zip(readings).zip(changed) {
@@ -79,24 +81,27 @@ async fn record_idle_readings(
         return Ok(vec![None; items.len()]);
     }
     // The guests whose source gave a reading within the gap, looked up guest by guest.
-    let mut recent_query = QueryBuilder::<DB>::new("SELECT DISTINCT v.column1 FROM (");
-    recent_query.push_values(&with_reading, |mut row, item| {
-        row.push_bind(item.guest_id)
-            .push_bind(item.now_ms - IDLE_READING_MIN_GAP_MS)
-            .push_bind(item.facts.source);
-    });
-    recent_query.push(") AS v ");
-    recent_query.push(looked_up_for_each(
-        "guest_idle_readings",
-        "r",
-        "r.guest_id = v.column1 AND r.received_ms > v.column2 AND r.source = v.column3",
-    ));
-    let recent: HashSet<GuestId> = recent_query
-        .build_query_scalar::<GuestId>()
-        .fetch_all(&mut *conn)
-        .await?
-        .into_iter()
-        .collect();
+    let mut recent: HashSet<GuestId> = HashSet::new();
+    for run in runs(&with_reading, FACTS_PER_STATEMENT) {
+        let mut recent_query = QueryBuilder::<DB>::new("SELECT DISTINCT v.column1 FROM (");
+        recent_query.push_values(run, |mut row, item| {
+            row.push_bind(item.guest_id)
+                .push_bind(item.now_ms - IDLE_READING_MIN_GAP_MS)
+                .push_bind(item.facts.source);
+        });
+        recent_query.push(") AS v ");
+        recent_query.push(looked_up_for_each(
+            "guest_idle_readings",
+            "r",
+            "r.guest_id = v.column1 AND r.received_ms > v.column2 AND r.source = v.column3",
+        ));
+        recent.extend(
+            recent_query
+                .build_query_scalar::<GuestId>()
+                .fetch_all(&mut *conn)
+                .await?,
+        );
+    }
     let readings: Vec<Option<IdleReading>> = items
         .iter()
         .zip(fractions)
@@ -119,17 +124,19 @@ async fn record_idle_readings(
     if new.is_empty() {
         return Ok(readings);
     }
-    let mut insert = QueryBuilder::<DB>::new(
-        "INSERT INTO guest_idle_readings (guest_id, source, received_ms, measured_ms, idle_fraction) ",
-    );
-    insert.push_values(&new, |mut row, reading| {
-        row.push_bind(reading.guest_id)
-            .push_bind(&reading.source)
-            .push_bind(reading.received_ms)
-            .push_bind(reading.measured_ms)
-            .push_bind(reading.idle_fraction);
-    });
-    insert.build().execute(&mut *conn).await?;
+    for run in runs(&new, FACTS_PER_STATEMENT) {
+        let mut insert = QueryBuilder::<DB>::new(
+            "INSERT INTO guest_idle_readings (guest_id, source, received_ms, measured_ms, idle_fraction) ",
+        );
+        insert.push_values(run, |mut row, reading| {
+            row.push_bind(reading.guest_id)
+                .push_bind(&reading.source)
+                .push_bind(reading.received_ms)
+                .push_bind(reading.measured_ms)
+                .push_bind(reading.idle_fraction);
+        });
+        insert.build().execute(&mut *conn).await?;
+    }
     // Older readings of the guests read now go. One cut-off for all, the earliest of theirs:
     // what the others' own cut-offs would also drop (a second or so later) goes with their
     // next reading.
@@ -151,24 +158,29 @@ async fn record_idle_readings(
 /// guest's facts changed, in the order of `items`.
 async fn record_facts_rows(conn: &mut Conn, items: &[FactsToRecord<'_>]) -> StoreResult<Vec<bool>> {
     // Each guest's newest row of its source, looked up in `guest_facts_guest`.
-    let mut latest_query = QueryBuilder::<DB>::new("SELECT v.column1, f.id, f.stable_json FROM (");
-    latest_query.push_values(items, |mut row, item| {
-        row.push_bind(item.guest_id).push_bind(item.facts.source);
-    });
-    latest_query.push(") AS v ");
-    latest_query.push(looked_up_for_each(
-        "guest_facts",
-        "f",
-        "f.id = (SELECT MAX(x.id) FROM guest_facts x
-                 WHERE x.guest_id = v.column1 AND x.source = v.column2)",
-    ));
-    let latest: HashMap<GuestId, (i64, String)> = latest_query
-        .build_query_as::<(GuestId, i64, String)>()
-        .fetch_all(&mut *conn)
-        .await?
-        .into_iter()
-        .map(|(guest_id, id, stable)| (guest_id, (id, stable)))
-        .collect();
+    let mut latest: HashMap<GuestId, (i64, String)> = HashMap::with_capacity(items.len());
+    for run in runs(items, FACTS_PER_STATEMENT) {
+        let mut latest_query =
+            QueryBuilder::<DB>::new("SELECT v.column1, f.id, f.stable_json FROM (");
+        latest_query.push_values(run, |mut row, item| {
+            row.push_bind(item.guest_id).push_bind(item.facts.source);
+        });
+        latest_query.push(") AS v ");
+        latest_query.push(looked_up_for_each(
+            "guest_facts",
+            "f",
+            "f.id = (SELECT MAX(x.id) FROM guest_facts x
+                     WHERE x.guest_id = v.column1 AND x.source = v.column2)",
+        ));
+        latest.extend(
+            latest_query
+                .build_query_as::<(GuestId, i64, String)>()
+                .fetch_all(&mut *conn)
+                .await?
+                .into_iter()
+                .map(|(guest_id, id, stable)| (guest_id, (id, stable))),
+        );
+    }
     let mut refreshed: Vec<(i64, &FactsToRecord<'_>)> = Vec::new();
     let mut added: Vec<&FactsToRecord<'_>> = Vec::new();
     let mut changed = Vec::with_capacity(items.len());
@@ -185,12 +197,12 @@ async fn record_facts_rows(conn: &mut Conn, items: &[FactsToRecord<'_>]) -> Stor
             }
         }
     }
-    if !refreshed.is_empty() {
+    for run in runs(&refreshed, FACTS_PER_STATEMENT) {
         // VALUES names its columns column1, column2 on both databases.
         let mut update = QueryBuilder::<DB>::new(
             "UPDATE guest_facts SET received_ms = v.column2, facts_json = v.column3 FROM (",
         );
-        update.push_values(&refreshed, |mut row, (id, item)| {
+        update.push_values(run, |mut row, (id, item)| {
             row.push_bind(*id)
                 .push_bind(item.now_ms)
                 .push_bind(&item.facts.facts_json);
@@ -199,20 +211,22 @@ async fn record_facts_rows(conn: &mut Conn, items: &[FactsToRecord<'_>]) -> Stor
         update.build().execute(&mut *conn).await?;
     }
     if !added.is_empty() {
-        let mut insert = QueryBuilder::<DB>::new(
-            "INSERT INTO guest_facts (guest_id, source, first_received_ms, received_ms, kernel_release, cmdline, stable_json, facts_json) ",
-        );
-        insert.push_values(&added, |mut row, item| {
-            row.push_bind(item.guest_id)
-                .push_bind(item.facts.source)
-                .push_bind(item.now_ms)
-                .push_bind(item.now_ms)
-                .push_bind(&item.facts.facts.kernel_release)
-                .push_bind(&item.facts.facts.cmdline)
-                .push_bind(&item.facts.stable_json)
-                .push_bind(&item.facts.facts_json);
-        });
-        insert.build().execute(&mut *conn).await?;
+        for run in runs(&added, FACTS_PER_STATEMENT) {
+            let mut insert = QueryBuilder::<DB>::new(
+                "INSERT INTO guest_facts (guest_id, source, first_received_ms, received_ms, kernel_release, cmdline, stable_json, facts_json) ",
+            );
+            insert.push_values(run, |mut row, item| {
+                row.push_bind(item.guest_id)
+                    .push_bind(item.facts.source)
+                    .push_bind(item.now_ms)
+                    .push_bind(item.now_ms)
+                    .push_bind(&item.facts.facts.kernel_release)
+                    .push_bind(&item.facts.facts.cmdline)
+                    .push_bind(&item.facts.stable_json)
+                    .push_bind(&item.facts.facts_json);
+            });
+            insert.build().execute(&mut *conn).await?;
+        }
         // Each source keeps its newest rows of each guest.
         let sql = format!(
             "DELETE FROM guest_facts WHERE id IN (

@@ -13,14 +13,16 @@ use crate::db::reports::{
     PLANNED_EACH_TIME, ReportToStore, StoreOutcome, StoredGuest, UpsertedGuest, stored_halt_poll_s,
     stored_parts,
 };
+use crate::db::rows_at_once::runs;
 use crate::domain::{HostId, ReportId};
 use crate::ingest::process_totals::{SampleSpan, StoredTotals};
 use crate::ingest::samples::PreviousTotals;
 use crate::ingest::{ValidGuest, ValidReport};
 
-/// Rows written per statement (guests, samples, hosts, reports, tokens): the guests' upsert, the
-/// widest, binds 24 values a row, well under SQLite's 32,766 parameters and PostgreSQL's 65,535.
-pub(super) const ROWS_PER_STATEMENT: usize = 1000;
+/// Rows written per statement at most (guests, samples, hosts, reports, tokens), in runs of the
+/// few lengths `rows_at_once` allows: the guests' upsert, the widest, binds 24 values a row,
+/// well under SQLite's 32,766 parameters and PostgreSQL's 65,535.
+pub(super) const ROWS_PER_STATEMENT: usize = 512;
 
 /// When a report's totals replace the stored ones (`g` the guest's row as stored): a report that
 /// ends before the stored totals were read (it arrived late) must not set them back.
@@ -84,7 +86,7 @@ pub(super) async fn store_reports_of_hosts(
     }
 
     let mut rows: Vec<UpsertedGuest> = Vec::with_capacity(guests.len());
-    for chunk in guests.chunks(ROWS_PER_STATEMENT) {
+    for chunk in runs(&guests, ROWS_PER_STATEMENT) {
         let upserted = upsert_guests(tx, chunk).await?;
         insert_samples(tx, chunk, &upserted).await?;
         rows.extend(upserted);
@@ -156,7 +158,7 @@ async fn upsert_hosts(
     items: &[(&ReportToStore<'_>, bool)],
 ) -> StoreResult<Vec<(HostId, i64)>> {
     let mut by_name: HashMap<String, (HostId, i64)> = HashMap::with_capacity(items.len());
-    for chunk in items.chunks(ROWS_PER_STATEMENT) {
+    for chunk in runs(items, ROWS_PER_STATEMENT) {
         let mut upsert = QueryBuilder::<DB>::new(
             "INSERT INTO hosts (name, cpus, kernel, agent_version, kvm_halt_poll_ns, first_seen_ms,
                 last_report_ms, agent_dropped_reports, blind_spots_json, reports_stored) ",
@@ -213,10 +215,8 @@ async fn insert_reports(
     host_ids: &[(HostId, i64)],
 ) -> StoreResult<Vec<ReportId>> {
     let mut by_host: HashMap<HostId, ReportId> = HashMap::with_capacity(items.len());
-    for (chunk, hosts) in items
-        .chunks(ROWS_PER_STATEMENT)
-        .zip(host_ids.chunks(ROWS_PER_STATEMENT))
-    {
+    // The two lists are as long as each other, so they are cut alike.
+    for (chunk, hosts) in runs(items, ROWS_PER_STATEMENT).zip(runs(host_ids, ROWS_PER_STATEMENT)) {
         let mut insert = QueryBuilder::<DB>::new(
             "INSERT INTO reports (host_id, token_id, agent_id, run_id, seq, start_ms, end_ms, length_ms, received_ms) ",
         );
@@ -290,7 +290,7 @@ async fn previous_totals(
     Ok(previous)
 }
 
-/// Upserts up to [`ROWS_PER_STATEMENT`] guests: their rows as the upsert left them, in order.
+/// Upserts a run of guests (see `rows_at_once`): their rows as the upsert left them, in order.
 async fn upsert_guests(
     tx: &mut WriteTx,
     guests: &[GuestToStore<'_>],

@@ -13,6 +13,7 @@ use super::dialect::{DB, JOIN_IN_ORDER, NAME_NOT_LIKE_PARAM_1, Store, WriteTx};
 use super::report_rows::ROWS_PER_STATEMENT;
 use crate::db::error::{StoreError, StoreResult};
 use crate::db::reports::{ReportToStore, StoreOutcome, sets_apart};
+use crate::db::rows_at_once::runs;
 use crate::domain::{ReportId, TokenId};
 use crate::ingest::ValidReport;
 use crate::ingest::host_binding::{HostClaim, may_report};
@@ -73,7 +74,7 @@ impl Store {
             .collect();
         used.sort_unstable_by_key(|&(token, at_ms)| (token, std::cmp::Reverse(at_ms)));
         used.dedup_by_key(|(token, _)| *token);
-        for chunk in used.chunks(ROWS_PER_STATEMENT) {
+        for chunk in runs(&used, ROWS_PER_STATEMENT) {
             // VALUES names its columns column1, column2 on both databases.
             let mut update =
                 QueryBuilder::<DB>::new("UPDATE tokens SET last_used_ms = v.column2 FROM (");
@@ -186,30 +187,33 @@ async fn store_set(
 /// one for the same host: another host's token cannot have this host's reports taken for
 /// duplicates.
 async fn judge(tx: &mut WriteTx, items: &[&ReportToStore<'_>]) -> StoreResult<Vec<Verdict>> {
-    let mut query = QueryBuilder::<DB>::new(format!(
-        "SELECT v.column1, t.host_name,
-                (SELECT r.id FROM hosts h {JOIN_IN_ORDER} reports r ON r.host_id = h.id
-                 WHERE h.name = v.column3 AND r.agent_id = v.column4 AND r.run_id = v.column5
-                   AND r.seq = v.column6)
-         FROM ("
-    ));
-    query.push_values(items.iter().enumerate(), |mut row, (n, item)| {
-        row.push_bind(n as i64)
-            .push_bind(item.token_id)
-            .push_bind(&item.report.host.name)
-            .push_bind(&item.report.agent_id)
-            .push_bind(&item.report.run_id)
-            .push_bind(item.report.seq);
-    });
-    query.push(") AS v JOIN tokens t ON t.id = v.column2");
+    let numbered: Vec<(usize, &&ReportToStore<'_>)> = items.iter().enumerate().collect();
     let mut found: Vec<Option<(Option<String>, Option<ReportId>)>> = vec![None; items.len()];
-    for (n, bound_host, seen) in query
-        .build_query_as::<(i64, Option<String>, Option<ReportId>)>()
-        .fetch_all(&mut **tx)
-        .await?
-    {
-        if let Some(slot) = usize::try_from(n).ok().and_then(|n| found.get_mut(n)) {
-            *slot = Some((bound_host, seen));
+    for run in runs(&numbered, ROWS_PER_STATEMENT) {
+        let mut query = QueryBuilder::<DB>::new(format!(
+            "SELECT v.column1, t.host_name,
+                    (SELECT r.id FROM hosts h {JOIN_IN_ORDER} reports r ON r.host_id = h.id
+                     WHERE h.name = v.column3 AND r.agent_id = v.column4 AND r.run_id = v.column5
+                       AND r.seq = v.column6)
+             FROM ("
+        ));
+        query.push_values(run, |mut row, (n, item)| {
+            row.push_bind(*n as i64)
+                .push_bind(item.token_id)
+                .push_bind(&item.report.host.name)
+                .push_bind(&item.report.agent_id)
+                .push_bind(&item.report.run_id)
+                .push_bind(item.report.seq);
+        });
+        query.push(") AS v JOIN tokens t ON t.id = v.column2");
+        for (n, bound_host, seen) in query
+            .build_query_as::<(i64, Option<String>, Option<ReportId>)>()
+            .fetch_all(&mut **tx)
+            .await?
+        {
+            if let Some(slot) = usize::try_from(n).ok().and_then(|n| found.get_mut(n)) {
+                *slot = Some((bound_host, seen));
+            }
         }
     }
     let mut verdicts = Vec::with_capacity(items.len());

@@ -8,6 +8,7 @@ use super::dialect::{DB, KEEP_AS_LOOKUP, Store, greatest_present, least_present}
 use crate::analysis::history::Summary;
 use crate::db::error::StoreResult;
 use crate::db::rollups::{FIVE_MINUTES_MS, HOUR_MS, RollupRow, runs_without_repeats};
+use crate::db::rows_at_once::runs;
 use crate::domain::{GuestId, ReportId};
 
 /// The guests with raw samples received before `$1`: the `EXISTS` stays a lookup per guest in
@@ -50,10 +51,10 @@ fn add_to_existing_rollup() -> String {
     )
 }
 
-/// Windows per `INSERT`: 13 binds each, well under SQLite's 32,766 and PostgreSQL's 65,535
-/// per statement, and few statements (round trips) for a guest's two days of five-minute
-/// windows.
-const WINDOWS_PER_STATEMENT: usize = 1000;
+/// Windows per `INSERT` at most, in runs of the few lengths `rows_at_once` allows: 13 binds
+/// each, well under SQLite's 32,766 and PostgreSQL's 65,535 per statement, and few statements
+/// (round trips) for a guest's two days of five-minute windows.
+const WINDOWS_PER_STATEMENT: usize = 512;
 
 impl Store {
     pub async fn guests_with_samples_before(&self, before_ms: i64) -> StoreResult<Vec<GuestId>> {
@@ -71,7 +72,12 @@ impl Store {
         keep: Option<(i64, i64)>,
     ) -> StoreResult<u64> {
         let mut tx = self.begin_write().await?;
-        for run in runs_without_repeats(windows, WINDOWS_PER_STATEMENT) {
+        // A part of a run without repeats has none either.
+        let apart = runs_without_repeats(windows, WINDOWS_PER_STATEMENT);
+        for run in apart
+            .into_iter()
+            .flat_map(|r| runs(r, WINDOWS_PER_STATEMENT))
+        {
             let mut insert = QueryBuilder::<DB>::new(
                 "INSERT INTO rollups (guest_id, resolution_ms, start_ms, samples, length_s, vcpu_s,
                     host_cpu_s, wakeups, idle_s, busy_s, wasted_cpu_s, min_cpu_pct, max_cpu_pct) ",
