@@ -13,8 +13,10 @@ use crate::domain::GuestId;
 use crate::fleet::AnalysedGuest;
 use crate::fleet::published::Published;
 
+use super::encoding::Out;
 use super::format::Format;
 use super::labels;
+use crate::error::AppResult;
 
 /// What one guest shows in one family; `None` from a [`Read`] when it has nothing there.
 enum Sample {
@@ -147,7 +149,7 @@ const FAMILIES: [Family; 9] = [
 
 /// Adds the per-guest families of the guests active at `now_ms` to `out`, in `format`: every
 /// family's guests in the order of their ids, so that two scrapes list them alike.
-pub fn write(out: &mut String, fleet: &Published, now_ms: i64, format: Format) {
+pub fn write(out: &mut Out, fleet: &Published, now_ms: i64, format: Format) -> AppResult<()> {
     // A walk of the guests' map, then a sort on the id beside each guest: walking the ranking
     // would look each guest up, all over memory (perf, docs/performance.md).
     let mut guests: Vec<(GuestId, &AnalysedGuest)> =
@@ -173,14 +175,15 @@ pub fn write(out: &mut String, fleet: &Published, now_ms: i64, format: Format) {
 
     let (mut float, mut integer) = (dtoa::Buffer::new(), itoa::Buffer::new());
     for family in &FAMILIES {
-        write_descriptor(out, family, format);
+        write_descriptor(&mut out.text, family, format);
         let series = family.series();
         for (g, identity) in &guests {
             let identity = &identities[identity.clone()];
+            let text = &mut out.text;
             match (family.read)(g) {
                 None => {}
                 Some(Sample::Info) => push_series(
-                    out,
+                    text,
                     &series,
                     identity,
                     |out| {
@@ -192,10 +195,10 @@ pub fn write(out: &mut String, fleet: &Published, now_ms: i64, format: Format) {
                     float.format(1.0),
                 ),
                 Some(Sample::Gauge(value) | Sample::Seconds(value)) => {
-                    push_series(out, &series, identity, |_| {}, float.format(value))
+                    push_series(text, &series, identity, |_| {}, float.format(value))
                 }
                 Some(Sample::Count(value)) => {
-                    push_series(out, &series, identity, |_| {}, integer.format(value))
+                    push_series(text, &series, identity, |_| {}, integer.format(value))
                 }
                 Some(Sample::Parts(parts)) => {
                     for (part, value) in parts {
@@ -203,12 +206,14 @@ pub fn write(out: &mut String, fleet: &Published, now_ms: i64, format: Format) {
                             out.push(',');
                             push_label(out, "part", part);
                         };
-                        push_series(out, &series, identity, part_label, float.format(value));
+                        push_series(text, &series, identity, part_label, float.format(value));
                     }
                 }
             }
+            out.spill_if_full()?;
         }
     }
+    Ok(())
 }
 
 /// One series: `series{identity,more} value`.
@@ -272,6 +277,7 @@ mod tests {
     use crate::analysis::window::CpuSplit;
     use crate::db::ProcessTotals;
     use crate::fleet::ACTIVE_WITHIN_MS;
+    use crate::metrics::encoding::Encoding;
     use crate::metrics::format::to_classic;
     use crate::visible::show_invisible;
 
@@ -389,6 +395,13 @@ mod tests {
         .collect()
     }
 
+    /// The per-guest text of `fleet`, kept whole.
+    fn written(fleet: &Published, format: Format) -> String {
+        let mut out = Out::new(Encoding::Identity, 0);
+        write(&mut out, fleet, 0, format).unwrap();
+        String::from_utf8(out.finish().unwrap().0).unwrap()
+    }
+
     #[test]
     fn the_text_is_what_prometheus_client_writes_in_both_formats() {
         let guests = guests();
@@ -404,8 +417,7 @@ mod tests {
         let mut reference = String::new();
         encode(&mut reference, &registry).unwrap();
 
-        let mut open_metrics = String::new();
-        write(&mut open_metrics, &fleet, 0, Format::OpenMetrics);
+        let mut open_metrics = written(&fleet, Format::OpenMetrics);
         open_metrics.push_str("# EOF\n");
         assert_eq!(open_metrics, reference);
         assert!(!open_metrics.contains("guest_id=\"4\""), "not active");
@@ -414,8 +426,7 @@ mod tests {
             "by id"
         );
 
-        let mut classic = String::new();
-        write(&mut classic, &fleet, 0, Format::Classic);
+        let classic = written(&fleet, Format::Classic);
         assert_eq!(classic, to_classic(&reference).unwrap());
     }
 }

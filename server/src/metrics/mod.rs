@@ -6,6 +6,7 @@
 //! Per-guest series are labelled as [`labels`] explains: identity on the measured series, the
 //! verdict and kernel facts on `tickscope_guest_info` only.
 
+pub mod encoding;
 pub mod format;
 mod guests;
 pub mod labels;
@@ -26,6 +27,8 @@ use crate::domain::AlertState;
 use crate::error::{AppError, AppResult};
 use crate::fleet::published::Published;
 use crate::visible::show_invisible;
+pub use encoding::Encoding;
+use encoding::Out;
 pub use format::Format;
 
 /// Outcomes of an agent report, each counted from 0 so a rate over them exists from the start.
@@ -246,10 +249,16 @@ impl Metrics {
             .sum()
     }
 
-    /// The exposition of what `scrape` holds and of the server's counters, in `format`: the
-    /// fleet's and the server's own families from `prometheus-client`, then the per-guest ones
-    /// ([`guests`]), as the crate would write them after its registered metrics.
-    pub fn render(&self, scrape: &Scrape, format: Format) -> AppResult<String> {
+    /// The exposition of what `scrape` holds and of the server's counters, in `format`, as it
+    /// is sent in `encoding`: the fleet's and the server's own families from
+    /// `prometheus-client`, then the per-guest ones ([`guests`]), as the crate would write them
+    /// after its registered metrics.
+    pub fn render(
+        &self,
+        scrape: &Scrape,
+        format: Format,
+        encoding: Encoding,
+    ) -> AppResult<Vec<u8>> {
         let mut registry = Registry::default();
         register_fleet(&mut registry, scrape);
         self.register_own(&mut registry, scrape.external_url);
@@ -264,15 +273,16 @@ impl Metrics {
         };
         // With an eighth more room, for guests that came since.
         let last_bytes = self.last_exposition_bytes.load(Ordering::Relaxed);
-        let mut text = String::with_capacity(last_bytes + last_bytes / 8);
-        text.push_str(&own);
-        guests::write(&mut text, &scrape.fleet, scrape.now_ms, format);
+        let mut out = Out::new(encoding, last_bytes + last_bytes / 8);
+        out.text.push_str(&own);
+        guests::write(&mut out, &scrape.fleet, scrape.now_ms, format)?;
         if format == Format::OpenMetrics {
-            text.push_str(EOF);
+            out.text.push_str(EOF);
         }
+        let (body, text_bytes) = out.finish()?;
         self.last_exposition_bytes
-            .store(text.len(), Ordering::Relaxed);
-        Ok(text)
+            .store(text_bytes, Ordering::Relaxed);
+        Ok(body)
     }
 
     fn register_own(&self, registry: &mut Registry, external_url: &str) {
@@ -421,12 +431,20 @@ mod tests {
         }
     }
 
+    /// What `metrics` renders of an empty fleet in `format`, as text.
+    fn text(metrics: &Metrics, format: Format) -> String {
+        let body = metrics
+            .render(&empty(), format, Encoding::Identity)
+            .unwrap();
+        String::from_utf8(body).unwrap()
+    }
+
     #[test]
     fn known_outcomes_are_counted_from_zero_in_both_formats() {
         let metrics = Metrics::default();
         metrics.report("stored", 3, 0.01);
-        let open_metrics = metrics.render(&empty(), Format::OpenMetrics).unwrap();
-        let classic = metrics.render(&empty(), Format::Classic).unwrap();
+        let open_metrics = text(&metrics, Format::OpenMetrics);
+        let classic = text(&metrics, Format::Classic);
         for text in [&open_metrics, &classic] {
             for (family, outcome, value) in [
                 ("tickscope_ingest_reports_total", "stored", 1),
@@ -458,9 +476,7 @@ mod tests {
     fn help_texts_need_no_escaping_in_either_format() {
         // OpenMetrics escapes `"` in HELP and the classic format does not; texts without `"`,
         // `\` or newlines read the same in both.
-        let text = Metrics::default()
-            .render(&empty(), Format::OpenMetrics)
-            .unwrap();
+        let text = text(&Metrics::default(), Format::OpenMetrics);
         for line in text.lines().filter(|l| l.starts_with("# HELP ")) {
             assert!(!line.contains(['"', '\\']), "{line}");
         }

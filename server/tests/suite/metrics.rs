@@ -83,7 +83,7 @@ async fn metrics_hold_every_guest_and_the_servers_own_counters() {
     let (status, content_type, vary, body) = scrape(&s, None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
-    assert_eq!(vary, "Accept");
+    assert_eq!(vary, "Accept, Accept-Encoding");
     assert!(
         !body.contains("# EOF") && !body.contains("# UNIT"),
         "{body}"
@@ -299,7 +299,7 @@ async fn prometheus_gets_openmetrics_with_the_same_series() {
         content_type,
         "application/openmetrics-text; version=1.0.0; charset=utf-8"
     );
-    assert_eq!(vary, "Accept");
+    assert_eq!(vary, "Accept, Accept-Encoding");
     assert!(open_metrics.ends_with("# EOF\n"));
     assert!(open_metrics.contains("# TYPE tickscope_ingest_reports counter\n"));
     assert!(open_metrics.contains("# UNIT tickscope_ingest_duration_seconds seconds\n"));
