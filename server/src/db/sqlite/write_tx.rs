@@ -24,14 +24,16 @@ pub struct WriteTx {
 }
 
 impl SqliteDb {
-    /// Begins a write transaction. IMMEDIATE takes SQLite's write lock up front, so two writers
-    /// queue behind each other (busy timeout) instead of one failing at its first write.
+    /// Begins a write transaction on the writers' connection (writers queue for it in order).
+    /// IMMEDIATE takes SQLite's write lock up front, so a write outside these transactions (a
+    /// pooled connection's single statement) and this one queue behind each other (busy
+    /// timeout) instead of one failing at its first write.
     pub(super) async fn begin_write(&self) -> StoreResult<WriteTx> {
         // The guard exists before BEGIN is sent: if this future is dropped while BEGIN waits
         // for the write lock, SQLite's worker still opens the transaction, and the connection
         // must be closed rather than pooled.
         let mut tx = WriteTx {
-            conn: self.pool.acquire().await?,
+            conn: self.writer.acquire().await?,
             ended: false,
         };
         match sqlx::query("BEGIN IMMEDIATE").execute(&mut *tx.conn).await {
