@@ -27,10 +27,11 @@ async fn metrics(
             .get(header::ACCEPT)
             .and_then(|value| value.to_str().ok()),
     );
-    let encoding = Encoding::negotiate(
+    let encoding = Encoding::negotiate_all(
         headers
-            .get(header::ACCEPT_ENCODING)
-            .and_then(|value| value.to_str().ok()),
+            .get_all(header::ACCEPT_ENCODING)
+            .iter()
+            .filter_map(|value| value.to_str().ok()),
     );
     let now_ms = state.clock.now_ms();
     let hosts = state.db.hosts().await?;

@@ -39,9 +39,7 @@ impl Encoding {
             let accepted = parts
                 .filter_map(|p| p.trim().strip_prefix("q=").or(p.trim().strip_prefix("Q=")))
                 .next_back()
-                .map_or(Some(true), |q| {
-                    q.trim().parse::<f32>().ok().map(|q| q > 0.0)
-                });
+                .map_or(Some(true), |q| weighs_above_zero(q.trim()));
             let Some(accepted) = accepted else {
                 continue;
             };
@@ -57,12 +55,35 @@ impl Encoding {
         }
     }
 
+    /// From every `Accept-Encoding` header of a request, read as one list (RFC 9110, 5.3).
+    pub fn negotiate_all<'a>(headers: impl IntoIterator<Item = &'a str>) -> Encoding {
+        let list: Vec<&str> = headers.into_iter().collect();
+        if list.is_empty() {
+            return Encoding::negotiate(None);
+        }
+        Encoding::negotiate(Some(&list.join(",")))
+    }
+
     /// The `Content-Encoding` an exposition in this encoding is sent with.
     pub fn content_encoding(self) -> Option<&'static str> {
         match self {
             Encoding::Identity => None,
             Encoding::Gzip => Some("gzip"),
         }
+    }
+}
+
+/// Whether a weight (`qvalue`, RFC 9110, 12.4.2: `0` to `1` with at most three decimals) is
+/// above zero; `None` when it is not a weight, and then its coding says nothing.
+fn weighs_above_zero(q: &str) -> Option<bool> {
+    let (whole, fraction) = q.split_once('.').unwrap_or((q, ""));
+    if fraction.len() > 3 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    match whole {
+        "0" => Some(fraction.bytes().any(|b| b != b'0')),
+        "1" if fraction.bytes().all(|b| b == b'0') => Some(true),
+        _ => None,
     }
 }
 
@@ -166,12 +187,26 @@ mod tests {
             // gzip refused by name, whatever `*` says.
             (Some("gzip;q=0, *"), Encoding::Identity),
             (Some("identity"), Encoding::Identity),
-            // A weight that is not a number says nothing.
+            (Some("gzip;q=1.000"), Encoding::Gzip),
+            (Some("gzip;q=0.5, identity"), Encoding::Gzip),
+            // A weight that is not one says nothing: not a number, four decimals, above 1, no
+            // leading digit.
             (Some("gzip;q=high"), Encoding::Identity),
+            (Some("gzip;q=0.5000"), Encoding::Identity),
+            (Some("gzip;q=1.5"), Encoding::Identity),
+            (Some("gzip;q=.5"), Encoding::Identity),
+            (Some("gzip;q=high, *"), Encoding::Gzip),
         ];
         for (header, expected) in cases {
             assert_eq!(Encoding::negotiate(header), expected, "{header:?}");
         }
+        // Several headers are one list.
+        assert_eq!(Encoding::negotiate_all([]), Encoding::Identity);
+        assert_eq!(Encoding::negotiate_all(["zstd", "gzip"]), Encoding::Gzip);
+        assert_eq!(
+            Encoding::negotiate_all(["*", "gzip;q=0"]),
+            Encoding::Identity
+        );
     }
 
     fn written(encoding: Encoding, chunk_bytes: usize, lines: usize) -> (Vec<u8>, usize) {

@@ -25,7 +25,7 @@ impl Store {
         }
         // Under the write lock: another server's evaluation must not open the same alert or
         // move it on between this one's reads and writes. A few hundred alerts a transaction,
-        // each kind in one statement: at 100,000 guests an evaluation writes thousands of
+        // each kind in a statement a run (`rows_at_once`): at 100,000 guests an evaluation writes thousands of
         // alerts (tens of thousands when a fleet starts ticking), and one transaction for them
         // all, or a statement each, held the write lock for seconds, which every report waited
         // for. Any failed statement ends the function with its transaction, which is rolled
@@ -60,7 +60,7 @@ impl Store {
     }
 }
 
-/// The alerts of `chunk` to open, in one statement; the ids of the chunk's writes, given for
+/// The alerts of `chunk` to open, a statement a run; the ids of the chunk's writes, given for
 /// those it opened.
 async fn open_alerts(
     tx: &mut WriteTx,
@@ -117,7 +117,7 @@ async fn open_alerts(
     Ok(ids)
 }
 
-/// The open alerts of `chunk` evaluated again (a new state, cause or figures), in one statement.
+/// The open alerts of `chunk` evaluated again (a new state, cause or figures), a statement a run.
 async fn update_open_alerts(
     tx: &mut WriteTx,
     chunk: &[AlertWrite],
@@ -153,7 +153,7 @@ async fn update_open_alerts(
     Ok(())
 }
 
-/// The alerts of `chunk` that resolve, in one statement.
+/// The alerts of `chunk` that resolve, a statement a run.
 async fn resolve_alerts(tx: &mut WriteTx, chunk: &[AlertWrite], now_ms: i64) -> StoreResult<()> {
     let resolves: Vec<&AlertResolution> = chunk
         .iter()

@@ -183,7 +183,7 @@ async fn store_set(
 }
 
 /// Which host each report's token may report for (ingest's decision, from what is read here),
-/// and whether the report is a repeat: one statement for the set. A report is a repeat only of
+/// and whether the report is a repeat: a statement for each run of the set (`rows_at_once`). A report is a repeat only of
 /// one for the same host: another host's token cannot have this host's reports taken for
 /// duplicates.
 async fn judge(tx: &mut WriteTx, items: &[&ReportToStore<'_>]) -> StoreResult<Vec<Verdict>> {

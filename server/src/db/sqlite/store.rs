@@ -15,7 +15,8 @@ use crate::db::error::StoreResult;
 /// The migrations in `migrations/`, embedded in the binary and run at start-up.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
-/// How long a write waits for its turn before it fails.
+/// How long a write waits for the writers' connection, and then for SQLite's lock, before it
+/// fails.
 const WRITE_WAIT: Duration = Duration::from_secs(5);
 
 /// Statements the writers' connection keeps prepared (sqlx's default is 100): the writes'
@@ -56,7 +57,8 @@ impl SqliteDb {
         MIGRATOR.run(&pool).await?;
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
-            // As long as a writer waited for SQLite's lock on a pooled connection.
+            // As long as a writer waited for SQLite's lock on a pooled connection (its BEGIN
+            // IMMEDIATE can then still wait for a single write on another connection).
             .acquire_timeout(WRITE_WAIT)
             .connect_with(options.statement_cache_capacity(WRITER_STATEMENTS))
             .await?;
