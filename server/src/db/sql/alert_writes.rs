@@ -25,12 +25,13 @@ impl Store {
         }
         // Under the write lock: another server's evaluation must not open the same alert or
         // move it on between this one's reads and writes. A few hundred alerts a transaction,
-        // each kind in a statement a run (`rows_at_once`): at 100,000 guests an evaluation writes thousands of
-        // alerts (tens of thousands when a fleet starts ticking), and one transaction for them
-        // all, or a statement each, held the write lock for seconds, which every report waited
-        // for. Any failed statement ends the function with its transaction, which is rolled
-        // back when dropped: an alert and its notifications are written together or not at
-        // all, and what was not written is evaluated again next time.
+        // each kind in a statement a run (`rows_at_once`): at 100,000 guests an evaluation
+        // writes thousands of alerts (tens of thousands when a fleet starts ticking), and one
+        // transaction for them all, or a statement each, held the write lock for seconds,
+        // which every report waited for. Any failed statement ends the function with its
+        // transaction, which is rolled back when dropped: an alert and its notifications are
+        // written together or not at all, and what was not written is evaluated again next
+        // time.
         let mut writes = writes.into_iter().peekable();
         while writes.peek().is_some() {
             let chunk: Vec<AlertWrite> =

@@ -183,9 +183,9 @@ async fn store_set(
 }
 
 /// Which host each report's token may report for (ingest's decision, from what is read here),
-/// and whether the report is a repeat: a statement for each run of the set (`rows_at_once`). A report is a repeat only of
-/// one for the same host: another host's token cannot have this host's reports taken for
-/// duplicates.
+/// and whether the report is a repeat: a statement for each run of the set (`rows_at_once`). A
+/// report is a repeat only of one for the same host: another host's token cannot have this
+/// host's reports taken for duplicates.
 async fn judge(tx: &mut WriteTx, items: &[&ReportToStore<'_>]) -> StoreResult<Vec<Verdict>> {
     let numbered: Vec<(usize, &&ReportToStore<'_>)> = items.iter().enumerate().collect();
     let mut found: Vec<Option<(Option<String>, Option<ReportId>)>> = vec![None; items.len()];
