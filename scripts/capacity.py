@@ -806,6 +806,12 @@ def run_fleet(guests, config, binaries, processes):
         result["idle_hwm_mib"] = (hwm or 0) / 1024
         server.stop()
         keep_logs(work, config["logs"], f"{hosts * per_host}-{n_servers}")
+        if config["keep_db"] and not postgres:
+            os.makedirs(config["keep_db"], exist_ok=True)
+            for n in os.listdir(work):
+                if n.startswith("capacity.db"):
+                    shutil.copy(os.path.join(work, n),
+                                os.path.join(config["keep_db"], f"{hosts * per_host}-{n}"))
         result["log_problems"] = []
         for i, s in enumerate(servers):
             with open(s.log_path) as f:
@@ -1040,6 +1046,8 @@ def main(argv):
         "postgres": os.environ.get("CAPACITY_POSTGRES", "").rstrip("/"),
         # A directory to keep each fleet's server logs and simulator output in.
         "logs": os.environ.get("CAPACITY_LOGS", ""),
+        # A directory to keep each fleet's SQLite database in (to profile a start on it).
+        "keep_db": os.environ.get("CAPACITY_KEEP_DB", ""),
     }
     # Servers on the one database, each with a simulator of its share of the hosts: 1, or 2
     # (PostgreSQL only: SQLite is one server's); "1,2" runs each fleet with one, then two, and

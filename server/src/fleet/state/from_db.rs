@@ -38,13 +38,17 @@ impl FleetState {
     pub async fn load(db: &Db, now_ms: i64) -> AppResult<FleetState> {
         let current = FleetState::default();
         let started = std::time::Instant::now();
-        let hosts = current.reload_all(db, now_ms).await?;
+        let by_host = read_by_host(db, active_scope(now_ms), HashMap::new()).await?;
         let read_ms = started.elapsed().as_millis() as u64;
+        let hosts: Vec<HostId> = by_host.keys().copied().collect();
+        current.replace_hosts(by_host, &HashMap::new(), now_ms);
+        let analysed_ms = started.elapsed().as_millis() as u64 - read_ms;
         current.measure_all_changes(db, &hosts, now_ms).await?;
         tracing::info!(
             hosts = hosts.len(),
-            read_and_analysed_ms = read_ms,
-            changes_measured_ms = started.elapsed().as_millis() as u64 - read_ms,
+            read_ms,
+            analysed_ms,
+            changes_measured_ms = started.elapsed().as_millis() as u64 - read_ms - analysed_ms,
             "loaded the fleet's state"
         );
         Ok(current)
@@ -83,10 +87,7 @@ impl FleetState {
     /// returns the hosts read. A host held here with no active guest left is forgotten by
     /// [`FleetState::forget_silent`], as always.
     pub async fn reload_all(&self, db: &Db, now_ms: i64) -> AppResult<Vec<HostId>> {
-        let scope = GuestScope::Active {
-            since_ms: now_ms - ACTIVE_WITHIN_MS,
-        };
-        let by_host = read_by_host(db, scope, HashMap::new()).await?;
+        let by_host = read_by_host(db, active_scope(now_ms), HashMap::new()).await?;
         let hosts: Vec<HostId> = by_host.keys().copied().collect();
         // Published once, when every host is in: each host published on its own copied the
         // kept orders' paths again for every guest (2.5 s of a start at 100,000 guests).
@@ -405,6 +406,13 @@ impl FleetState {
 }
 
 /// The guests of `scope` read from the database, added to `by_host` under their hosts.
+/// Every guest active as of `now_ms`.
+fn active_scope(now_ms: i64) -> GuestScope<'static> {
+    GuestScope::Active {
+        since_ms: now_ms - ACTIVE_WITHIN_MS,
+    }
+}
+
 async fn read_by_host(
     db: &Db,
     scope: GuestScope<'_>,
