@@ -7,10 +7,10 @@
 mod cluster;
 mod dialect;
 mod fault;
-mod history_samples;
 mod old_reports;
 #[cfg(feature = "test-support")]
 mod plans;
+mod samples_read;
 mod store;
 
 // The shared statements of `db/sql/`, compiled against this backend's `dialect` (a new file

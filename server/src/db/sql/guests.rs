@@ -15,6 +15,7 @@ use crate::db::guests::{
 use crate::domain::{GuestId, HostId, ReportId};
 
 /// A value a scope's condition binds: a number, or a list of ids as one parameter.
+#[derive(Clone)]
 pub(super) enum ScopeBind {
     Int(i64),
     Ids(IdList),
@@ -91,21 +92,6 @@ pub(super) fn scope_condition(scope: &GuestScope<'_>, first: usize) -> (String, 
     }
 }
 
-/// The samples of each guest's window: `$1` is the window's length, the condition's parameters
-/// start at `$2` (`scope_condition(scope, 2)`). Each guest's window is looked up in
-/// `samples_guest_received`, guest by guest (see `recent_rows_of_each_guest`), never by a pass
-/// over every sample ever stored.
-pub(super) fn window_sql(condition: &str) -> String {
-    format!(
-        "SELECT {}
-         FROM guests g {}
-         WHERE {condition}
-         ORDER BY g.id, s.received_ms, s.id",
-        interval_columns("s"),
-        recent_rows_of_each_guest("samples", "s")
-    )
-}
-
 impl Store {
     pub async fn guests_in(&self, scope: GuestScope<'_>) -> StoreResult<Vec<GuestRow>> {
         let (condition, binds) = scope_condition(&scope, 1);
@@ -130,10 +116,9 @@ impl Store {
         scope: GuestScope<'_>,
         window_ms: i64,
     ) -> StoreResult<Vec<IntervalRow>> {
+        // Each backend reads them its own way (SQLite packs each guest's into one text).
         let (condition, binds) = scope_condition(&scope, 2);
-        let sql = window_sql(&condition);
-        let query = sqlx::query_as::<DB, IntervalRow>(&sql).bind(window_ms);
-        Ok(bind_scope(query, binds).fetch_all(&self.pool).await?)
+        self.samples_in_window(&condition, binds, window_ms).await
     }
 
     pub async fn window_idle_readings(

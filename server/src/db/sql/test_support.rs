@@ -7,8 +7,9 @@
 use std::collections::HashMap;
 
 use super::dialect::Store;
-use super::guests::{ScopeBind, scope_condition, window_sql};
+use super::guests::{ScopeBind, scope_condition};
 use super::rollups::{ROLLUPS_BETWEEN, guests_with_samples_before_sql};
+use super::samples_read::window_sql;
 use crate::db::error::StoreResult;
 use crate::db::guests::GuestScope;
 use crate::db::reports::RawSample;

@@ -7,9 +7,9 @@
 mod dialect;
 mod fault;
 mod old_reports;
-mod packed_samples;
 #[cfg(feature = "test-support")]
 mod plans;
+mod samples_read;
 mod store;
 mod write_tx;
 

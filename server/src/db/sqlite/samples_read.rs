@@ -1,17 +1,53 @@
-//! Many guests' raw samples in SQLite, for [`Store::histories_between`]: one row per guest, its
-//! samples packed into one text. SQLite hands sqlx each row through a channel, which costs more
-//! than the row itself when a guest has 17,000 of them (two days at one every 10 s).
+//! Many guests' raw samples in SQLite, packed: one row per guest, its samples in one text.
+//! SQLite hands sqlx each row through a channel to the async side, and that costs several times
+//! what SQLite takes to read the row: a start at 100,000 guests read their windows' three
+//! million samples in 22-30 s as rows, of which SQLite's own reading was about 2 s
+//! (docs/performance.md, issue 28's sixteenth part). Read by [`Store::histories_between`]
+//! (`samples_of_guests`) and by [`Store::window_intervals`] (`samples_in_window`).
 
-use super::dialect::{Store, id_list, in_id_list};
+use super::dialect::{DB, Store, id_list, in_id_list, recent_rows_of_each_guest};
+use super::guests::{ScopeBind, bind_scope};
 use crate::db::error::{StoreError, StoreResult};
 use crate::db::guests::{IntervalRow, SampleParts};
 use crate::domain::GuestId;
 
-/// One sample as the packed query writes it: received ms, length ms, vCPUs, host CPU s,
+/// The text of one sample of `samples {alias}`: received ms, length ms, vCPUs, host CPU s,
 /// wake-ups, whether counted on vCPU threads (1 or 0), the vCPU, I/O-thread and vhost parts of
-/// its CPU and its halt polling (each empty when not stored).
-/// A nullable REAL as `%s` writes it: nothing for NULL, the value in full otherwise; `None` when
-/// it does not read as a number.
+/// its CPU and its halt polling (each empty when not stored). Every REAL is written with
+/// `%.17g`, which reads back as the same double; SQLite's own text of a REAL (`%s`, `||`) has
+/// 15 digits and would not.
+fn packed_sample(alias: &str) -> String {
+    let exact_or_empty = |column: &str| {
+        format!("iif({alias}.{column} IS NULL, '', printf('%!.20e', {alias}.{column}))")
+    };
+    format!(
+        "printf('%d,%!.20e,%d,%!.20e,%d,%d,%s,%s,%s,%s',
+                {alias}.received_ms, {alias}.length_ms, {alias}.vcpus, {alias}.host_cpu_s,
+                {alias}.vcpu_wakeups, {alias}.wakeups_source = 'vcpu_threads', {}, {}, {}, {})",
+        exact_or_empty("vcpu_cpu_s"),
+        exact_or_empty("iothread_cpu_s"),
+        exact_or_empty("vhost_cpu_s"),
+        exact_or_empty("halt_poll_s"),
+    )
+}
+
+/// Each guest's samples of the window, packed, oldest first (equal times by id): `$1` is the
+/// window's length and the condition on `g`'s parameters start at `$2`, as the rows of
+/// PostgreSQL's `window_sql`; each guest's window looked up in `samples_guest_received` as
+/// there.
+pub(super) fn window_sql(condition: &str) -> String {
+    format!(
+        "SELECT g.id, group_concat({}, ';' ORDER BY s.received_ms, s.id)
+         FROM guests g {}
+         WHERE {condition}
+         GROUP BY g.id",
+        packed_sample("s"),
+        recent_rows_of_each_guest("samples", "s")
+    )
+}
+
+/// A nullable REAL as [`packed_sample`] writes it: nothing for NULL, the value otherwise;
+/// `None` when it does not read as a number.
 fn part(text: &str) -> Option<Option<f64>> {
     if text.is_empty() {
         Some(None)
@@ -23,7 +59,7 @@ fn part(text: &str) -> Option<Option<f64>> {
 fn unpack_sample(guest_id: GuestId, text: &str) -> Option<IntervalRow> {
     let mut fields = text.split(',');
     let mut next = || fields.next();
-    Some(IntervalRow {
+    let sample = IntervalRow {
         guest_id,
         received_ms: next()?.parse().ok()?,
         length_ms: next()?.parse().ok()?,
@@ -33,7 +69,21 @@ fn unpack_sample(guest_id: GuestId, text: &str) -> Option<IntervalRow> {
         from_vcpu_threads: next()? == "1",
         parts: SampleParts::from_columns(part(next()?)?, part(next()?)?, part(next()?)?),
         halt_poll_s: part(next()?)?.map(|s| s as f32),
-    })
+    };
+    next().is_none().then_some(sample)
+}
+
+/// The samples of each guest's packed text, in the order read.
+fn unpack(packed: Vec<(GuestId, String)>) -> StoreResult<Vec<IntervalRow>> {
+    let mut samples = Vec::new();
+    for (guest_id, text) in packed {
+        for sample in text.split(';') {
+            samples.push(unpack_sample(guest_id, sample).ok_or_else(|| {
+                StoreError::Corrupt(format!("unreadable packed sample {sample:?}"))
+            })?);
+        }
+    }
+    Ok(samples)
 }
 
 impl Store {
@@ -45,16 +95,13 @@ impl Store {
         from_ms: i64,
         to_ms: i64,
     ) -> StoreResult<Vec<IntervalRow>> {
-        // `%.17g` writes a double so that it reads back exactly.
         let sql = format!(
-            "SELECT guest_id, group_concat(printf('%d,%.17g,%d,%.17g,%d,%d,%s,%s,%s,%s',
-                        received_ms, length_ms, vcpus, host_cpu_s, vcpu_wakeups,
-                        wakeups_source = 'vcpu_threads', vcpu_cpu_s, iothread_cpu_s,
-                        vhost_cpu_s, halt_poll_s), ';' ORDER BY received_ms, id)
-             FROM samples
-             WHERE {} AND received_ms >= $2 AND received_ms < $3
-             GROUP BY guest_id ORDER BY guest_id",
-            in_id_list("guest_id", 1)
+            "SELECT s.guest_id, group_concat({}, ';' ORDER BY s.received_ms, s.id)
+             FROM samples s
+             WHERE {} AND s.received_ms >= $2 AND s.received_ms < $3
+             GROUP BY s.guest_id ORDER BY s.guest_id",
+            packed_sample("s"),
+            in_id_list("s.guest_id", 1)
         );
         let packed: Vec<(GuestId, String)> = sqlx::query_as(&sql)
             .bind(id_list(guest_ids.iter().map(|id| id.0)))
@@ -62,14 +109,61 @@ impl Store {
             .bind(to_ms)
             .fetch_all(&self.pool)
             .await?;
-        let mut samples = Vec::new();
-        for (guest_id, text) in packed {
-            for sample in text.split(';') {
-                samples.push(unpack_sample(guest_id, sample).ok_or_else(|| {
-                    StoreError::Corrupt(format!("unreadable packed sample {sample:?}"))
-                })?);
+        unpack(packed)
+    }
+
+    /// The samples of the window of each guest that meets `condition` (see [`window_sql`]),
+    /// by guest, oldest first: the guests of even and of odd ids read at once, each on a
+    /// connection of its own, so that SQLite reads on two threads (at a start, SQLite's thread
+    /// reading and packing the fleet's windows was the longest part of it).
+    pub(super) async fn samples_in_window(
+        &self,
+        condition: &str,
+        binds: Vec<ScopeBind>,
+        window_ms: i64,
+    ) -> StoreResult<Vec<IntervalRow>> {
+        let read_half = |parity: u8| {
+            let sql = window_sql(&format!("({condition}) AND g.id % 2 = {parity}"));
+            let binds = binds.clone();
+            async move {
+                let query = sqlx::query_as::<DB, (GuestId, String)>(&sql).bind(window_ms);
+                bind_scope(query, binds).fetch_all(&self.pool).await
             }
-        }
+        };
+        let (even, odd) = tokio::try_join!(read_half(0), read_half(1))?;
+        let (mut samples, odd) = (unpack(even)?, unpack(odd)?);
+        samples.extend(odd);
         Ok(samples)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packed_sample_reads_back_whole_or_not_at_all() {
+        let guest = GuestId(7);
+        let read = unpack_sample(
+            guest,
+            "1000,10000.5,2,0.30000000000000004,42,1,0.25,,1e-300,0.5",
+        )
+        .expect("a whole sample reads");
+        assert_eq!(read.received_ms, 1000);
+        assert_eq!(read.length_ms, 10000.5);
+        assert_eq!(read.vcpus, 2);
+        assert_eq!(read.host_cpu_s, 0.1 + 0.2);
+        assert_eq!(read.vcpu_wakeups, 42);
+        assert!(read.from_vcpu_threads);
+        assert_eq!(read.halt_poll_s, Some(0.5));
+        for broken in [
+            "",
+            "1000,10000.5,2,0.3,42,1,0.25,,1e-300",
+            "1000,10000.5,2,0.3,42,1,0.25,,1e-300,0.5,9",
+            "1000,ten,2,0.3,42,1,,,,",
+            "1000,10000.5,2,0.3,42,1,x,,,",
+        ] {
+            assert!(unpack_sample(guest, broken).is_none(), "{broken:?}");
+        }
     }
 }
