@@ -5,6 +5,8 @@
 //! (docs/performance.md, issue 28's sixteenth part). Read by [`Store::histories_between`]
 //! (`samples_of_guests`) and by [`Store::window_intervals`] (`samples_in_window`).
 
+use futures_util::{Stream, TryStreamExt};
+
 use super::dialect::{DB, Store, id_list, in_id_list, recent_rows_of_each_guest};
 use super::guests::{ScopeBind, bind_scope};
 use crate::db::error::{StoreError, StoreResult};
@@ -73,10 +75,15 @@ fn unpack_sample(guest_id: GuestId, text: &str) -> Option<IntervalRow> {
     next().is_none().then_some(sample)
 }
 
-/// The samples of each guest's packed text, in the order read.
-fn unpack(packed: Vec<(GuestId, String)>) -> StoreResult<Vec<IntervalRow>> {
+/// The samples of each guest's packed text, in the order read, each text unpacked as it
+/// arrives: the texts of a start's windows are several times the samples they hold (a double is
+/// 26 characters), and were they all held at once the kernel would zero pages for them.
+async fn unpack(
+    packed: impl Stream<Item = Result<(GuestId, String), sqlx::Error>>,
+) -> StoreResult<Vec<IntervalRow>> {
     let mut samples = Vec::new();
-    for (guest_id, text) in packed {
+    let mut packed = std::pin::pin!(packed);
+    while let Some((guest_id, text)) = packed.try_next().await? {
         for sample in text.split(';') {
             samples.push(unpack_sample(guest_id, sample).ok_or_else(|| {
                 StoreError::Corrupt(format!("unreadable packed sample {sample:?}"))
@@ -103,13 +110,12 @@ impl Store {
             packed_sample("s"),
             in_id_list("s.guest_id", 1)
         );
-        let packed: Vec<(GuestId, String)> = sqlx::query_as(&sql)
+        let packed = sqlx::query_as(&sql)
             .bind(id_list(guest_ids.iter().map(|id| id.0)))
             .bind(from_ms)
             .bind(to_ms)
-            .fetch_all(&self.pool)
-            .await?;
-        unpack(packed)
+            .fetch(&self.pool);
+        unpack(packed).await
     }
 
     /// The samples of the window of each guest that meets `condition` (see [`window_sql`]),
@@ -127,11 +133,10 @@ impl Store {
             let binds = binds.clone();
             async move {
                 let query = sqlx::query_as::<DB, (GuestId, String)>(&sql).bind(window_ms);
-                bind_scope(query, binds).fetch_all(&self.pool).await
+                unpack(bind_scope(query, binds).fetch(&self.pool)).await
             }
         };
-        let (even, odd) = tokio::try_join!(read_half(0), read_half(1))?;
-        let (mut samples, odd) = (unpack(even)?, unpack(odd)?);
+        let (mut samples, odd) = tokio::try_join!(read_half(0), read_half(1))?;
         samples.extend(odd);
         Ok(samples)
     }
