@@ -23,8 +23,8 @@
 # each fleet with one, then two), CAPACITY_LOGS (a directory: each fleet's server logs and
 # simulator output are kept there; the simulator's failed reports say when they failed, to be
 # laid beside the server's log), CAPACITY_KEEP_DB (a directory: each fleet's SQLite database
-# is copied there after its run, named by its guests, to profile a start on it). About 8 minutes for the default fleets on 2 cores, plus
-# the release build; a quick check:
+# is copied there after its run, named by its guests, to profile a start on it). About 8
+# minutes for the default fleets on 2 cores, plus the release build; a quick check:
 #
 #   CAPACITY_WARM_UP_S=20 CAPACITY_MEASURE_S=30 CAPACITY_IDLE_S=15 scripts/capacity.sh 2000
 set -euo pipefail

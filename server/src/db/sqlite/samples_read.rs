@@ -1,7 +1,7 @@
 //! Many guests' raw samples in SQLite, packed: one row per guest, its samples in one text.
 //! SQLite hands sqlx each row through a channel to the async side, and that costs several times
 //! what SQLite takes to read the row: a start at 100,000 guests read their windows' three
-//! million samples in 22-30 s as rows, of which SQLite's own reading was about 2 s
+//! million samples in 26-33 s as rows, of which SQLite's own reading was about 2 s
 //! (docs/performance.md, issue 28's sixteenth part). Read by [`Store::histories_between`]
 //! (`samples_of_guests`) and by [`Store::window_intervals`] (`samples_in_window`).
 
@@ -16,8 +16,9 @@ use crate::domain::GuestId;
 /// The text of one sample of `samples {alias}`: received ms, length ms, vCPUs, host CPU s,
 /// wake-ups, whether counted on vCPU threads (1 or 0), the vCPU, I/O-thread and vhost parts of
 /// its CPU and its halt polling (each empty when not stored). Every REAL is written with
-/// `%.17g`, which reads back as the same double; SQLite's own text of a REAL (`%s`, `||`) has
-/// 15 digits and would not.
+/// `%!.20e`, 21 digits, which read back as the same double (what SQLite's `quote()` falls back
+/// to); without `!` SQLite's printf stops at 16 digits, and its own text of a REAL (`%s`,
+/// `||`) has 15, so neither would.
 fn packed_sample(alias: &str) -> String {
     let exact_or_empty = |column: &str| {
         format!("iif({alias}.{column} IS NULL, '', printf('%!.20e', {alias}.{column}))")
@@ -33,19 +34,35 @@ fn packed_sample(alias: &str) -> String {
     )
 }
 
-/// Each guest's samples of the window, packed, oldest first (equal times by id): `$1` is the
-/// window's length and the condition on `g`'s parameters start at `$2`, as the rows of
-/// PostgreSQL's `window_sql`; each guest's window looked up in `samples_guest_received` as
-/// there.
-pub(super) fn window_sql(condition: &str) -> String {
+/// The samples of `samples {alias}` of each group, packed into one text, oldest first (equal
+/// times by id).
+fn packed_samples(alias: &str) -> String {
     format!(
-        "SELECT g.id, group_concat({}, ';' ORDER BY s.received_ms, s.id)
+        "group_concat({}, ';' ORDER BY {alias}.received_ms, {alias}.id)",
+        packed_sample(alias)
+    )
+}
+
+/// The window of each guest that meets `condition` and whose id is even (`parity` 0) or odd
+/// (1), packed: `$1` is the window's length and the parameters of the condition on `g` start at
+/// `$2`, as in PostgreSQL's `window_sql`; each guest's window is looked up in
+/// `samples_guest_received` as there.
+fn half_window_sql(condition: &str, parity: u8) -> String {
+    format!(
+        "SELECT g.id, {}
          FROM guests g {}
-         WHERE {condition}
+         WHERE ({condition}) AND g.id % 2 = {parity}
          GROUP BY g.id",
-        packed_sample("s"),
+        packed_samples("s"),
         recent_rows_of_each_guest("samples", "s")
     )
+}
+
+/// The statement of the window's first half, whose plan the tests check (the other half's
+/// differs only in its parity).
+#[cfg(feature = "test-support")]
+pub(super) fn window_sql(condition: &str) -> String {
+    half_window_sql(condition, 0)
 }
 
 /// A nullable REAL as [`packed_sample`] writes it: nothing for NULL, the value otherwise;
@@ -103,11 +120,11 @@ impl Store {
         to_ms: i64,
     ) -> StoreResult<Vec<IntervalRow>> {
         let sql = format!(
-            "SELECT s.guest_id, group_concat({}, ';' ORDER BY s.received_ms, s.id)
+            "SELECT s.guest_id, {}
              FROM samples s
              WHERE {} AND s.received_ms >= $2 AND s.received_ms < $3
              GROUP BY s.guest_id ORDER BY s.guest_id",
-            packed_sample("s"),
+            packed_samples("s"),
             in_id_list("s.guest_id", 1)
         );
         let packed = sqlx::query_as(&sql)
@@ -118,8 +135,9 @@ impl Store {
         unpack(packed).await
     }
 
-    /// The samples of the window of each guest that meets `condition` (see [`window_sql`]),
-    /// by guest, oldest first: the guests of even and of odd ids read at once, each on a
+    /// The samples of the window of each guest that meets `condition` (see
+    /// [`half_window_sql`]), by guest, oldest first: the guests of even and of odd ids read at
+    /// once, each on a
     /// connection of its own, so that SQLite reads on two threads (at a start, SQLite's thread
     /// reading and packing the fleet's windows was the longest part of it).
     pub(super) async fn samples_in_window(
@@ -129,7 +147,7 @@ impl Store {
         window_ms: i64,
     ) -> StoreResult<Vec<IntervalRow>> {
         let read_half = |parity: u8| {
-            let sql = window_sql(&format!("({condition}) AND g.id % 2 = {parity}"));
+            let sql = half_window_sql(condition, parity);
             let binds = binds.clone();
             async move {
                 let query = sqlx::query_as::<DB, (GuestId, String)>(&sql).bind(window_ms);

@@ -38,10 +38,7 @@ impl FleetState {
     pub async fn load(db: &Db, now_ms: i64) -> AppResult<FleetState> {
         let current = FleetState::default();
         let started = std::time::Instant::now();
-        let by_host = read_by_host(db, active_scope(now_ms), HashMap::new()).await?;
-        let read_ms = started.elapsed().as_millis() as u64;
-        let hosts: Vec<HostId> = by_host.keys().copied().collect();
-        current.replace_hosts(by_host, &HashMap::new(), now_ms);
+        let (hosts, read_ms) = current.read_and_replace_all(db, now_ms).await?;
         let analysed_ms = started.elapsed().as_millis() as u64 - read_ms;
         current.measure_all_changes(db, &hosts, now_ms).await?;
         tracing::info!(
@@ -87,12 +84,22 @@ impl FleetState {
     /// returns the hosts read. A host held here with no active guest left is forgotten by
     /// [`FleetState::forget_silent`], as always.
     pub async fn reload_all(&self, db: &Db, now_ms: i64) -> AppResult<Vec<HostId>> {
-        let by_host = read_by_host(db, active_scope(now_ms), HashMap::new()).await?;
+        Ok(self.read_and_replace_all(db, now_ms).await?.0)
+    }
+
+    /// [`FleetState::reload_all`], and how long its read took in milliseconds.
+    async fn read_and_replace_all(&self, db: &Db, now_ms: i64) -> AppResult<(Vec<HostId>, u64)> {
+        let started = std::time::Instant::now();
+        let scope = GuestScope::Active {
+            since_ms: now_ms - ACTIVE_WITHIN_MS,
+        };
+        let by_host = read_by_host(db, scope, HashMap::new()).await?;
+        let read_ms = started.elapsed().as_millis() as u64;
         let hosts: Vec<HostId> = by_host.keys().copied().collect();
         // Published once, when every host is in: each host published on its own copied the
         // kept orders' paths again for every guest (2.5 s of a start at 100,000 guests).
         self.replace_hosts(by_host, &HashMap::new(), now_ms);
-        Ok(hosts)
+        Ok((hosts, read_ms))
     }
 
     /// Reads one host's active guests from the database and analyses them as of `now_ms`.
@@ -406,13 +413,6 @@ impl FleetState {
 }
 
 /// The guests of `scope` read from the database, added to `by_host` under their hosts.
-/// Every guest active as of `now_ms`.
-fn active_scope(now_ms: i64) -> GuestScope<'static> {
-    GuestScope::Active {
-        since_ms: now_ms - ACTIVE_WITHIN_MS,
-    }
-}
-
 async fn read_by_host(
     db: &Db,
     scope: GuestScope<'_>,
