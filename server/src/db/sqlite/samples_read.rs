@@ -137,9 +137,8 @@ impl Store {
 
     /// The samples of the window of each guest that meets `condition` (see
     /// [`half_window_sql`]), by guest, oldest first: the guests of even and of odd ids read at
-    /// once, each on a
-    /// connection of its own, so that SQLite reads on two threads (at a start, SQLite's thread
-    /// reading and packing the fleet's windows was the longest part of it).
+    /// once, each on a connection of its own, so that SQLite reads on two threads (at a start,
+    /// SQLite's thread reading and packing the fleet's windows was the longest part of it).
     pub(super) async fn samples_in_window(
         &self,
         condition: &str,
